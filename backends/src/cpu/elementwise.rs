@@ -1,0 +1,250 @@
+//! Unary maps and broadcasting binary ops.
+
+use rayon::prelude::*;
+
+use crate::op::{BinaryOp, UnaryOp};
+
+pub fn unary_scalar(op: UnaryOp, x: f32) -> f32 {
+    match op {
+        UnaryOp::Neg => -x,
+        UnaryOp::Exp => x.exp(),
+        UnaryOp::Log => x.ln(),
+        UnaryOp::Sqrt => x.sqrt(),
+        UnaryOp::Rsqrt => 1.0 / x.sqrt(),
+        UnaryOp::Recip => 1.0 / x,
+        UnaryOp::Abs => x.abs(),
+        UnaryOp::Sin => x.sin(),
+        UnaryOp::Cos => x.cos(),
+        UnaryOp::Tanh => x.tanh(),
+        UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+        UnaryOp::Relu => x.max(0.0),
+        UnaryOp::Silu => x / (1.0 + (-x).exp()),
+        UnaryOp::Gelu => 0.5 * x * (1.0 + libm::erff(x * std::f32::consts::FRAC_1_SQRT_2)),
+        UnaryOp::GeluTanh => {
+            let c = (2.0f32 / std::f32::consts::PI).sqrt();
+            0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
+        }
+    }
+}
+
+pub fn unary(op: UnaryOp, x: &[f32]) -> Vec<f32> {
+    if x.len() >= 1 << 16 {
+        x.par_iter().map(|&v| unary_scalar(op, v)).collect()
+    } else {
+        x.iter().map(|&v| unary_scalar(op, v)).collect()
+    }
+}
+
+pub fn binary_f32(op: BinaryOp, a: f32, b: f32) -> f32 {
+    let t = |c: bool| if c { 1.0 } else { 0.0 };
+    match op {
+        BinaryOp::Add => a + b,
+        BinaryOp::Sub => a - b,
+        BinaryOp::Mul => a * b,
+        BinaryOp::Div => a / b,
+        BinaryOp::Pow => a.powf(b),
+        BinaryOp::Max => a.max(b),
+        BinaryOp::Min => a.min(b),
+        BinaryOp::Eq => t(a == b),
+        BinaryOp::Ne => t(a != b),
+        BinaryOp::Lt => t(a < b),
+        BinaryOp::Le => t(a <= b),
+        BinaryOp::Gt => t(a > b),
+        BinaryOp::Ge => t(a >= b),
+    }
+}
+
+/// Integer arithmetic; `None` for a division by zero.
+pub fn binary_i32(op: BinaryOp, a: i32, b: i32) -> Option<i32> {
+    Some(match op {
+        BinaryOp::Add => a.wrapping_add(b),
+        BinaryOp::Sub => a.wrapping_sub(b),
+        BinaryOp::Mul => a.wrapping_mul(b),
+        BinaryOp::Div => {
+            if b == 0 {
+                return None;
+            }
+            a.wrapping_div_euclid(b)
+        }
+        BinaryOp::Pow => a.wrapping_pow(b.max(0) as u32),
+        BinaryOp::Max => a.max(b),
+        BinaryOp::Min => a.min(b),
+        BinaryOp::Eq => (a == b) as i32,
+        BinaryOp::Ne => (a != b) as i32,
+        BinaryOp::Lt => (a < b) as i32,
+        BinaryOp::Le => (a <= b) as i32,
+        BinaryOp::Gt => (a > b) as i32,
+        BinaryOp::Ge => (a >= b) as i32,
+    })
+}
+
+/// Numpy broadcast of two shapes, or `None` when they are incompatible.
+pub fn broadcast_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+    let r = a.len().max(b.len());
+    let mut out = vec![0; r];
+    for i in 0..r {
+        let da = if i + a.len() >= r {
+            a[i + a.len() - r]
+        } else {
+            1
+        };
+        let db = if i + b.len() >= r {
+            b[i + b.len() - r]
+        } else {
+            1
+        };
+        out[i] = match (da, db) {
+            (x, y) if x == y => x,
+            (1, y) => y,
+            (x, 1) => x,
+            _ => return None,
+        };
+    }
+    Some(out)
+}
+
+/// Strides (in elements) that read `shape` as if it had `out`'s rank and
+/// sizes: broadcast dimensions get stride 0.
+pub fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<usize> {
+    let r = out.len();
+    let mut strides = vec![0; r];
+    let mut acc = 1;
+    for i in (0..shape.len()).rev() {
+        let oi = i + r - shape.len();
+        strides[oi] = if shape[i] == 1 { 0 } else { acc };
+        acc *= shape[i];
+    }
+    strides
+}
+
+/// Generic broadcast walk: calls `f(out_index, a_index, b_index)`.
+pub fn for_each_broadcast(
+    out: &[usize],
+    sa: &[usize],
+    sb: &[usize],
+    mut f: impl FnMut(usize, usize, usize),
+) {
+    let n: usize = out.iter().product();
+    let r = out.len();
+    let mut idx = vec![0usize; r];
+    let (mut ia, mut ib) = (0usize, 0usize);
+    for o in 0..n {
+        f(o, ia, ib);
+        for d in (0..r).rev() {
+            idx[d] += 1;
+            ia += sa[d];
+            ib += sb[d];
+            if idx[d] < out[d] {
+                break;
+            }
+            ia -= sa[d] * out[d];
+            ib -= sb[d] * out[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+/// Reference broadcasting binary op over f32.
+pub fn binary_ref(
+    op: BinaryOp,
+    a: &[f32],
+    ash: &[usize],
+    b: &[f32],
+    bsh: &[usize],
+    out: &[usize],
+) -> Vec<f32> {
+    let (sa, sb) = (broadcast_strides(ash, out), broadcast_strides(bsh, out));
+    let mut res = vec![0.0; out.iter().product()];
+    for_each_broadcast(out, &sa, &sb, |o, i, j| res[o] = binary_f32(op, a[i], b[j]));
+    res
+}
+
+/// Fast broadcasting binary op: contiguous fast paths for equal shapes, a
+/// scalar side, and a row vector broadcast over rows; the generic walk otherwise.
+pub fn binary(
+    op: BinaryOp,
+    a: &[f32],
+    ash: &[usize],
+    b: &[f32],
+    bsh: &[usize],
+    out: &[usize],
+) -> Vec<f32> {
+    let n: usize = out.iter().product();
+    if ash == bsh {
+        return if n >= 1 << 16 {
+            a.par_iter()
+                .zip(b)
+                .map(|(&x, &y)| binary_f32(op, x, y))
+                .collect()
+        } else {
+            a.iter()
+                .zip(b)
+                .map(|(&x, &y)| binary_f32(op, x, y))
+                .collect()
+        };
+    }
+    if b.len() == 1 && a.len() == n {
+        let y = b[0];
+        return a.iter().map(|&x| binary_f32(op, x, y)).collect();
+    }
+    if a.len() == 1 && b.len() == n {
+        let x = a[0];
+        return b.iter().map(|&y| binary_f32(op, x, y)).collect();
+    }
+    let last = *out.last().unwrap_or(&1);
+    if a.len() == n && b.len() == last && last > 0 && bsh.last() == Some(&last) {
+        let mut res = vec![0.0; n];
+        for (ro, ra) in res.chunks_mut(last).zip(a.chunks(last)) {
+            for i in 0..last {
+                ro[i] = binary_f32(op, ra[i], b[i]);
+            }
+        }
+        return res;
+    }
+    binary_ref(op, a, ash, b, bsh, out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::testutil::{assert_close, vec_f32};
+    use proptest::prelude::*;
+
+    fn shape_pair() -> impl Strategy<Value = (Vec<usize>, Vec<usize>)> {
+        proptest::collection::vec((1usize..5, any::<bool>(), any::<bool>()), 0..4).prop_map(
+            |dims| {
+                let a: Vec<usize> = dims
+                    .iter()
+                    .map(|&(d, ba, _)| if ba { 1 } else { d })
+                    .collect();
+                let b: Vec<usize> = dims
+                    .iter()
+                    .map(|&(d, _, bb)| if bb { 1 } else { d })
+                    .collect();
+                (a, b)
+            },
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn binary_matches_reference((ash, bsh) in shape_pair(), drop_a in 0usize..2, seed in any::<u64>(), opi in 0usize..5) {
+            let ash = ash[drop_a.min(ash.len())..].to_vec();
+            let op = [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Max, BinaryOp::Lt][opi];
+            let out = broadcast_shape(&ash, &bsh).unwrap();
+            let a = vec_f32(seed, ash.iter().product());
+            let b = vec_f32(seed ^ 9, bsh.iter().product());
+            assert_close(&binary(op, &a, &ash, &b, &bsh, &out), &binary_ref(op, &a, &ash, &b, &bsh, &out), 0.0)?;
+        }
+
+        #[test]
+        fn silu_and_gelu_are_sane(x in -20.0f32..20.0) {
+            let s = unary_scalar(UnaryOp::Silu, x);
+            prop_assert!((s - x * unary_scalar(UnaryOp::Sigmoid, x)).abs() <= 1e-5 * (1.0 + x.abs()));
+            let g = unary_scalar(UnaryOp::Gelu, x);
+            let gt = unary_scalar(UnaryOp::GeluTanh, x);
+            prop_assert!((g - gt).abs() < 2e-3 * (1.0 + x.abs()));
+        }
+    }
+}

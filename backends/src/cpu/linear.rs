@@ -1,0 +1,190 @@
+//! `linear` (x @ w^T + b) and batched `matmul`. Weights may be f32, f16 or
+//! bf16; half-precision rows are widened once per block of output features
+//! and reused for every row of `x`, so prefill pays the widening once.
+
+use rayon::prelude::*;
+
+use super::simd::{dot, dot_ref};
+use crate::tensor::FloatSlice;
+
+/// Output features handled by one parallel task.
+const BLOCK_N: usize = 16;
+
+/// Reference: `out[i, j] = sum_k x[i, k] * w[j, k] + b[j]`.
+pub fn linear_ref(
+    x: &[f32],
+    m: usize,
+    k: usize,
+    w: FloatSlice,
+    n: usize,
+    bias: Option<&[f32]>,
+) -> Vec<f32> {
+    let w = w.to_vec();
+    let mut out = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let s = dot_ref(&x[i * k..(i + 1) * k], &w[j * k..(j + 1) * k]);
+            out[i * n + j] = s + bias.map_or(0.0, |b| b[j]);
+        }
+    }
+    out
+}
+
+/// Fast `linear`: parallel over blocks of output features.
+pub fn linear(
+    x: &[f32],
+    m: usize,
+    k: usize,
+    w: FloatSlice,
+    n: usize,
+    bias: Option<&[f32]>,
+) -> Vec<f32> {
+    let blocks = n.div_ceil(BLOCK_N);
+    // Each task returns its block as [m, bn]; scattering afterwards costs m*n
+    // copies against m*n*k multiply-adds.
+    let run_block = |b: usize| -> Vec<f32> {
+        let j0 = b * BLOCK_N;
+        let bn = BLOCK_N.min(n - j0);
+        let mut out = vec![0.0f32; m * bn];
+        let widened;
+        let wb: &[f32] = match w {
+            FloatSlice::F32(s) => &s[j0 * k..(j0 + bn) * k],
+            other => {
+                let mut tmp = vec![0.0f32; bn * k];
+                other.sub(j0 * k, bn * k).widen_into(&mut tmp);
+                widened = tmp;
+                &widened
+            }
+        };
+        for i in 0..m {
+            let xi = &x[i * k..(i + 1) * k];
+            for j in 0..bn {
+                out[i * bn + j] =
+                    dot(xi, &wb[j * k..(j + 1) * k]) + bias.map_or(0.0, |b| b[j0 + j]);
+            }
+        }
+        out
+    };
+    let parts: Vec<Vec<f32>> = if m * n * k >= 1 << 15 {
+        (0..blocks).into_par_iter().map(run_block).collect()
+    } else {
+        (0..blocks).map(run_block).collect()
+    };
+    let mut out = vec![0.0f32; m * n];
+    for (b, part) in parts.iter().enumerate() {
+        let j0 = b * BLOCK_N;
+        let bn = BLOCK_N.min(n - j0);
+        for i in 0..m {
+            out[i * n + j0..i * n + j0 + bn].copy_from_slice(&part[i * bn..(i + 1) * bn]);
+        }
+    }
+    out
+}
+
+/// Transposes a row-major `[rows, cols]` matrix.
+pub fn transpose2d(a: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    let mut t = vec![0.0; rows * cols];
+    for r in 0..rows {
+        for c in 0..cols {
+            t[c * rows + r] = a[r * cols + c];
+        }
+    }
+    t
+}
+
+/// Batched `a [batch, m, k] @ b [batch or 1, k, n]`.
+pub fn matmul(
+    a: &[f32],
+    b: &[f32],
+    batch: usize,
+    b_batched: bool,
+    m: usize,
+    k: usize,
+    n: usize,
+) -> Vec<f32> {
+    let mut out = Vec::with_capacity(batch * m * n);
+    let shared = (!b_batched).then(|| transpose2d(b, k, n));
+    for bi in 0..batch {
+        let a_i = &a[bi * m * k..(bi + 1) * m * k];
+        let bt_owned;
+        let bt = match &shared {
+            Some(t) => t,
+            None => {
+                bt_owned = transpose2d(&b[bi * k * n..(bi + 1) * k * n], k, n);
+                &bt_owned
+            }
+        };
+        out.extend(linear(a_i, m, k, FloatSlice::F32(bt), n, None));
+    }
+    out
+}
+
+/// Reference for `matmul`.
+pub fn matmul_ref(
+    a: &[f32],
+    b: &[f32],
+    batch: usize,
+    b_batched: bool,
+    m: usize,
+    k: usize,
+    n: usize,
+) -> Vec<f32> {
+    let mut out = vec![0.0; batch * m * n];
+    for bi in 0..batch {
+        let bo = if b_batched { bi * k * n } else { 0 };
+        for i in 0..m {
+            for j in 0..n {
+                let mut s = 0.0;
+                for p in 0..k {
+                    s += a[bi * m * k + i * k + p] * b[bo + p * n + j];
+                }
+                out[bi * m * n + i * n + j] = s;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::testutil::{assert_close, vec_f32};
+    use half::{bf16, f16};
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn linear_matches_reference(m in 1usize..6, k in 1usize..70, n in 1usize..40, seed in any::<u64>(), bias in any::<bool>()) {
+            let x = vec_f32(seed, m * k);
+            let w = vec_f32(seed ^ 1, n * k);
+            let b = vec_f32(seed ^ 2, n);
+            let bias = bias.then_some(&b[..]);
+            let r = linear_ref(&x, m, k, FloatSlice::F32(&w), n, bias);
+            assert_close(&linear(&x, m, k, FloatSlice::F32(&w), n, bias), &r, 1e-4)?;
+            let wh: Vec<f16> = w.iter().map(|&v| f16::from_f32(v)).collect();
+            let wb: Vec<bf16> = w.iter().map(|&v| bf16::from_f32(v)).collect();
+            let rh = linear_ref(&x, m, k, FloatSlice::F16(&wh), n, bias);
+            assert_close(&linear(&x, m, k, FloatSlice::F16(&wh), n, bias), &rh, 1e-4)?;
+            let rb = linear_ref(&x, m, k, FloatSlice::BF16(&wb), n, bias);
+            assert_close(&linear(&x, m, k, FloatSlice::BF16(&wb), n, bias), &rb, 1e-4)?;
+        }
+
+        #[test]
+        fn large_linear_matches_reference(k in 60usize..140, n in 30usize..300, seed in any::<u64>()) {
+            // Big enough to take the parallel path.
+            let m = 3;
+            let x = vec_f32(seed, m * k);
+            let w = vec_f32(seed ^ 1, n * k);
+            assert_close(&linear(&x, m, k, FloatSlice::F32(&w), n, None), &linear_ref(&x, m, k, FloatSlice::F32(&w), n, None), 1e-4)?;
+        }
+
+        #[test]
+        fn matmul_matches_reference(batch in 1usize..4, m in 1usize..7, k in 1usize..33, n in 1usize..19, shared in any::<bool>(), seed in any::<u64>()) {
+            let a = vec_f32(seed, batch * m * k);
+            let bb = if shared { 1 } else { batch };
+            let b = vec_f32(seed ^ 3, bb * k * n);
+            assert_close(&matmul(&a, &b, batch, !shared, m, k, n), &matmul_ref(&a, &b, batch, !shared, m, k, n), 1e-4)?;
+        }
+    }
+}

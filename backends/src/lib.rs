@@ -1,0 +1,20 @@
+//! mllm-backends owns tensors and the devices that compute on them: `Tensor`
+//! and `DType`, the op vocabulary (`Op`), the `Backend` trait, and the CPU
+//! backend with a reference twin for every kernel. It knows nothing of the
+//! .mdl language or of checkpoint file formats; `weights::WeightSource` is the
+//! one interface a checkpoint reader implements.
+
+pub mod backend;
+pub mod cpu;
+pub mod dtype;
+pub mod error;
+pub mod op;
+pub mod tensor;
+pub mod weights;
+
+pub use backend::Backend;
+pub use cpu::CpuBackend;
+pub use dtype::DType;
+pub use error::{BackendError, Result};
+pub use op::{BinaryOp, Op, ReduceOp, UnaryOp};
+pub use tensor::{Buffer, ByteOwner, FloatSlice, Tensor};

@@ -1,0 +1,194 @@
+//! The op vocabulary: every native operation a script can reach, as data.
+//! Executors (eager backends, graph capture) receive `Op` values, so adding an
+//! op is one variant here plus one arm per backend; `Op::ALL_NAMES` lets tests
+//! check that no backend misses a variant.
+
+use crate::dtype::DType;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    Neg,
+    Exp,
+    Log,
+    Sqrt,
+    Rsqrt,
+    Recip,
+    Abs,
+    Sin,
+    Cos,
+    Tanh,
+    Sigmoid,
+    Relu,
+    Silu,
+    /// Exact GELU (erf form), as `nn.GELU()` / `gelu` in transformers.
+    Gelu,
+    /// GELU with the tanh approximation (`gelu_pytorch_tanh`).
+    GeluTanh,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+    Max,
+    Min,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    Sum,
+    Mean,
+    Max,
+    Min,
+}
+
+/// One native op with its attributes. Tensor inputs are passed separately, in
+/// the order documented on each variant.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    /// `x [.., k]`, `w [n, k]` (any float dtype), optional `bias [n]` -> `[.., n]`.
+    Linear,
+    /// `a [.., m, k]`, `b [.., k, n]` -> `[.., m, n]`; `b` may be 2-D and is then shared.
+    Matmul,
+    /// `w [v, d]`, `ids i32 [..]` -> `[.., d]`.
+    Embedding,
+    /// `x [.., d]`, `w [d]` -> `x / rms(x) * w`.
+    RmsNorm {
+        eps: f32,
+    },
+    /// `x [.., d]`, `w [d]`, `b [d]` -> layer normalisation over the last dim.
+    LayerNorm {
+        eps: f32,
+    },
+    /// `x [s, h, d]`, `cos [s, d/2]`, `sin [s, d/2]` -> rotary embedding in the
+    /// "rotate half" layout (first half of `d` pairs with the second half).
+    ApplyRope,
+    /// `q [sq, hq, d]`, `k [sk, hk, d]`, `v [sk, hk, dv]` -> `[sq, hq, dv]`.
+    /// `hq` must be a multiple of `hk` (grouped-query attention). With `causal`,
+    /// query `i` sees keys `0 ..= sk - sq + i` (the queries are the last `sq`
+    /// positions).
+    Sdpa {
+        causal: bool,
+        scale: f32,
+    },
+    Unary(UnaryOp),
+    /// Broadcasting (numpy rules). Two i32 inputs give i32; otherwise f32.
+    /// Comparisons give 1.0/0.0 (or 1/0).
+    Binary(BinaryOp),
+    /// Softmax over dimension `dim` of an f32 tensor.
+    Softmax {
+        dim: usize,
+    },
+    /// Reduction over `dim`.
+    Reduce {
+        op: ReduceOp,
+        dim: usize,
+        keepdim: bool,
+    },
+    /// Index of the largest value along `dim` (first on ties), as i32.
+    Argmax {
+        dim: usize,
+    },
+    Reshape {
+        shape: Vec<usize>,
+    },
+    Permute {
+        perm: Vec<usize>,
+    },
+    /// Joins the inputs along `dim`.
+    Concat {
+        dim: usize,
+    },
+    /// `start..end` by `step` along `dim` (`step >= 1`).
+    Slice {
+        dim: usize,
+        start: usize,
+        end: usize,
+        step: usize,
+    },
+    /// `x`, `idx i32 [n]` -> rows of `x` picked along `dim`.
+    IndexSelect {
+        dim: usize,
+    },
+    /// `cond`, `a`, `b` (broadcast) -> `a` where `cond != 0`, else `b`.
+    Where,
+    Cast {
+        dtype: DType,
+    },
+    /// No inputs: `start, start+step, ...` below `end`.
+    Arange {
+        start: f64,
+        end: f64,
+        step: f64,
+        dtype: DType,
+    },
+    /// No inputs: a tensor of `shape` filled with `value`.
+    Full {
+        shape: Vec<usize>,
+        value: f64,
+        dtype: DType,
+    },
+}
+
+impl Op {
+    /// Every variant's name, in declaration order. A backend conformance test
+    /// walks this list; extend it with every new variant.
+    pub const ALL_NAMES: &'static [&'static str] = &[
+        "linear",
+        "matmul",
+        "embedding",
+        "rms_norm",
+        "layer_norm",
+        "apply_rope",
+        "sdpa",
+        "unary",
+        "binary",
+        "softmax",
+        "reduce",
+        "argmax",
+        "reshape",
+        "permute",
+        "concat",
+        "slice",
+        "index_select",
+        "where",
+        "cast",
+        "arange",
+        "full",
+    ];
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Linear => "linear",
+            Op::Matmul => "matmul",
+            Op::Embedding => "embedding",
+            Op::RmsNorm { .. } => "rms_norm",
+            Op::LayerNorm { .. } => "layer_norm",
+            Op::ApplyRope => "apply_rope",
+            Op::Sdpa { .. } => "sdpa",
+            Op::Unary(_) => "unary",
+            Op::Binary(_) => "binary",
+            Op::Softmax { .. } => "softmax",
+            Op::Reduce { .. } => "reduce",
+            Op::Argmax { .. } => "argmax",
+            Op::Reshape { .. } => "reshape",
+            Op::Permute { .. } => "permute",
+            Op::Concat { .. } => "concat",
+            Op::Slice { .. } => "slice",
+            Op::IndexSelect { .. } => "index_select",
+            Op::Where => "where",
+            Op::Cast { .. } => "cast",
+            Op::Arange { .. } => "arange",
+            Op::Full { .. } => "full",
+        }
+    }
+}

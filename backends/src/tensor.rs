@@ -1,0 +1,426 @@
+//! `Tensor`: a shape over a shared, immutable buffer. Tensors are always
+//! row-major contiguous; a tensor may be a window (`offset`) into a larger
+//! buffer, which is how mmapped weights and KV-cache prefixes avoid copies.
+
+use std::sync::Arc;
+
+use half::{bf16, f16};
+
+use crate::dtype::DType;
+use crate::error::{dtype_err, invalid, shape_err, Result};
+
+/// Largest element count a single tensor may have. Guards scripts and corrupt
+/// files from asking for absurd allocations (which would abort, not error).
+pub const MAX_ELEMENTS: usize = 1 << 36;
+
+/// Owner of raw bytes (an mmapped file, usually) that a tensor can borrow.
+pub trait ByteOwner: Send + Sync {
+    fn bytes(&self) -> &[u8];
+}
+
+/// The storage behind tensors.
+#[derive(Clone)]
+pub enum Buffer {
+    F32(Vec<f32>),
+    F16(Vec<f16>),
+    BF16(Vec<bf16>),
+    I32(Vec<i32>),
+    /// Borrowed bytes, `start..start+len` of `owner`, aligned for `dtype`
+    /// (checked when made).
+    Bytes {
+        owner: Arc<dyn ByteOwner>,
+        start: usize,
+        len: usize,
+        dtype: DType,
+    },
+}
+
+impl Buffer {
+    pub fn dtype(&self) -> DType {
+        match self {
+            Buffer::F32(_) => DType::F32,
+            Buffer::F16(_) => DType::F16,
+            Buffer::BF16(_) => DType::BF16,
+            Buffer::I32(_) => DType::I32,
+            Buffer::Bytes { dtype, .. } => *dtype,
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        match self {
+            Buffer::F32(v) => v.len(),
+            Buffer::F16(v) => v.len(),
+            Buffer::BF16(v) => v.len(),
+            Buffer::I32(v) => v.len(),
+            Buffer::Bytes { len, dtype, .. } => len / dtype.size(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn raw(&self) -> &[u8] {
+        match self {
+            Buffer::Bytes {
+                owner, start, len, ..
+            } => &owner.bytes()[*start..*start + *len],
+            _ => &[],
+        }
+    }
+}
+
+/// A typed view of float data, whatever its storage dtype.
+#[derive(Clone, Copy)]
+pub enum FloatSlice<'a> {
+    F32(&'a [f32]),
+    F16(&'a [f16]),
+    BF16(&'a [bf16]),
+}
+
+impl<'a> FloatSlice<'a> {
+    pub fn len(&self) -> usize {
+        match self {
+            FloatSlice::F32(s) => s.len(),
+            FloatSlice::F16(s) => s.len(),
+            FloatSlice::BF16(s) => s.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn sub(&self, start: usize, len: usize) -> FloatSlice<'a> {
+        match self {
+            FloatSlice::F32(s) => FloatSlice::F32(&s[start..start + len]),
+            FloatSlice::F16(s) => FloatSlice::F16(&s[start..start + len]),
+            FloatSlice::BF16(s) => FloatSlice::BF16(&s[start..start + len]),
+        }
+    }
+
+    /// Widens `self` into `out` (same length).
+    pub fn widen_into(&self, out: &mut [f32]) {
+        match self {
+            FloatSlice::F32(s) => out.copy_from_slice(s),
+            FloatSlice::F16(s) => half::slice::HalfFloatSliceExt::convert_to_f32_slice(*s, out),
+            FloatSlice::BF16(s) => {
+                for (o, v) in out.iter_mut().zip(s.iter()) {
+                    *o = f32::from_bits((v.to_bits() as u32) << 16);
+                }
+            }
+        }
+    }
+
+    pub fn to_vec(&self) -> Vec<f32> {
+        let mut v = vec![0.0; self.len()];
+        self.widen_into(&mut v);
+        v
+    }
+}
+
+#[derive(Clone)]
+pub struct Tensor {
+    buf: Arc<Buffer>,
+    offset: usize,
+    shape: Vec<usize>,
+}
+
+pub fn numel(shape: &[usize]) -> Result<usize> {
+    let mut n: usize = 1;
+    for &d in shape {
+        n = match n.checked_mul(d) {
+            Some(n) if n <= MAX_ELEMENTS => n,
+            _ => return invalid("tensor", format!("shape {shape:?} is too large")),
+        };
+    }
+    Ok(n)
+}
+
+impl std::fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Tensor({}, {:?})", self.dtype(), self.shape)
+    }
+}
+
+impl Tensor {
+    /// A tensor over `buf[offset .. offset + numel(shape)]`.
+    pub fn from_buffer(buf: Arc<Buffer>, offset: usize, shape: Vec<usize>) -> Result<Tensor> {
+        let n = numel(&shape)?;
+        if offset.checked_add(n).is_none_or(|end| end > buf.len()) {
+            return shape_err(
+                "tensor",
+                format!(
+                    "shape {shape:?} at offset {offset} exceeds a buffer of {} elements",
+                    buf.len()
+                ),
+            );
+        }
+        Ok(Tensor { buf, offset, shape })
+    }
+
+    pub fn from_f32(data: Vec<f32>, shape: Vec<usize>) -> Result<Tensor> {
+        Self::checked_new(Buffer::F32(data), shape)
+    }
+
+    pub fn from_i32(data: Vec<i32>, shape: Vec<usize>) -> Result<Tensor> {
+        Self::checked_new(Buffer::I32(data), shape)
+    }
+
+    pub fn from_f16(data: Vec<f16>, shape: Vec<usize>) -> Result<Tensor> {
+        Self::checked_new(Buffer::F16(data), shape)
+    }
+
+    pub fn from_bf16(data: Vec<bf16>, shape: Vec<usize>) -> Result<Tensor> {
+        Self::checked_new(Buffer::BF16(data), shape)
+    }
+
+    fn checked_new(buf: Buffer, shape: Vec<usize>) -> Result<Tensor> {
+        let n = numel(&shape)?;
+        if n != buf.len() {
+            return shape_err(
+                "tensor",
+                format!("{} elements do not fill shape {shape:?}", buf.len()),
+            );
+        }
+        Ok(Tensor {
+            buf: Arc::new(buf),
+            offset: 0,
+            shape,
+        })
+    }
+
+    /// Borrows `len` bytes at `start` of `owner` as a tensor without copying
+    /// when they are aligned for `dtype`; copies them otherwise.
+    pub fn from_bytes(
+        owner: Arc<dyn ByteOwner>,
+        start: usize,
+        len: usize,
+        dtype: DType,
+        shape: Vec<usize>,
+    ) -> Result<Tensor> {
+        let n = numel(&shape)?;
+        if n.checked_mul(dtype.size()) != Some(len) {
+            return shape_err(
+                "tensor",
+                format!("{len} bytes do not hold {dtype} of shape {shape:?}"),
+            );
+        }
+        let total = owner.bytes().len();
+        if start.checked_add(len).is_none_or(|end| end > total) {
+            return invalid(
+                "tensor",
+                format!(
+                    "bytes {start}..{} lie outside a {total}-byte file",
+                    start + len
+                ),
+            );
+        }
+        let addr = owner.bytes()[start..].as_ptr() as usize;
+        if addr % dtype.size() == 0 {
+            let buf = Buffer::Bytes {
+                owner,
+                start,
+                len,
+                dtype,
+            };
+            return Ok(Tensor {
+                buf: Arc::new(buf),
+                offset: 0,
+                shape,
+            });
+        }
+        let bytes = &owner.bytes()[start..start + len];
+        let buf = match dtype {
+            DType::F32 => Buffer::F32(
+                bytes
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect(),
+            ),
+            DType::I32 => Buffer::I32(
+                bytes
+                    .chunks_exact(4)
+                    .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect(),
+            ),
+            DType::F16 => Buffer::F16(
+                bytes
+                    .chunks_exact(2)
+                    .map(|c| f16::from_le_bytes([c[0], c[1]]))
+                    .collect(),
+            ),
+            DType::BF16 => Buffer::BF16(
+                bytes
+                    .chunks_exact(2)
+                    .map(|c| bf16::from_le_bytes([c[0], c[1]]))
+                    .collect(),
+            ),
+        };
+        Ok(Tensor {
+            buf: Arc::new(buf),
+            offset: 0,
+            shape,
+        })
+    }
+
+    pub fn scalar_f32(v: f32) -> Tensor {
+        Tensor {
+            buf: Arc::new(Buffer::F32(vec![v])),
+            offset: 0,
+            shape: vec![],
+        }
+    }
+
+    pub fn scalar_i32(v: i32) -> Tensor {
+        Tensor {
+            buf: Arc::new(Buffer::I32(vec![v])),
+            offset: 0,
+            shape: vec![],
+        }
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.buf.dtype()
+    }
+
+    pub fn buffer(&self) -> &Arc<Buffer> {
+        &self.buf
+    }
+
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+
+    /// Size of dimension `d`, counting from the end when negative.
+    pub fn dim(&self, d: isize) -> Option<usize> {
+        let r = self.rank() as isize;
+        let i = if d < 0 { r + d } else { d };
+        (0..r).contains(&i).then(|| self.shape[i as usize])
+    }
+
+    /// Same data, new shape (no copy).
+    pub fn reshaped(&self, shape: Vec<usize>) -> Result<Tensor> {
+        if numel(&shape)? != self.numel() {
+            return shape_err(
+                "reshape",
+                format!("cannot reshape {:?} into {shape:?}", self.shape),
+            );
+        }
+        Ok(Tensor {
+            buf: self.buf.clone(),
+            offset: self.offset,
+            shape,
+        })
+    }
+
+    /// Rows `start..end` of the outermost dimension (no copy).
+    pub fn narrow0(&self, start: usize, end: usize) -> Result<Tensor> {
+        let Some(&d0) = self.shape.first() else {
+            return shape_err("slice", "cannot slice a scalar");
+        };
+        if start > end || end > d0 {
+            return shape_err(
+                "slice",
+                format!("rows {start}..{end} of a dimension of size {d0}"),
+            );
+        }
+        let row: usize = self.shape[1..].iter().product();
+        let mut shape = self.shape.clone();
+        shape[0] = end - start;
+        Ok(Tensor {
+            buf: self.buf.clone(),
+            offset: self.offset + start * row,
+            shape,
+        })
+    }
+
+    pub fn f32s(&self) -> Result<&[f32]> {
+        let n = self.numel();
+        match &*self.buf {
+            Buffer::F32(v) => Ok(&v[self.offset..self.offset + n]),
+            b @ Buffer::Bytes {
+                dtype: DType::F32, ..
+            } => Ok(&bytemuck::cast_slice::<u8, f32>(b.raw())[self.offset..self.offset + n]),
+            _ => dtype_err(
+                "tensor",
+                format!("expected f32 data, found {}", self.dtype()),
+            ),
+        }
+    }
+
+    pub fn i32s(&self) -> Result<&[i32]> {
+        let n = self.numel();
+        match &*self.buf {
+            Buffer::I32(v) => Ok(&v[self.offset..self.offset + n]),
+            b @ Buffer::Bytes {
+                dtype: DType::I32, ..
+            } => Ok(&bytemuck::cast_slice::<u8, i32>(b.raw())[self.offset..self.offset + n]),
+            _ => dtype_err(
+                "tensor",
+                format!("expected i32 data, found {}", self.dtype()),
+            ),
+        }
+    }
+
+    /// The data of a float tensor in its stored dtype.
+    pub fn floats(&self) -> Result<FloatSlice<'_>> {
+        let (o, n) = (self.offset, self.numel());
+        Ok(match &*self.buf {
+            Buffer::F32(v) => FloatSlice::F32(&v[o..o + n]),
+            Buffer::F16(v) => FloatSlice::F16(&v[o..o + n]),
+            Buffer::BF16(v) => FloatSlice::BF16(&v[o..o + n]),
+            b @ Buffer::Bytes { dtype, .. } => match dtype {
+                DType::F32 => FloatSlice::F32(&bytemuck::cast_slice(b.raw())[o..o + n]),
+                DType::F16 => FloatSlice::F16(&bytemuck::cast_slice(b.raw())[o..o + n]),
+                DType::BF16 => FloatSlice::BF16(&bytemuck::cast_slice(b.raw())[o..o + n]),
+                DType::I32 => return dtype_err("tensor", "expected float data, found i32"),
+            },
+            Buffer::I32(_) => return dtype_err("tensor", "expected float data, found i32"),
+        })
+    }
+
+    /// The values widened to f32 (i32 values converted), copying.
+    pub fn to_f32_vec(&self) -> Result<Vec<f32>> {
+        if self.dtype() == DType::I32 {
+            return Ok(self.i32s()?.iter().map(|&v| v as f32).collect());
+        }
+        Ok(self.floats()?.to_vec())
+    }
+
+    /// This tensor as f32, sharing the buffer when it already is f32.
+    pub fn to_f32(&self) -> Result<Tensor> {
+        if self.dtype() == DType::F32 {
+            return Ok(self.clone());
+        }
+        Tensor::from_f32(self.to_f32_vec()?, self.shape.clone())
+    }
+
+    /// The single value of a one-element tensor, as f64.
+    pub fn item(&self) -> Result<f64> {
+        if self.numel() != 1 {
+            return shape_err(
+                "item",
+                format!("expected one element, found shape {:?}", self.shape),
+            );
+        }
+        Ok(if self.dtype() == DType::I32 {
+            self.i32s()?[0] as f64
+        } else {
+            self.to_f32_vec()?[0] as f64
+        })
+    }
+}
