@@ -197,7 +197,12 @@ pub enum ExprKind {
     Index(Box<Expr>, Vec<IndexItem>),
     List(Vec<Expr>),
     Tuple(Vec<Expr>),
-    Comprehension { elem: Box<Expr>, pat: Pattern, iter: Box<Expr>, cond: Option<Box<Expr>> },
+    Comprehension {
+        elem: Box<Expr>,
+        pat: Pattern,
+        iter: Box<Expr>,
+        cond: Option<Box<Expr>>,
+    },
     If(Box<Expr>, Box<Expr>, Box<Expr>),
 }
 

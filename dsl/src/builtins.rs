@@ -107,7 +107,10 @@ impl Builtin {
     }
 
     pub fn lookup(name: &str) -> Option<Builtin> {
-        BUILTINS.iter().find(|(_, s)| s.name == name).map(|(b, _)| *b)
+        BUILTINS
+            .iter()
+            .find(|(_, s)| s.name == name)
+            .map(|(b, _)| *b)
     }
 }
 

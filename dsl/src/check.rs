@@ -74,7 +74,12 @@ struct Scope {
 
 impl Scope {
     fn new(file: SourceId, kind: ScopeKind) -> Scope {
-        Scope { file, kind, locals: vec![], frame: 0 }
+        Scope {
+            file,
+            kind,
+            locals: vec![],
+            frame: 0,
+        }
     }
 
     fn bind(&mut self, name: &str, ty: SType) -> usize {
@@ -85,7 +90,11 @@ impl Scope {
     }
 
     fn lookup(&self, name: &str) -> Option<(usize, SType)> {
-        self.locals.iter().rev().find(|(n, _, _)| n == name).map(|(_, s, t)| (*s, t.clone()))
+        self.locals
+            .iter()
+            .rev()
+            .find(|(n, _, _)| n == name)
+            .map(|(_, s, t)| (*s, t.clone()))
     }
 }
 
@@ -125,7 +134,13 @@ struct ModuleInfo {
 }
 
 fn sig_of(params: &[ast::Param]) -> Sig {
-    Sig { params: params.iter().map(|p| (p.name.name.clone(), p.default.is_some())).collect(), variadic: false }
+    Sig {
+        params: params
+            .iter()
+            .map(|p| (p.name.name.clone(), p.default.is_some()))
+            .collect(),
+        variadic: false,
+    }
 }
 
 fn edit_distance(a: &str, b: &str) -> usize {
@@ -144,7 +159,11 @@ fn edit_distance(a: &str, b: &str) -> usize {
 
 /// "did you mean `x`?" when a candidate is close.
 fn suggest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Option<String> {
-    let limit = if name.len() <= 3 { 1 } else { (name.len() / 3).clamp(2, 3) };
+    let limit = if name.len() <= 3 {
+        1
+    } else {
+        (name.len() / 3).clamp(2, 3)
+    };
     candidates
         .map(|c| (edit_distance(name, c), c))
         .filter(|(d, _)| *d <= limit)
@@ -166,7 +185,13 @@ impl Checker {
             let imports: Vec<ast::Import> = self.files[next]
                 .items
                 .iter()
-                .filter_map(|i| if let ast::Item::Import(imp) = i { Some(imp.clone()) } else { None })
+                .filter_map(|i| {
+                    if let ast::Item::Import(imp) = i {
+                        Some(imp.clone())
+                    } else {
+                        None
+                    }
+                })
                 .collect();
             for imp in imports {
                 let key = imp.name.name.clone();
@@ -208,11 +233,22 @@ impl Checker {
             for (ii, item) in items.iter().enumerate() {
                 let (name, global) = match item {
                     ast::Item::Import(imp) => {
-                        let Some(&target) = self.import_ids.get(&imp.name.name) else { continue };
-                        (imp.alias.as_ref().unwrap_or(&imp.name).clone(), Global::Namespace(target))
+                        let Some(&target) = self.import_ids.get(&imp.name.name) else {
+                            continue;
+                        };
+                        (
+                            imp.alias.as_ref().unwrap_or(&imp.name).clone(),
+                            Global::Namespace(target),
+                        )
                     }
                     ast::Item::Config(c) => {
-                        self.configs.push(Config { name: c.name.name.clone(), fields: vec![], frame: 0, source: fid, span: c.span });
+                        self.configs.push(Config {
+                            name: c.name.name.clone(),
+                            fields: vec![],
+                            frame: 0,
+                            source: fid,
+                            span: c.span,
+                        });
                         self.config_ast.push((fid, ii));
                         (c.name.clone(), Global::Config(self.configs.len() - 1))
                     }
@@ -231,21 +267,40 @@ impl Checker {
                         (m.name.clone(), Global::Module(self.modules.len() - 1))
                     }
                     ast::Item::Fn(f) => {
-                        self.fns.push(Function { name: f.name.name.clone(), params: vec![], body: vec![], frame: 0, source: fid, span: f.span });
+                        self.fns.push(Function {
+                            name: f.name.name.clone(),
+                            params: vec![],
+                            body: vec![],
+                            frame: 0,
+                            source: fid,
+                            span: f.span,
+                        });
                         self.fn_ast.push((fid, ii));
                         (f.name.clone(), Global::Fn(self.fns.len() - 1))
                     }
                 };
-                if Builtin::lookup(&name.name).is_some() && !matches!(global, Global::Namespace(_)) {
+                if Builtin::lookup(&name.name).is_some() && !matches!(global, Global::Namespace(_))
+                {
                     self.err(
-                        Diagnostic::new("mdl::check::shadows_builtin", fid, format!("`{}` is the name of a builtin", name.name))
-                            .label(name.span, "pick another name")
-                            .help("builtins cannot be redefined at the top level"),
+                        Diagnostic::new(
+                            "mdl::check::shadows_builtin",
+                            fid,
+                            format!("`{}` is the name of a builtin", name.name),
+                        )
+                        .label(name.span, "pick another name")
+                        .help("builtins cannot be redefined at the top level"),
                     );
-                } else if self.globals[fid].insert(name.name.clone(), global).is_some() {
+                } else if self.globals[fid]
+                    .insert(name.name.clone(), global)
+                    .is_some()
+                {
                     self.err(
-                        Diagnostic::new("mdl::check::duplicate", fid, format!("`{}` is defined twice", name.name))
-                            .label(name.span, "second definition"),
+                        Diagnostic::new(
+                            "mdl::check::duplicate",
+                            fid,
+                            format!("`{}` is defined twice", name.name),
+                        )
+                        .label(name.span, "second definition"),
                     );
                 }
             }
@@ -254,8 +309,13 @@ impl Checker {
         // Signatures and member types, needed before any body is resolved.
         for mi in 0..self.modules.len() {
             let (fid, ii) = self.module_ast[mi];
-            let ast::Item::Module(m) = &self.files[fid].items[ii] else { continue };
-            let mut info = ModuleInfo { ctor: sig_of(&m.params), ..Default::default() };
+            let ast::Item::Module(m) = &self.files[fid].items[ii] else {
+                continue;
+            };
+            let mut info = ModuleInfo {
+                ctor: sig_of(&m.params),
+                ..Default::default()
+            };
             for f in &m.fns {
                 info.fns.insert(f.name.name.clone(), sig_of(&f.params));
             }
@@ -264,7 +324,8 @@ impl Checker {
                     ast::MemberKind::Param { .. } => SType::Unknown,
                     ast::MemberKind::Value(e) => self.static_member_type(e, fid),
                 };
-                info.members.insert(mem.path.iter().map(|i| i.name.clone()).collect(), ty);
+                info.members
+                    .insert(mem.path.iter().map(|i| i.name.clone()).collect(), ty);
             }
             self.module_info.push(info);
         }
@@ -282,15 +343,25 @@ impl Checker {
                 _ => SType::Unknown,
             },
             ast::ExprKind::List(items) if !items.is_empty() => {
-                let tys: Vec<SType> = items.iter().map(|i| self.static_member_type(i, fid)).collect();
+                let tys: Vec<SType> = items
+                    .iter()
+                    .map(|i| self.static_member_type(i, fid))
+                    .collect();
                 match &tys[0] {
                     SType::Module(j) if tys.iter().all(|t| t == &tys[0]) => SType::ModuleList(*j),
                     _ => SType::Unknown,
                 }
             }
             ast::ExprKind::If(_, a, b) => {
-                let (ta, tb) = (self.static_member_type(a, fid), self.static_member_type(b, fid));
-                if ta == tb { ta } else { SType::Unknown }
+                let (ta, tb) = (
+                    self.static_member_type(a, fid),
+                    self.static_member_type(b, fid),
+                );
+                if ta == tb {
+                    ta
+                } else {
+                    SType::Unknown
+                }
             }
             _ => SType::Unknown,
         }
@@ -312,17 +383,23 @@ impl Checker {
     fn resolve_all(&mut self) {
         for ci in 0..self.configs.len() {
             let (fid, ii) = self.config_ast[ci];
-            let ast::Item::Config(c) = self.files[fid].items[ii].clone() else { continue };
+            let ast::Item::Config(c) = self.files[fid].items[ii].clone() else {
+                continue;
+            };
             self.resolve_config(ci, fid, &c);
         }
         for mi in 0..self.modules.len() {
             let (fid, ii) = self.module_ast[mi];
-            let ast::Item::Module(m) = self.files[fid].items[ii].clone() else { continue };
+            let ast::Item::Module(m) = self.files[fid].items[ii].clone() else {
+                continue;
+            };
             self.resolve_module(mi, fid, &m);
         }
         for fi in 0..self.fns.len() {
             let (fid, ii) = self.fn_ast[fi];
-            let ast::Item::Fn(f) = self.files[fid].items[ii].clone() else { continue };
+            let ast::Item::Fn(f) = self.files[fid].items[ii].clone() else {
+                continue;
+            };
             self.fns[fi] = self.resolve_fn(&f, fid, None);
         }
     }
@@ -342,20 +419,34 @@ impl Checker {
             other => match self.globals[fid].get(other) {
                 Some(Global::Config(i)) => Ty::Config(*i),
                 _ => {
-                    let cands: Vec<String> = ["int", "float", "bool", "str", "tensor", "any", "list"]
-                        .iter()
-                        .map(|s| s.to_string())
-                        .chain(self.globals[fid].iter().filter(|(_, g)| matches!(g, Global::Config(_))).map(|(n, _)| n.clone()))
-                        .collect();
-                    let mut d = Diagnostic::new("mdl::check::unknown_type", fid, format!("unknown type `{other}`"))
-                        .label(t.name.span, "not a builtin type or a config in scope");
+                    let cands: Vec<String> =
+                        ["int", "float", "bool", "str", "tensor", "any", "list"]
+                            .iter()
+                            .map(|s| s.to_string())
+                            .chain(
+                                self.globals[fid]
+                                    .iter()
+                                    .filter(|(_, g)| matches!(g, Global::Config(_)))
+                                    .map(|(n, _)| n.clone()),
+                            )
+                            .collect();
+                    let mut d = Diagnostic::new(
+                        "mdl::check::unknown_type",
+                        fid,
+                        format!("unknown type `{other}`"),
+                    )
+                    .label(t.name.span, "not a builtin type or a config in scope");
                     d = d.help(suggest(other, cands.iter().map(|s| s.as_str())).unwrap_or_else(|| "types are int, float, bool, str, tensor, any, list[T] or a config name".into()));
                     self.err(d);
                     Ty::Any
                 }
             },
         };
-        if t.optional { Ty::Optional(Box::new(base)) } else { base }
+        if t.optional {
+            Ty::Optional(Box::new(base))
+        } else {
+            base
+        }
     }
 
     fn resolve_config(&mut self, ci: usize, fid: SourceId, c: &ast::ConfigDecl) {
@@ -363,7 +454,14 @@ impl Checker {
         let mut fields: Vec<ConfigField> = vec![];
         for (k, f) in c.fields.iter().enumerate() {
             if fields.iter().any(|g| g.name == f.name.name) {
-                self.err(Diagnostic::new("mdl::check::duplicate", fid, format!("field `{}` is declared twice", f.name.name)).label(f.name.span, "second declaration"));
+                self.err(
+                    Diagnostic::new(
+                        "mdl::check::duplicate",
+                        fid,
+                        format!("field `{}` is declared twice", f.name.name),
+                    )
+                    .label(f.name.span, "second declaration"),
+                );
             }
             let ty = self.resolve_type(&f.ty, fid);
             scope.kind = ScopeKind::Config(ci, k);
@@ -371,20 +469,38 @@ impl Checker {
             self.configs[ci].fields = fields.clone();
             let default = f.default.as_ref().map(|e| self.expr(e, &mut scope).0);
             let sym = self.syms.intern(&f.name.name);
-            fields.push(ConfigField { name: f.name.name.clone(), sym, ty, default, span: f.span });
+            fields.push(ConfigField {
+                name: f.name.name.clone(),
+                sym,
+                ty,
+                default,
+                span: f.span,
+            });
         }
         self.configs[ci].fields = fields;
         self.configs[ci].frame = scope.frame;
     }
 
-    fn fn_params(&mut self, params: &[ast::Param], scope: &mut Scope, default_scope_file: SourceId) -> Vec<FnParam> {
+    fn fn_params(
+        &mut self,
+        params: &[ast::Param],
+        scope: &mut Scope,
+        default_scope_file: SourceId,
+    ) -> Vec<FnParam> {
         let _ = default_scope_file;
         let mut out = vec![];
         for p in params {
             let ty = p.ty.as_ref().map(|t| self.resolve_type(t, scope.file));
             let default = p.default.as_ref().map(|e| self.expr(e, scope).0);
             if out.iter().any(|q: &FnParam| q.name == p.name.name) {
-                self.err(Diagnostic::new("mdl::check::duplicate", scope.file, format!("parameter `{}` is declared twice", p.name.name)).label(p.name.span, "second declaration"));
+                self.err(
+                    Diagnostic::new(
+                        "mdl::check::duplicate",
+                        scope.file,
+                        format!("parameter `{}` is declared twice", p.name.name),
+                    )
+                    .label(p.name.span, "second declaration"),
+                );
             }
             let sty = match &ty {
                 Some(Ty::Config(i)) => SType::Config(*i),
@@ -392,7 +508,13 @@ impl Checker {
             };
             scope.bind(&p.name.name, sty);
             let sym = self.syms.intern(&p.name.name);
-            out.push(FnParam { name: p.name.name.clone(), sym, ty, default, span: p.span });
+            out.push(FnParam {
+                name: p.name.name.clone(),
+                sym,
+                ty,
+                default,
+                span: p.span,
+            });
         }
         out
     }
@@ -418,8 +540,19 @@ impl Checker {
                     (Some(NsEntry::Node(n)), false) => node = n,
                     _ => {
                         self.err(
-                            Diagnostic::new("mdl::check::duplicate", fid, format!("member `{}` is declared twice", mem.path.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(".")))
-                                .label(part.span, "already declared in this module"),
+                            Diagnostic::new(
+                                "mdl::check::duplicate",
+                                fid,
+                                format!(
+                                    "member `{}` is declared twice",
+                                    mem.path
+                                        .iter()
+                                        .map(|p| p.name.as_str())
+                                        .collect::<Vec<_>>()
+                                        .join(".")
+                                ),
+                            )
+                            .label(part.span, "already declared in this module"),
                         );
                         break;
                     }
@@ -432,7 +565,9 @@ impl Checker {
             let mark = scope.locals.len();
             let cond = mem.cond.as_ref().map(|e| self.expr(e, &mut scope).0);
             let kind = match &mem.kind {
-                ast::MemberKind::Param { shape } => MemberKind::Param { shape: shape.iter().map(|e| self.expr(e, &mut scope).0).collect() },
+                ast::MemberKind::Param { shape } => MemberKind::Param {
+                    shape: shape.iter().map(|e| self.expr(e, &mut scope).0).collect(),
+                },
                 ast::MemberKind::Value(e) => MemberKind::Value(self.expr(e, &mut scope).0),
             };
             scope.locals.truncate(mark);
@@ -441,14 +576,27 @@ impl Checker {
                 Some(SType::Module(j)) => Some(*j),
                 _ => None,
             };
-            members.push(Member { path, kind, cond, span: mem.span, module_ty });
+            members.push(Member {
+                path,
+                kind,
+                cond,
+                span: mem.span,
+                module_ty,
+            });
         }
         self.modules[mi].members = members;
         self.modules[mi].ctor_frame = scope.frame;
         let mut fns = vec![];
         for f in &m.fns {
             if fns.iter().any(|g: &Function| g.name == f.name.name) {
-                self.err(Diagnostic::new("mdl::check::duplicate", fid, format!("fn `{}` is defined twice", f.name.name)).label(f.name.span, "second definition"));
+                self.err(
+                    Diagnostic::new(
+                        "mdl::check::duplicate",
+                        fid,
+                        format!("fn `{}` is defined twice", f.name.name),
+                    )
+                    .label(f.name.span, "second definition"),
+                );
             }
             fns.push(self.resolve_fn(f, fid, Some(mi)));
         }
@@ -459,7 +607,14 @@ impl Checker {
         let mut scope = Scope::new(fid, ScopeKind::Fn(module));
         let params = self.fn_params(&f.params, &mut scope, fid);
         let body = self.block(&f.body, &mut scope);
-        Function { name: f.name.name.clone(), params, body, frame: scope.frame, source: fid, span: f.span }
+        Function {
+            name: f.name.name.clone(),
+            params,
+            body,
+            frame: scope.frame,
+            source: fid,
+            span: f.span,
+        }
     }
 
     fn block(&mut self, b: &ast::Block, scope: &mut Scope) -> Vec<Stmt> {
@@ -475,10 +630,18 @@ impl Checker {
             ast::Pattern::Tuple(ps, span) => {
                 // `(i, layer)` over enumerate(list of modules): type the second.
                 let tys: Vec<SType> = match (&ty, ps.len()) {
-                    (SType::Module(j), 2) if matches!(ty, SType::Module(_)) => vec![SType::Unknown, SType::Module(*j)],
+                    (SType::Module(j), 2) if matches!(ty, SType::Module(_)) => {
+                        vec![SType::Unknown, SType::Module(*j)]
+                    }
                     _ => vec![SType::Unknown; ps.len()],
                 };
-                Pattern::Tuple(ps.iter().zip(tys).map(|(q, t)| self.pattern(q, scope, t)).collect(), *span)
+                Pattern::Tuple(
+                    ps.iter()
+                        .zip(tys)
+                        .map(|(q, t)| self.pattern(q, scope, t))
+                        .collect(),
+                    *span,
+                )
             }
         }
     }
@@ -516,7 +679,10 @@ impl Checker {
                 StmtKind::For(pat, it, body)
             }
             ast::StmtKind::If(branches, els) => {
-                let bs = branches.iter().map(|(c, b)| (self.expr(c, scope).0, self.block(b, scope))).collect();
+                let bs = branches
+                    .iter()
+                    .map(|(c, b)| (self.expr(c, scope).0, self.block(b, scope)))
+                    .collect();
                 StmtKind::If(bs, els.as_ref().map(|b| self.block(b, scope)))
             }
             ast::StmtKind::Return(e) => StmtKind::Return(e.as_ref().map(|e| self.expr(e, scope).0)),
@@ -529,8 +695,15 @@ impl Checker {
     /// (the pattern binder gives it to the second element).
     fn enumerate_elem(&mut self, iter: &ast::Expr, scope: &mut Scope) -> SType {
         if let ast::ExprKind::Call(callee, args) = &iter.kind {
-            if matches!(&callee.kind, ast::ExprKind::Name(n) if n == "enumerate" && scope.lookup(n).is_none()) && args.len() == 1 {
-                let mut probe = Scope { file: scope.file, kind: scope.kind, locals: scope.locals.clone(), frame: scope.frame };
+            if matches!(&callee.kind, ast::ExprKind::Name(n) if n == "enumerate" && scope.lookup(n).is_none())
+                && args.len() == 1
+            {
+                let mut probe = Scope {
+                    file: scope.file,
+                    kind: scope.kind,
+                    locals: scope.locals.clone(),
+                    frame: scope.frame,
+                };
                 let n = self.diags.len();
                 let (_, t) = self.expr(&args[0].value, &mut probe);
                 self.diags.truncate(n);
@@ -551,7 +724,10 @@ impl Checker {
             ast::ExprKind::Int(v) => (mk(ExprKind::Lit(Lit::Int(*v))), SType::Unknown),
             ast::ExprKind::Float(v) => (mk(ExprKind::Lit(Lit::Float(*v))), SType::Unknown),
             ast::ExprKind::Bool(v) => (mk(ExprKind::Lit(Lit::Bool(*v))), SType::Unknown),
-            ast::ExprKind::Str(s) => (mk(ExprKind::Lit(Lit::Str(s.as_str().into()))), SType::Unknown),
+            ast::ExprKind::Str(s) => (
+                mk(ExprKind::Lit(Lit::Str(s.as_str().into()))),
+                SType::Unknown,
+            ),
             ast::ExprKind::None => (mk(ExprKind::Lit(Lit::None)), SType::Unknown),
             ast::ExprKind::Name(n) => {
                 let (kind, ty) = self.name(n, span, scope);
@@ -564,12 +740,18 @@ impl Checker {
             ast::ExprKind::Binary(op, a, b) => {
                 let (a, _) = self.expr(a, scope);
                 let (b, _) = self.expr(b, scope);
-                (mk(ExprKind::Binary(*op, Box::new(a), Box::new(b))), SType::Unknown)
+                (
+                    mk(ExprKind::Binary(*op, Box::new(a), Box::new(b))),
+                    SType::Unknown,
+                )
             }
             ast::ExprKind::Range(a, b) => {
                 let (a, _) = self.expr(a, scope);
                 let (b, _) = self.expr(b, scope);
-                (mk(ExprKind::Range(Box::new(a), Box::new(b))), SType::Unknown)
+                (
+                    mk(ExprKind::Range(Box::new(a), Box::new(b))),
+                    SType::Unknown,
+                )
             }
             ast::ExprKind::Attr(base, name) => {
                 let (b, bty) = self.expr(base, scope);
@@ -599,16 +781,28 @@ impl Checker {
             ast::ExprKind::List(items) => {
                 let items: Vec<(Expr, SType)> = items.iter().map(|x| self.expr(x, scope)).collect();
                 let ty = match items.first() {
-                    Some((_, SType::Module(j))) if items.iter().all(|(_, t)| t == &SType::Module(*j)) => SType::ModuleList(*j),
+                    Some((_, SType::Module(j)))
+                        if items.iter().all(|(_, t)| t == &SType::Module(*j)) =>
+                    {
+                        SType::ModuleList(*j)
+                    }
                     _ => SType::Unknown,
                 };
-                (mk(ExprKind::List(items.into_iter().map(|(e, _)| e).collect())), ty)
+                (
+                    mk(ExprKind::List(items.into_iter().map(|(e, _)| e).collect())),
+                    ty,
+                )
             }
             ast::ExprKind::Tuple(items) => {
                 let items = items.iter().map(|x| self.expr(x, scope).0).collect();
                 (mk(ExprKind::Tuple(items)), SType::Unknown)
             }
-            ast::ExprKind::Comprehension { elem, pat, iter, cond } => {
+            ast::ExprKind::Comprehension {
+                elem,
+                pat,
+                iter,
+                cond,
+            } => {
                 let (iter, _) = self.expr(iter, scope);
                 let mark = scope.locals.len();
                 let pat = self.pattern(pat, scope, SType::Unknown);
@@ -619,7 +813,15 @@ impl Checker {
                     SType::Module(j) => SType::ModuleList(j),
                     _ => SType::Unknown,
                 };
-                (mk(ExprKind::Comprehension { elem: Box::new(elem), pat, iter: Box::new(iter), cond }), ty)
+                (
+                    mk(ExprKind::Comprehension {
+                        elem: Box::new(elem),
+                        pat,
+                        iter: Box::new(iter),
+                        cond,
+                    }),
+                    ty,
+                )
             }
             ast::ExprKind::If(c, a, b) => {
                 let (c, _) = self.expr(c, scope);
@@ -640,10 +842,16 @@ impl Checker {
                 if let Some(sym) = self.syms.get(n) {
                     match self.modules[mi].ns[0].find(sym) {
                         Some(NsEntry::Member(idx)) => {
-                            let ty = self.module_info[mi].members.get(&vec![n.to_string()]).cloned().unwrap_or(SType::Unknown);
+                            let ty = self.module_info[mi]
+                                .members
+                                .get(&vec![n.to_string()])
+                                .cloned()
+                                .unwrap_or(SType::Unknown);
                             return (ExprKind::Member(idx), ty);
                         }
-                        Some(NsEntry::Node(node)) => return (ExprKind::MemberNs(node), SType::Ns(mi, node)),
+                        Some(NsEntry::Node(node)) => {
+                            return (ExprKind::MemberNs(node), SType::Ns(mi, node))
+                        }
                         None => {}
                     }
                 }
@@ -656,7 +864,12 @@ impl Checker {
                 }
             }
             ScopeKind::Config(ci, upto) => {
-                if let Some(i) = self.configs[ci].fields.iter().take(upto).position(|f| f.name == n) {
+                if let Some(i) = self.configs[ci]
+                    .fields
+                    .iter()
+                    .take(upto)
+                    .position(|f| f.name == n)
+                {
                     let ty = match &self.configs[ci].fields[i].ty {
                         Ty::Config(c) => SType::Config(*c),
                         _ => SType::Unknown,
@@ -682,7 +895,12 @@ impl Checker {
         let mut label = "not a local, member, parameter, global or builtin".to_string();
         match scope.kind {
             ScopeKind::Fn(Some(mi)) => {
-                cands.extend(self.modules[mi].ns[0].entries.iter().map(|(s, _)| self.syms.name(*s).to_string()));
+                cands.extend(
+                    self.modules[mi].ns[0]
+                        .entries
+                        .iter()
+                        .map(|(s, _)| self.syms.name(*s).to_string()),
+                );
                 cands.extend(self.modules[mi].params.iter().map(|p| p.name.clone()));
             }
             ScopeKind::Ctor(mi) => {
@@ -690,18 +908,38 @@ impl Checker {
                     label = "members are not visible while members are declared".into();
                 }
             }
-            ScopeKind::Config(ci, upto) => cands.extend(self.configs[ci].fields.iter().take(upto).map(|f| f.name.clone())),
+            ScopeKind::Config(ci, upto) => cands.extend(
+                self.configs[ci]
+                    .fields
+                    .iter()
+                    .take(upto)
+                    .map(|f| f.name.clone()),
+            ),
             _ => {}
         }
-        let help = suggest(n, cands.iter().map(|s| s.as_str()))
-            .unwrap_or_else(|| "declare it with `let`, as a module member, or import the file that defines it".into());
-        self.err(Diagnostic::new("mdl::check::unknown_name", scope.file, format!("unknown name `{n}`")).label(span, label).help(help));
+        let help = suggest(n, cands.iter().map(|s| s.as_str())).unwrap_or_else(|| {
+            "declare it with `let`, as a module member, or import the file that defines it".into()
+        });
+        self.err(
+            Diagnostic::new(
+                "mdl::check::unknown_name",
+                scope.file,
+                format!("unknown name `{n}`"),
+            )
+            .label(span, label)
+            .help(help),
+        );
         (ExprKind::Lit(Lit::None), SType::Unknown)
     }
 
     /// Entries of a module's member namespace node, for messages.
     fn ns_names(&self, mi: usize, node: usize) -> Vec<String> {
-        self.modules[mi].ns.get(node).map_or(vec![], |n| n.entries.iter().map(|(s, _)| self.syms.name(*s).to_string()).collect())
+        self.modules[mi].ns.get(node).map_or(vec![], |n| {
+            n.entries
+                .iter()
+                .map(|(s, _)| self.syms.name(*s).to_string())
+                .collect()
+        })
     }
 
     /// Static view of `module mi`'s namespace node: looks `name` up among
@@ -712,13 +950,22 @@ impl Checker {
         if let Some(t) = self.module_info[mi].members.get(&path) {
             return Some(t.clone());
         }
-        let is_node = self.module_info[mi].members.keys().any(|p| p.len() > path.len() && p[..path.len()] == path[..]);
+        let is_node = self.module_info[mi]
+            .members
+            .keys()
+            .any(|p| p.len() > path.len() && p[..path.len()] == path[..]);
         is_node.then_some(SType::Unknown)
     }
 
     fn node_path(&self, mi: usize, node: usize) -> Vec<String> {
         // Walk the tree to find the path of `node`.
-        fn walk(m: &Module, syms: &Interner, at: usize, target: usize, acc: &mut Vec<String>) -> bool {
+        fn walk(
+            m: &Module,
+            syms: &Interner,
+            at: usize,
+            target: usize,
+            acc: &mut Vec<String>,
+        ) -> bool {
             if at == target {
                 return true;
             }
@@ -738,27 +985,53 @@ impl Checker {
         acc
     }
 
-    fn attr(&mut self, b: Expr, bty: SType, name: &ast::Ident, span: Span, scope: &mut Scope) -> (Expr, SType) {
+    fn attr(
+        &mut self,
+        b: Expr,
+        bty: SType,
+        name: &ast::Ident,
+        span: Span,
+        scope: &mut Scope,
+    ) -> (Expr, SType) {
         let sym = self.syms.intern(&name.name);
         let mk = |kind| Expr { kind, span };
         match bty {
             SType::Namespace(f) => match self.globals[f].get(&name.name).copied() {
                 Some(g) => {
-                    let ty = if let Global::Namespace(f2) = g { SType::Namespace(f2) } else { SType::Unknown };
+                    let ty = if let Global::Namespace(f2) = g {
+                        SType::Namespace(f2)
+                    } else {
+                        SType::Unknown
+                    };
                     (mk(ExprKind::Global(g)), ty)
                 }
                 None => {
                     let cands: Vec<String> = self.globals[f].keys().cloned().collect();
-                    let help = suggest(&name.name, cands.iter().map(|s| s.as_str())).unwrap_or_else(|| format!("`{}` defines: {}", self.sources.name(f), cands.join(", ")));
+                    let help = suggest(&name.name, cands.iter().map(|s| s.as_str()))
+                        .unwrap_or_else(|| {
+                            format!("`{}` defines: {}", self.sources.name(f), cands.join(", "))
+                        });
                     self.err(
-                        Diagnostic::new("mdl::check::unknown_name", scope.file, format!("`{}` is not defined in `{}`", name.name, self.sources.name(f)))
-                            .label(name.span, "not found in the imported file")
-                            .help(help),
+                        Diagnostic::new(
+                            "mdl::check::unknown_name",
+                            scope.file,
+                            format!(
+                                "`{}` is not defined in `{}`",
+                                name.name,
+                                self.sources.name(f)
+                            ),
+                        )
+                        .label(name.span, "not found in the imported file")
+                        .help(help),
                     );
                     (mk(ExprKind::Lit(Lit::None)), SType::Unknown)
                 }
             },
-            SType::Config(ci) => match self.configs.get(ci).and_then(|c| c.fields.iter().position(|f| f.name == name.name)) {
+            SType::Config(ci) => match self
+                .configs
+                .get(ci)
+                .and_then(|c| c.fields.iter().position(|f| f.name == name.name))
+            {
                 Some(i) => {
                     let ty = match &self.configs[ci].fields[i].ty {
                         Ty::Config(c) => SType::Config(*c),
@@ -774,16 +1047,25 @@ impl Checker {
                     // Fields may not be resolved yet (configs resolve in order); check the AST.
                     let (fid, ii) = self.config_ast[ci];
                     let known: Vec<String> = match &self.files[fid].items[ii] {
-                        ast::Item::Config(c) => c.fields.iter().map(|f| f.name.name.clone()).collect(),
+                        ast::Item::Config(c) => {
+                            c.fields.iter().map(|f| f.name.name.clone()).collect()
+                        }
                         _ => vec![],
                     };
                     if !known.contains(&name.name) {
                         let cname = self.configs[ci].name.clone();
-                        let help = suggest(&name.name, known.iter().map(|s| s.as_str())).unwrap_or_else(|| format!("add `{}: <type>` to `config {cname}`", name.name));
+                        let help = suggest(&name.name, known.iter().map(|s| s.as_str()))
+                            .unwrap_or_else(|| {
+                                format!("add `{}: <type>` to `config {cname}`", name.name)
+                            });
                         self.err(
-                            Diagnostic::new("mdl::check::unknown_field", scope.file, format!("config `{cname}` has no field `{}`", name.name))
-                                .label(name.span, "not declared in the config")
-                                .help(help),
+                            Diagnostic::new(
+                                "mdl::check::unknown_field",
+                                scope.file,
+                                format!("config `{cname}` has no field `{}`", name.name),
+                            )
+                            .label(name.span, "not declared in the config")
+                            .help(help),
                         );
                     }
                     (mk(ExprKind::Attr(Box::new(b), sym)), SType::Unknown)
@@ -791,10 +1073,13 @@ impl Checker {
             },
             SType::Ns(mi, node) => {
                 let prefix = self.node_path(mi, node);
-                let folded_here = matches!(b.kind, ExprKind::MemberNs(_)) && scope.kind == ScopeKind::Fn(Some(mi));
+                let folded_here = matches!(b.kind, ExprKind::MemberNs(_))
+                    && scope.kind == ScopeKind::Fn(Some(mi));
                 match self.modules[mi].ns.get(node).and_then(|n| n.find(sym)) {
                     Some(entry) => {
-                        let ty = self.ns_lookup(mi, &prefix, &name.name).unwrap_or(SType::Unknown);
+                        let ty = self
+                            .ns_lookup(mi, &prefix, &name.name)
+                            .unwrap_or(SType::Unknown);
                         let ty = match (entry, ty) {
                             (NsEntry::Node(n), _) => SType::Ns(mi, n),
                             (_, t) => t,
@@ -830,10 +1115,16 @@ impl Checker {
         }
     }
 
-    fn unknown_member(&mut self, mi: usize, node: usize, prefix: &[String], name: &ast::Ident, file: SourceId) {
+    fn unknown_member(
+        &mut self,
+        mi: usize,
+        node: usize,
+        prefix: &[String],
+        name: &ast::Ident,
+        file: SourceId,
+    ) {
         let mname = self.modules[mi].name.clone();
-        let mut cands: Vec<String> = self
-            .module_info[mi]
+        let mut cands: Vec<String> = self.module_info[mi]
             .members
             .keys()
             .filter(|p| p.len() > prefix.len() && p[..prefix.len()] == *prefix)
@@ -845,12 +1136,21 @@ impl Checker {
         cands.extend(self.ns_names(mi, node));
         cands.sort();
         cands.dedup();
-        let at = if prefix.is_empty() { format!("module `{mname}`") } else { format!("`{}` of module `{mname}`", prefix.join(".")) };
-        let help = suggest(&name.name, cands.iter().map(|s| s.as_str())).unwrap_or_else(|| format!("{at} declares: {}", cands.join(", ")));
+        let at = if prefix.is_empty() {
+            format!("module `{mname}`")
+        } else {
+            format!("`{}` of module `{mname}`", prefix.join("."))
+        };
+        let help = suggest(&name.name, cands.iter().map(|s| s.as_str()))
+            .unwrap_or_else(|| format!("{at} declares: {}", cands.join(", ")));
         self.err(
-            Diagnostic::new("mdl::check::unknown_member", file, format!("{at} has no member `{}`", name.name))
-                .label(name.span, "referenced here but never declared")
-                .help(help),
+            Diagnostic::new(
+                "mdl::check::unknown_member",
+                file,
+                format!("{at} has no member `{}`", name.name),
+            )
+            .label(name.span, "referenced here but never declared")
+            .help(help),
         );
     }
 }
@@ -867,7 +1167,12 @@ impl Checker {
     fn builtin_sig(b: Builtin) -> Sig {
         let s = b.sig();
         Sig {
-            params: s.params.iter().enumerate().map(|(i, p)| (p.to_string(), i >= s.required)).collect(),
+            params: s
+                .params
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (p.to_string(), i >= s.required))
+                .collect(),
             variadic: s.variadic,
         }
     }
@@ -887,7 +1192,13 @@ impl Checker {
         }
     }
 
-    fn call(&mut self, callee: &ast::Expr, args: &[ast::Arg], span: Span, scope: &mut Scope) -> (Expr, SType) {
+    fn call(
+        &mut self,
+        callee: &ast::Expr,
+        args: &[ast::Arg],
+        span: Span,
+        scope: &mut Scope,
+    ) -> (Expr, SType) {
         let mut pos = vec![];
         let mut kw: Vec<(Sym, Expr)> = vec![];
         let mut kw_names: Vec<ast::Ident> = vec![];
@@ -896,7 +1207,14 @@ impl Checker {
             match &a.name {
                 Some(n) => {
                     if kw_names.iter().any(|k| k.name == n.name) {
-                        self.err(Diagnostic::new("mdl::check::duplicate_arg", scope.file, format!("argument `{}` is given twice", n.name)).label(n.span, "second time"));
+                        self.err(
+                            Diagnostic::new(
+                                "mdl::check::duplicate_arg",
+                                scope.file,
+                                format!("argument `{}` is given twice", n.name),
+                            )
+                            .label(n.span, "second time"),
+                        );
                     }
                     kw.push((self.syms.intern(&n.name), v));
                     kw_names.push(n.clone());
@@ -904,8 +1222,12 @@ impl Checker {
                 None => {
                     if !kw.is_empty() {
                         self.err(
-                            Diagnostic::new("mdl::check::positional_after_keyword", scope.file, "positional argument after a keyword argument")
-                                .label(a.value.span, "move this before the keyword arguments"),
+                            Diagnostic::new(
+                                "mdl::check::positional_after_keyword",
+                                scope.file,
+                                "positional argument after a keyword argument",
+                            )
+                            .label(a.value.span, "move this before the keyword arguments"),
                         );
                     }
                     pos.push(v);
@@ -927,30 +1249,73 @@ impl Checker {
                 SType::Module(mi) => {
                     let sym = self.syms.intern(&name.name);
                     match self.module_info[mi].fns.get(&name.name).cloned() {
-                        Some(sig) => self.check_args(&sig, pos.len(), &kw_names, &format!("`{}.{}`", self.modules[mi].name, name.name), span, scope.file),
+                        Some(sig) => self.check_args(
+                            &sig,
+                            pos.len(),
+                            &kw_names,
+                            &format!("`{}.{}`", self.modules[mi].name, name.name),
+                            span,
+                            scope.file,
+                        ),
                         None => self.unknown_member(mi, 0, &[], name, scope.file),
                     }
-                    return (mk(ExprKind::Method { recv: Box::new(r), name: sym, builtin: None, args: pos, kwargs: kw }), SType::Unknown);
+                    return (
+                        mk(ExprKind::Method {
+                            recv: Box::new(r),
+                            name: sym,
+                            builtin: None,
+                            args: pos,
+                            kwargs: kw,
+                        }),
+                        SType::Unknown,
+                    );
                 }
                 _ => {
                     let sym = self.syms.intern(&name.name);
                     let builtin = Builtin::lookup(&name.name);
                     match builtin {
-                        Some(b) => self.check_args(&Self::builtin_sig(b), pos.len() + 1, &kw_names, &format!("`{}`", b.name()), span, scope.file),
+                        Some(b) => self.check_args(
+                            &Self::builtin_sig(b),
+                            pos.len() + 1,
+                            &kw_names,
+                            &format!("`{}`", b.name()),
+                            span,
+                            scope.file,
+                        ),
                         None => {
-                            let known = self.module_info.iter().any(|m| m.fns.contains_key(&name.name) || m.members.keys().any(|p| p[0] == name.name));
+                            let known = self.module_info.iter().any(|m| {
+                                m.fns.contains_key(&name.name)
+                                    || m.members.keys().any(|p| p[0] == name.name)
+                            });
                             if !known {
-                                let cands: Vec<&str> = BUILTINS.iter().map(|(_, s)| s.name).collect();
+                                let cands: Vec<&str> =
+                                    BUILTINS.iter().map(|(_, s)| s.name).collect();
                                 let help = suggest(&name.name, cands.into_iter()).unwrap_or_else(|| "methods are builtins called on their first argument, or functions of a module".into());
                                 self.err(
-                                    Diagnostic::new("mdl::check::unknown_method", scope.file, format!("unknown method `{}`", name.name))
-                                        .label(name.span, "no builtin and no module function has this name")
-                                        .help(help),
+                                    Diagnostic::new(
+                                        "mdl::check::unknown_method",
+                                        scope.file,
+                                        format!("unknown method `{}`", name.name),
+                                    )
+                                    .label(
+                                        name.span,
+                                        "no builtin and no module function has this name",
+                                    )
+                                    .help(help),
                                 );
                             }
                         }
                     }
-                    return (mk(ExprKind::Method { recv: Box::new(r), name: sym, builtin, args: pos, kwargs: kw }), SType::Unknown);
+                    return (
+                        mk(ExprKind::Method {
+                            recv: Box::new(r),
+                            name: sym,
+                            builtin,
+                            args: pos,
+                            kwargs: kw,
+                        }),
+                        SType::Unknown,
+                    );
                 }
             }
         }
@@ -959,46 +1324,124 @@ impl Checker {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn finish_call(&mut self, c: Expr, cty: SType, pos: Vec<Expr>, kw: Vec<(Sym, Expr)>, kw_names: &[ast::Ident], span: Span, scope: &mut Scope) -> (Expr, SType) {
+    fn finish_call(
+        &mut self,
+        c: Expr,
+        cty: SType,
+        pos: Vec<Expr>,
+        kw: Vec<(Sym, Expr)>,
+        kw_names: &[ast::Ident],
+        span: Span,
+        scope: &mut Scope,
+    ) -> (Expr, SType) {
         let file = scope.file;
         let mut ty = SType::Unknown;
         match (&c.kind, &cty) {
             (ExprKind::Global(Global::Module(j)), _) => {
                 let sig = self.module_info[*j].ctor.clone();
-                self.check_args(&sig, pos.len(), kw_names, &format!("module `{}`", self.modules[*j].name), span, file);
+                self.check_args(
+                    &sig,
+                    pos.len(),
+                    kw_names,
+                    &format!("module `{}`", self.modules[*j].name),
+                    span,
+                    file,
+                );
                 ty = SType::Module(*j);
             }
             (ExprKind::Global(Global::Fn(j)), _) => {
                 let sig = self.fn_sig(*j);
-                self.check_args(&sig, pos.len(), kw_names, &format!("`{}`", self.fns[*j].name), span, file);
+                self.check_args(
+                    &sig,
+                    pos.len(),
+                    kw_names,
+                    &format!("`{}`", self.fns[*j].name),
+                    span,
+                    file,
+                );
             }
-            (ExprKind::Global(Global::Config(j)), _) | (ExprKind::Global(Global::Namespace(j)), _) => {
-                let what = if matches!(c.kind, ExprKind::Global(Global::Config(_))) { format!("config `{}`", self.configs[*j].name) } else { format!("imported file `{}`", self.sources.name(*j)) };
+            (ExprKind::Global(Global::Config(j)), _)
+            | (ExprKind::Global(Global::Namespace(j)), _) => {
+                let what = if matches!(c.kind, ExprKind::Global(Global::Config(_))) {
+                    format!("config `{}`", self.configs[*j].name)
+                } else {
+                    format!("imported file `{}`", self.sources.name(*j))
+                };
                 self.err(
-                    Diagnostic::new("mdl::check::not_callable", file, format!("{what} cannot be called"))
-                        .label(c.span, "not a function or module")
-                        .help("configs are built from config.json by the runtime"),
+                    Diagnostic::new(
+                        "mdl::check::not_callable",
+                        file,
+                        format!("{what} cannot be called"),
+                    )
+                    .label(c.span, "not a function or module")
+                    .help("configs are built from config.json by the runtime"),
                 );
             }
             (ExprKind::Builtin(b), _) => {
-                self.check_args(&Self::builtin_sig(*b), pos.len(), kw_names, &format!("`{}`", b.name()), span, file);
+                self.check_args(
+                    &Self::builtin_sig(*b),
+                    pos.len(),
+                    kw_names,
+                    &format!("`{}`", b.name()),
+                    span,
+                    file,
+                );
             }
             (_, SType::Module(j)) => {
                 if let Some(sig) = self.forward_sig(*j, c.span, file) {
-                    self.check_args(&sig, pos.len(), kw_names, &format!("`{}.forward`", self.modules[*j].name), span, file);
+                    self.check_args(
+                        &sig,
+                        pos.len(),
+                        kw_names,
+                        &format!("`{}.forward`", self.modules[*j].name),
+                        span,
+                        file,
+                    );
                 }
             }
             _ => {}
         }
-        (Expr { kind: ExprKind::Call { callee: Box::new(c), args: pos, kwargs: kw }, span }, ty)
+        (
+            Expr {
+                kind: ExprKind::Call {
+                    callee: Box::new(c),
+                    args: pos,
+                    kwargs: kw,
+                },
+                span,
+            },
+            ty,
+        )
     }
 
-    fn check_args(&mut self, sig: &Sig, npos: usize, kw: &[ast::Ident], what: &str, span: Span, file: SourceId) {
+    fn check_args(
+        &mut self,
+        sig: &Sig,
+        npos: usize,
+        kw: &[ast::Ident],
+        what: &str,
+        span: Span,
+        file: SourceId,
+    ) {
         if npos > sig.params.len() && !sig.variadic {
             self.err(
-                Diagnostic::new("mdl::check::arity", file, format!("{what} takes at most {} arguments, got {npos}", sig.params.len()))
-                    .label(span, "too many arguments")
-                    .help(format!("parameters: ({})", sig.params.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", "))),
+                Diagnostic::new(
+                    "mdl::check::arity",
+                    file,
+                    format!(
+                        "{what} takes at most {} arguments, got {npos}",
+                        sig.params.len()
+                    ),
+                )
+                .label(span, "too many arguments")
+                .help(format!(
+                    "parameters: ({})",
+                    sig.params
+                        .iter()
+                        .map(|(n, _)| n.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
             );
             return;
         }
@@ -1006,27 +1449,69 @@ impl Checker {
         for k in kw {
             match sig.params.iter().position(|(n, _)| *n == k.name) {
                 Some(i) if filled[i] => self.err(
-                    Diagnostic::new("mdl::check::duplicate_arg", file, format!("argument `{}` of {what} is given twice", k.name))
-                        .label(k.span, "already given by position"),
+                    Diagnostic::new(
+                        "mdl::check::duplicate_arg",
+                        file,
+                        format!("argument `{}` of {what} is given twice", k.name),
+                    )
+                    .label(k.span, "already given by position"),
                 ),
                 Some(i) => filled[i] = true,
                 None => {
                     let help = suggest(&k.name, sig.params.iter().map(|(n, _)| n.as_str()))
-                        .unwrap_or_else(|| format!("parameters: ({})", sig.params.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ")));
+                        .unwrap_or_else(|| {
+                            format!(
+                                "parameters: ({})",
+                                sig.params
+                                    .iter()
+                                    .map(|(n, _)| n.as_str())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            )
+                        });
                     self.err(
-                        Diagnostic::new("mdl::check::unknown_kwarg", file, format!("{what} has no parameter `{}`", k.name))
-                            .label(k.span, "unknown keyword argument")
-                            .help(help),
+                        Diagnostic::new(
+                            "mdl::check::unknown_kwarg",
+                            file,
+                            format!("{what} has no parameter `{}`", k.name),
+                        )
+                        .label(k.span, "unknown keyword argument")
+                        .help(help),
                     );
                 }
             }
         }
-        let missing: Vec<&str> = sig.params.iter().zip(&filled).filter(|((_, has_default), f)| !**f && !*has_default).map(|((n, _), _)| n.as_str()).collect();
+        let missing: Vec<&str> = sig
+            .params
+            .iter()
+            .zip(&filled)
+            .filter(|((_, has_default), f)| !**f && !*has_default)
+            .map(|((n, _), _)| n.as_str())
+            .collect();
         if !missing.is_empty() {
             self.err(
-                Diagnostic::new("mdl::check::arity", file, format!("{what} is missing argument{} {}", if missing.len() > 1 { "s" } else { "" }, missing.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", ")))
-                    .label(span, "in this call")
-                    .help(format!("parameters: ({})", sig.params.iter().map(|(n, d)| if *d { format!("{n} = ...") } else { n.clone() }).collect::<Vec<_>>().join(", "))),
+                Diagnostic::new(
+                    "mdl::check::arity",
+                    file,
+                    format!(
+                        "{what} is missing argument{} {}",
+                        if missing.len() > 1 { "s" } else { "" },
+                        missing
+                            .iter()
+                            .map(|m| format!("`{m}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                )
+                .label(span, "in this call")
+                .help(format!(
+                    "parameters: ({})",
+                    sig.params
+                        .iter()
+                        .map(|(n, d)| if *d { format!("{n} = ...") } else { n.clone() })
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
             );
         }
     }

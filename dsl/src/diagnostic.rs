@@ -26,7 +26,10 @@ pub struct Sources {
 
 impl Sources {
     pub fn add(&mut self, name: impl Into<String>, text: impl Into<String>) -> SourceId {
-        self.files.push(SourceFile { name: name.into(), text: Arc::new(text.into()) });
+        self.files.push(SourceFile {
+            name: name.into(),
+            text: Arc::new(text.into()),
+        });
         self.files.len() - 1
     }
 
@@ -36,7 +39,9 @@ impl Sources {
 
     /// 1-based line and column of a byte offset.
     pub fn line_col(&self, id: SourceId, offset: usize) -> (usize, usize) {
-        let Some(f) = self.files.get(id) else { return (0, 0) };
+        let Some(f) = self.files.get(id) else {
+            return (0, 0);
+        };
         let upto = &f.text[..offset.min(f.text.len())];
         let line = upto.matches('\n').count() + 1;
         let col = upto.len() - upto.rfind('\n').map_or(0, |i| i + 1) + 1;
@@ -62,11 +67,20 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     pub fn new(code: &'static str, source: SourceId, message: impl Into<String>) -> Diagnostic {
-        Diagnostic { code, message: message.into(), source, labels: vec![], help: None }
+        Diagnostic {
+            code,
+            message: message.into(),
+            source,
+            labels: vec![],
+            help: None,
+        }
     }
 
     pub fn label(mut self, span: Span, text: impl Into<String>) -> Diagnostic {
-        self.labels.push(Label { span, text: text.into() });
+        self.labels.push(Label {
+            span,
+            text: text.into(),
+        });
         self
     }
 
@@ -82,9 +96,16 @@ impl Diagnostic {
 
     /// Renders with miette against `sources`; `color` picks the themed output.
     pub fn render(&self, sources: &Sources, color: bool) -> String {
-        let theme = if color { GraphicalTheme::unicode() } else { GraphicalTheme::unicode_nocolor() };
+        let theme = if color {
+            GraphicalTheme::unicode()
+        } else {
+            GraphicalTheme::unicode_nocolor()
+        };
         let handler = GraphicalReportHandler::new_themed(theme).with_width(100);
-        let report = Rendered { diag: self, src: named(sources, self.source) };
+        let report = Rendered {
+            diag: self,
+            src: named(sources, self.source),
+        };
         let mut out = String::new();
         if handler.render_report(&mut out, &report).is_err() {
             out = format!("error[{}]: {}", self.code, self.message);
@@ -103,7 +124,11 @@ fn named(sources: &Sources, id: SourceId) -> NamedSource<String> {
 
 /// Renders all diagnostics, one after another.
 pub fn render_all(diags: &[Diagnostic], sources: &Sources, color: bool) -> String {
-    diags.iter().map(|d| d.render(sources, color)).collect::<Vec<_>>().join("\n")
+    diags
+        .iter()
+        .map(|d| d.render(sources, color))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 struct Rendered<'a> {
@@ -131,7 +156,10 @@ impl miette::Diagnostic for Rendered<'_> {
     }
 
     fn help<'b>(&'b self) -> Option<Box<dyn fmt::Display + 'b>> {
-        self.diag.help.as_ref().map(|h| Box::new(h) as Box<dyn fmt::Display>)
+        self.diag
+            .help
+            .as_ref()
+            .map(|h| Box::new(h) as Box<dyn fmt::Display>)
     }
 
     fn source_code(&self) -> Option<&dyn SourceCode> {

@@ -12,7 +12,7 @@ pub mod parser;
 pub mod program;
 pub mod span;
 
-pub use diagnostic::{Diagnostic, SourceFile, SourceId, Sources};
-pub use span::Span;
 pub use check::{check, NoImports, Resolver};
+pub use diagnostic::{Diagnostic, SourceFile, SourceId, Sources};
 pub use program::Program;
+pub use span::Span;

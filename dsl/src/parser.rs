@@ -86,7 +86,10 @@ fn is_item_line(s: &str, at: usize) -> bool {
 
 /// Start of the last top-level item at or before `pos`.
 fn last_item_start(s: &str, pos: usize) -> usize {
-    line_starts(s).filter(|&l| l <= pos && is_item_line(s, l)).last().unwrap_or(0)
+    line_starts(s)
+        .filter(|&l| l <= pos && is_item_line(s, l))
+        .last()
+        .unwrap_or(0)
 }
 
 /// Start of the first top-level item after the line holding `pos`.
@@ -102,9 +105,13 @@ fn check_nesting(src: &str, source: SourceId) -> Option<Diagnostic> {
                 depth += 1;
                 if depth > MAX_NESTING {
                     return Some(
-                        Diagnostic::new("mdl::parse::too_deep", source, format!("brackets nested more than {MAX_NESTING} deep"))
-                            .label(Span::new(i, i + 1), "this bracket is too deep")
-                            .help("split the expression into named steps with `let`"),
+                        Diagnostic::new(
+                            "mdl::parse::too_deep",
+                            source,
+                            format!("brackets nested more than {MAX_NESTING} deep"),
+                        )
+                        .label(Span::new(i, i + 1), "this bracket is too deep")
+                        .help("split the expression into named steps with `let`"),
                     );
                 }
             }
@@ -139,7 +146,13 @@ fn rule_name(r: &Rule) -> Option<&'static str> {
         Rule::params | Rule::param => "a parameter",
         Rule::config_field => "a config field `name: type`",
         Rule::cond => "`if`",
-        Rule::stmt | Rule::let_stmt | Rule::for_stmt | Rule::if_stmt | Rule::return_stmt | Rule::assign_stmt | Rule::expr_stmt => "a statement",
+        Rule::stmt
+        | Rule::let_stmt
+        | Rule::for_stmt
+        | Rule::if_stmt
+        | Rule::return_stmt
+        | Rule::assign_stmt
+        | Rule::expr_stmt => "a statement",
         r if is_operator(r) => return Some("an operator"),
         _ => return None,
     })
@@ -148,12 +161,32 @@ fn rule_name(r: &Rule) -> Option<&'static str> {
 fn is_operator(r: &Rule) -> bool {
     matches!(
         r,
-        Rule::range | Rule::or | Rule::and | Rule::eq | Rule::ne | Rule::le | Rule::ge | Rule::lt | Rule::gt
-            | Rule::add | Rule::sub | Rule::matmul | Rule::pow | Rule::mul | Rule::floordiv | Rule::div | Rule::rem
+        Rule::range
+            | Rule::or
+            | Rule::and
+            | Rule::eq
+            | Rule::ne
+            | Rule::le
+            | Rule::ge
+            | Rule::lt
+            | Rule::gt
+            | Rule::add
+            | Rule::sub
+            | Rule::matmul
+            | Rule::pow
+            | Rule::mul
+            | Rule::floordiv
+            | Rule::div
+            | Rule::rem
     )
 }
 
-fn syntax_diagnostic(e: &pest::error::Error<Rule>, source: SourceId, offset: usize, rest: &str) -> Diagnostic {
+fn syntax_diagnostic(
+    e: &pest::error::Error<Rule>,
+    source: SourceId,
+    offset: usize,
+    rest: &str,
+) -> Diagnostic {
     let pos = match e.location {
         pest::error::InputLocation::Pos(p) => p,
         pest::error::InputLocation::Span((s, _)) => s,
@@ -161,7 +194,9 @@ fn syntax_diagnostic(e: &pest::error::Error<Rule>, source: SourceId, offset: usi
     let found = rest[pos..].chars().next();
     let end = pos + found.map_or(0, |c| c.len_utf8());
     let mut expected: Vec<&str> = match &e.variant {
-        pest::error::ErrorVariant::ParsingError { positives, .. } => positives.iter().filter_map(rule_name).collect(),
+        pest::error::ErrorVariant::ParsingError { positives, .. } => {
+            positives.iter().filter_map(rule_name).collect()
+        }
         pest::error::ErrorVariant::CustomError { .. } => vec![],
     };
     expected.sort();
@@ -170,22 +205,37 @@ fn syntax_diagnostic(e: &pest::error::Error<Rule>, source: SourceId, offset: usi
         None => "end of file".to_string(),
         Some(c) if c.is_whitespace() => "whitespace".to_string(),
         Some(_) => {
-            let tok: String = rest[pos..].chars().take_while(|c| !c.is_whitespace()).take(12).collect();
+            let tok: String = rest[pos..]
+                .chars()
+                .take_while(|c| !c.is_whitespace())
+                .take(12)
+                .collect();
             format!("`{tok}`")
         }
     };
     let expected_text = match expected.len() {
         0 => "something else".to_string(),
         1 => expected[0].to_string(),
-        _ => format!("{} or {}", expected[..expected.len() - 1].join(", "), expected[expected.len() - 1]),
+        _ => format!(
+            "{} or {}",
+            expected[..expected.len() - 1].join(", "),
+            expected[expected.len() - 1]
+        ),
     };
     let mut help = format!("expected {expected_text}");
     if found == Some('(') || found == Some('[') {
         help.push_str("; a call or index must touch what it applies to, as in `f(x)` and `x[0]`");
     }
-    Diagnostic::new("mdl::parse::unexpected", source, format!("unexpected {found_text}"))
-        .label(Span::new(offset + pos, offset + end), format!("expected {expected_text} here"))
-        .help(help)
+    Diagnostic::new(
+        "mdl::parse::unexpected",
+        source,
+        format!("unexpected {found_text}"),
+    )
+    .label(
+        Span::new(offset + pos, offset + end),
+        format!("expected {expected_text} here"),
+    )
+    .help(help)
 }
 
 fn pratt() -> &'static PrattParser<Rule> {
@@ -227,7 +277,10 @@ impl Parser {
     }
 
     fn ident(&self, p: Pair<Rule>) -> Ident {
-        Ident { name: p.as_str().to_string(), span: self.span(&p) }
+        Ident {
+            name: p.as_str().to_string(),
+            span: self.span(&p),
+        }
     }
 
     fn item(&self, p: Pair<Rule>) -> Item {
@@ -256,7 +309,12 @@ impl Parser {
                 let name = self.ident(fi.next().expect("grammar: field name"));
                 let ty = self.type_expr(fi.next().expect("grammar: field type"));
                 let default = fi.next().map(|e| self.expr(e));
-                ConfigField { name, ty, default, span }
+                ConfigField {
+                    name,
+                    ty,
+                    default,
+                    span,
+                }
             })
             .collect();
         ConfigDecl { name, fields, span }
@@ -274,7 +332,12 @@ impl Parser {
                 _ => optional = true,
             }
         }
-        TypeExpr { name, arg, optional, span }
+        TypeExpr {
+            name,
+            arg,
+            optional,
+            span,
+        }
     }
 
     fn params(&self, p: Pair<Rule>) -> Vec<Param> {
@@ -291,7 +354,12 @@ impl Parser {
                         _ => default = Some(self.expr(r)),
                     }
                 }
-                Param { name, ty, default, span }
+                Param {
+                    name,
+                    ty,
+                    default,
+                    span,
+                }
             })
             .collect()
     }
@@ -300,7 +368,13 @@ impl Parser {
         let span = self.span(&p);
         let mut it = p.into_inner();
         let name = self.ident(it.next().expect("grammar: module name"));
-        let mut m = ModuleDecl { name, params: vec![], members: vec![], fns: vec![], span };
+        let mut m = ModuleDecl {
+            name,
+            params: vec![],
+            members: vec![],
+            fns: vec![],
+            span,
+        };
         for q in it {
             match q.as_rule() {
                 Rule::params => m.params = self.params(q),
@@ -313,19 +387,36 @@ impl Parser {
                     let mut cond = None;
                     for r in qi {
                         match r.as_rule() {
-                            Rule::expr_list => shape = r.into_inner().map(|e| self.expr(e)).collect(),
+                            Rule::expr_list => {
+                                shape = r.into_inner().map(|e| self.expr(e)).collect()
+                            }
                             _ => cond = Some(self.cond(r)),
                         }
                     }
-                    m.members.push(Member { path: vec![name], kind: MemberKind::Param { shape }, cond, span });
+                    m.members.push(Member {
+                        path: vec![name],
+                        kind: MemberKind::Param { shape },
+                        cond,
+                        span,
+                    });
                 }
                 _ => {
                     let span = self.span(&q);
                     let mut qi = q.into_inner();
-                    let path = qi.next().expect("grammar: member path").into_inner().map(|i| self.ident(i)).collect();
+                    let path = qi
+                        .next()
+                        .expect("grammar: member path")
+                        .into_inner()
+                        .map(|i| self.ident(i))
+                        .collect();
                     let value = self.expr(qi.next().expect("grammar: member value"));
                     let cond = qi.next().map(|c| self.cond(c));
-                    m.members.push(Member { path, kind: MemberKind::Value(value), cond, span });
+                    m.members.push(Member {
+                        path,
+                        kind: MemberKind::Value(value),
+                        cond,
+                        span,
+                    });
                 }
             }
         }
@@ -348,13 +439,24 @@ impl Parser {
                 _ => body = Some(self.block(q)),
             }
         }
-        let body = body.unwrap_or(Block { stmts: vec![], span });
-        FnDecl { name, params, body, span }
+        let body = body.unwrap_or(Block {
+            stmts: vec![],
+            span,
+        });
+        FnDecl {
+            name,
+            params,
+            body,
+            span,
+        }
     }
 
     fn block(&self, p: Pair<Rule>) -> Block {
         let span = self.span(&p);
-        Block { stmts: p.into_inner().map(|s| self.stmt(s)).collect(), span }
+        Block {
+            stmts: p.into_inner().map(|s| self.stmt(s)).collect(),
+            span,
+        }
     }
 
     fn stmt(&self, p: Pair<Rule>) -> Stmt {
@@ -375,7 +477,11 @@ impl Parser {
                     "/=" => Some(BinOp::Div),
                     _ => None,
                 };
-                StmtKind::Assign(name, op, self.expr(it.next().expect("grammar: assign value")))
+                StmtKind::Assign(
+                    name,
+                    op,
+                    self.expr(it.next().expect("grammar: assign value")),
+                )
             }
             Rule::for_stmt => {
                 let pat = self.pattern(it.next().expect("grammar: for pattern"));
@@ -423,13 +529,25 @@ impl Parser {
             .map_primary(|t| self.term(t))
             .map_prefix(|op, rhs| {
                 let span = self.span(&op).join(rhs.span);
-                let u = if op.as_rule() == Rule::neg { UnOp::Neg } else { UnOp::Not };
-                Expr { kind: ExprKind::Unary(u, Box::new(rhs)), span }
+                let u = if op.as_rule() == Rule::neg {
+                    UnOp::Neg
+                } else {
+                    UnOp::Not
+                };
+                Expr {
+                    kind: ExprKind::Unary(u, Box::new(rhs)),
+                    span,
+                }
             })
             .map_infix(|lhs, op, rhs| {
                 let span = lhs.span.join(rhs.span);
                 let b = match op.as_rule() {
-                    Rule::range => return Expr { kind: ExprKind::Range(Box::new(lhs), Box::new(rhs)), span },
+                    Rule::range => {
+                        return Expr {
+                            kind: ExprKind::Range(Box::new(lhs), Box::new(rhs)),
+                            span,
+                        }
+                    }
                     Rule::or => BinOp::Or,
                     Rule::and => BinOp::And,
                     Rule::eq => BinOp::Eq,
@@ -447,7 +565,10 @@ impl Parser {
                     Rule::div => BinOp::Div,
                     _ => BinOp::Rem,
                 };
-                Expr { kind: ExprKind::Binary(b, Box::new(lhs), Box::new(rhs)), span }
+                Expr {
+                    kind: ExprKind::Binary(b, Box::new(lhs), Box::new(rhs)),
+                    span,
+                }
             })
             .parse(p.into_inner())
     }
@@ -459,10 +580,17 @@ impl Parser {
             let span = e.span.join(self.span(&post));
             let kind = match post.as_rule() {
                 Rule::call => {
-                    let args = post.into_inner().next().map(|a| self.args(a)).unwrap_or_default();
+                    let args = post
+                        .into_inner()
+                        .next()
+                        .map(|a| self.args(a))
+                        .unwrap_or_default();
                     ExprKind::Call(Box::new(e), args)
                 }
-                Rule::index => ExprKind::Index(Box::new(e), post.into_inner().map(|i| self.index_item(i)).collect()),
+                Rule::index => ExprKind::Index(
+                    Box::new(e),
+                    post.into_inner().map(|i| self.index_item(i)).collect(),
+                ),
                 _ => {
                     let name = self.ident(post.into_inner().next().expect("grammar: attr name"));
                     ExprKind::Attr(Box::new(e), name)
@@ -480,9 +608,15 @@ impl Parser {
                 let first = it.next().expect("grammar: arg");
                 if first.as_rule() == Rule::ident {
                     let value = self.expr(it.next().expect("grammar: kwarg value"));
-                    Arg { name: Some(self.ident(first)), value }
+                    Arg {
+                        name: Some(self.ident(first)),
+                        value,
+                    }
                 } else {
-                    Arg { name: None, value: self.expr(first) }
+                    Arg {
+                        name: None,
+                        value: self.expr(first),
+                    }
                 }
             })
             .collect()
@@ -498,11 +632,15 @@ impl Parser {
                 let mut slot = 0;
                 let text_start = inner.as_span().start();
                 let text = inner.as_str();
-                let colon_offsets: Vec<usize> = text.match_indices(':').map(|(i, _)| text_start + i).collect();
+                let colon_offsets: Vec<usize> = text
+                    .match_indices(':')
+                    .map(|(i, _)| text_start + i)
+                    .collect();
                 for b in inner.into_inner() {
                     let at = b.as_span().start();
                     slot = colon_offsets.iter().filter(|&&c| c < at).count().max(slot);
-                    parts[slot.min(2)] = Some(self.expr(b.into_inner().next().expect("grammar: slice bound")));
+                    parts[slot.min(2)] =
+                        Some(self.expr(b.into_inner().next().expect("grammar: slice bound")));
                 }
                 let [a, b, c] = parts;
                 IndexItem::Slice(a, b, c)
@@ -528,18 +666,29 @@ impl Parser {
                 let c = self.expr(it.next().expect("grammar: if cond"));
                 let a = self.expr(it.next().expect("grammar: if then"));
                 let b = it.next().expect("grammar: if else");
-                let b = if b.as_rule() == Rule::if_expr { self.primary(b) } else { self.expr(b) };
+                let b = if b.as_rule() == Rule::if_expr {
+                    self.primary(b)
+                } else {
+                    self.expr(b)
+                };
                 ExprKind::If(Box::new(c), Box::new(a), Box::new(b))
             }
             Rule::list => match p.into_inner().next() {
                 None => ExprKind::List(vec![]),
                 Some(q) if q.as_rule() == Rule::comprehension => {
                     let mut it = q.into_inner();
-                    let elem = Box::new(self.expr(it.next().expect("grammar: comprehension element")));
+                    let elem =
+                        Box::new(self.expr(it.next().expect("grammar: comprehension element")));
                     let pat = self.pattern(it.next().expect("grammar: comprehension pattern"));
-                    let iter = Box::new(self.expr(it.next().expect("grammar: comprehension iterable")));
+                    let iter =
+                        Box::new(self.expr(it.next().expect("grammar: comprehension iterable")));
                     let cond = it.next().map(|c| Box::new(self.expr(c)));
-                    ExprKind::Comprehension { elem, pat, iter, cond }
+                    ExprKind::Comprehension {
+                        elem,
+                        pat,
+                        iter,
+                        cond,
+                    }
                 }
                 Some(q) => ExprKind::List(q.into_inner().map(|e| self.expr(e)).collect()),
             },

@@ -84,7 +84,9 @@ impl Program {
 
     /// The modules declared in the main file, in order.
     pub fn main_modules(&self) -> Vec<usize> {
-        (0..self.modules.len()).filter(|&i| self.modules[i].source == self.main).collect()
+        (0..self.modules.len())
+            .filter(|&i| self.modules[i].source == self.main)
+            .collect()
     }
 }
 
@@ -136,7 +138,10 @@ pub struct NsNode {
 
 impl NsNode {
     pub fn find(&self, sym: Sym) -> Option<NsEntry> {
-        self.entries.iter().find(|(s, _)| *s == sym).map(|(_, e)| *e)
+        self.entries
+            .iter()
+            .find(|(s, _)| *s == sym)
+            .map(|(_, e)| *e)
     }
 }
 
@@ -236,15 +241,30 @@ pub enum ExprKind {
     Unary(UnOp, Box<Expr>),
     Binary(BinOp, Box<Expr>, Box<Expr>),
     Range(Box<Expr>, Box<Expr>),
-    Call { callee: Box<Expr>, args: Vec<Expr>, kwargs: Vec<(Sym, Expr)> },
+    Call {
+        callee: Box<Expr>,
+        args: Vec<Expr>,
+        kwargs: Vec<(Sym, Expr)>,
+    },
     /// `recv.name(args)`: a module function when `recv` is a module, else
     /// the builtin `name` with `recv` first.
-    Method { recv: Box<Expr>, name: Sym, builtin: Option<Builtin>, args: Vec<Expr>, kwargs: Vec<(Sym, Expr)> },
+    Method {
+        recv: Box<Expr>,
+        name: Sym,
+        builtin: Option<Builtin>,
+        args: Vec<Expr>,
+        kwargs: Vec<(Sym, Expr)>,
+    },
     Attr(Box<Expr>, Sym),
     Index(Box<Expr>, Vec<IndexItem>),
     List(Vec<Expr>),
     Tuple(Vec<Expr>),
-    Comprehension { elem: Box<Expr>, pat: Pattern, iter: Box<Expr>, cond: Option<Box<Expr>> },
+    Comprehension {
+        elem: Box<Expr>,
+        pat: Pattern,
+        iter: Box<Expr>,
+        cond: Option<Box<Expr>>,
+    },
     If(Box<Expr>, Box<Expr>, Box<Expr>),
 }
 

@@ -1,1 +1,24 @@
+//! mllm-interpreter runs checked .mdl programs. It owns runtime values, the
+//! evaluator (slots resolved by the checker; no name lookups per op), module
+//! construction with weight binding by member path, configs from
+//! config.json, the KV cache, and the `Executor` seam through which every
+//! native op passes (eager on a backend today, recorded for graph capture
+//! later). It reads no checkpoint format itself: weights arrive through
+//! `mllm_backends::weights::WeightSource`.
 
+pub mod bind;
+pub mod builtins;
+pub mod cache;
+pub mod config;
+pub mod error;
+pub mod eval;
+pub mod executor;
+pub mod model;
+pub mod value;
+
+pub use cache::KvCache;
+pub use error::{RtError, RtResult};
+pub use eval::Interp;
+pub use executor::{Eager, Executor, Trace};
+pub use model::Model;
+pub use value::Value;

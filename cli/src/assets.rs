@@ -1,0 +1,77 @@
+//! The stdlib and model scripts, embedded so an installed `mllm` works from
+//! any folder. A file on disk with the same name takes precedence.
+
+use std::path::{Path, PathBuf};
+
+use mllm_dsl::Resolver;
+
+pub const STDLIB: &[(&str, &str)] = &[("nn", include_str!("../../stdlib/nn.mdl"))];
+
+pub const MODELS: &[(&str, &str)] = &[("qwen3", include_str!("../../models/qwen3.mdl"))];
+
+/// Finds a script: the path on disk if it exists, else an embedded model
+/// named by the path's stem (`models/qwen3.mdl` or `qwen3`).
+pub fn load_script(path: &str) -> Result<(String, String), String> {
+    let p = Path::new(path);
+    if p.is_file() {
+        return std::fs::read_to_string(p)
+            .map(|t| (path.to_string(), t))
+            .map_err(|e| format!("cannot read {path}: {e}"));
+    }
+    let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or(path);
+    match MODELS.iter().find(|(n, _)| *n == stem) {
+        Some((n, text)) => Ok((format!("<builtin>/models/{n}.mdl"), text.to_string())),
+        None => Err(format!(
+            "{path} does not exist and is not a built-in model script (built in: {})",
+            MODELS
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
+/// Resolves `import NAME`: `NAME.mdl` beside the script, then
+/// `../stdlib/NAME.mdl` from the script's folder (a source checkout), then
+/// `$MLLM_STDLIB/NAME.mdl`, then the embedded stdlib.
+pub struct ScriptResolver {
+    pub dir: Option<PathBuf>,
+}
+
+impl ScriptResolver {
+    pub fn for_script(script: &str) -> ScriptResolver {
+        let p = Path::new(script);
+        ScriptResolver {
+            dir: p
+                .is_file()
+                .then(|| p.parent().unwrap_or(Path::new(".")).to_path_buf()),
+        }
+    }
+}
+
+impl Resolver for ScriptResolver {
+    fn resolve(&self, name: &str) -> Option<(String, String)> {
+        if name.contains('/') || name.contains('\\') || name.contains("..") {
+            return None;
+        }
+        let file = format!("{name}.mdl");
+        let mut candidates = vec![];
+        if let Some(d) = &self.dir {
+            candidates.push(d.join(&file));
+            candidates.push(d.join("..").join("stdlib").join(&file));
+        }
+        if let Ok(d) = std::env::var("MLLM_STDLIB") {
+            candidates.push(Path::new(&d).join(&file));
+        }
+        for c in candidates {
+            if let Ok(text) = std::fs::read_to_string(&c) {
+                return Some((c.display().to_string(), text));
+            }
+        }
+        STDLIB
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(n, t)| (format!("<builtin>/stdlib/{n}.mdl"), t.to_string()))
+    }
+}

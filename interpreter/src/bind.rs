@@ -1,0 +1,117 @@
+//! Weight binding: each `param` a script declares is looked up in the
+//! checkpoint by its dotted path and checked against the declared shape.
+//! Every problem is collected, so one run reports all missing, mis-shaped
+//! and unused tensors.
+
+use std::collections::HashSet;
+
+use mllm_backends::weights::WeightSource;
+use mllm_backends::DType;
+use mllm_dsl::diagnostic::SourceId;
+use mllm_dsl::Span;
+
+use crate::error::RtError;
+use crate::value::Value;
+
+/// A declared parameter, as bound.
+#[derive(Clone, Debug)]
+pub struct ParamRecord {
+    pub path: String,
+    pub shape: Vec<usize>,
+    pub dtype: Option<DType>,
+}
+
+pub struct Binder<'w> {
+    source: Option<&'w dyn WeightSource>,
+    used: HashSet<String>,
+    pub errors: Vec<RtError>,
+    pub params: Vec<ParamRecord>,
+    /// Member declarations being evaluated, outermost first.
+    decls: Vec<(SourceId, Span)>,
+}
+
+impl<'w> Binder<'w> {
+    /// Binds against `source`; with `None` it only records the parameter table.
+    pub fn new(source: Option<&'w dyn WeightSource>) -> Binder<'w> {
+        Binder {
+            source,
+            used: HashSet::new(),
+            errors: vec![],
+            params: vec![],
+            decls: vec![],
+        }
+    }
+
+    pub(crate) fn push_decl(&mut self, source: SourceId, span: Span) {
+        self.decls.push((source, span));
+    }
+
+    pub(crate) fn pop_decl(&mut self) {
+        self.decls.pop();
+    }
+
+    fn located(&self, e: RtError, source: SourceId, span: Span) -> RtError {
+        let mut e = e.at(source, span);
+        e.trace = self.decls.iter().rev().copied().collect();
+        e
+    }
+
+    pub(crate) fn param(
+        &mut self,
+        path: &str,
+        shape: Vec<usize>,
+        source: SourceId,
+        span: Span,
+    ) -> Value {
+        let Some(ws) = self.source else {
+            self.params.push(ParamRecord {
+                path: path.to_string(),
+                shape,
+                dtype: None,
+            });
+            return Value::None;
+        };
+        self.used.insert(path.to_string());
+        let Some(info) = ws.info(path) else {
+            let e = RtError::new("mdl::bind::missing", format!("the checkpoint has no tensor `{path}`"))
+                .label(format!("declares `{path}` {shape:?}"))
+                .help(format!("{} lacks it; check the script's member names against `mllm inspect` of the checkpoint", ws.describe()));
+            self.errors.push(self.located(e, source, span));
+            return Value::None;
+        };
+        if info.shape != shape {
+            let e = RtError::new("mdl::bind::shape", format!("tensor `{path}` has shape {:?} in the checkpoint, but the script declares {shape:?}", info.shape))
+                .label(format!("declared as {shape:?}"))
+                .help("the config (config.json) and the checkpoint disagree, or the script computes this shape wrongly");
+            self.errors.push(self.located(e, source, span));
+            return Value::None;
+        }
+        match ws.load(path) {
+            Ok(t) => {
+                self.params.push(ParamRecord {
+                    path: path.to_string(),
+                    shape,
+                    dtype: Some(t.dtype()),
+                });
+                Value::Tensor(t)
+            }
+            Err(msg) => {
+                let e = RtError::new("mdl::bind::load", format!("cannot load `{path}`: {msg}"));
+                self.errors.push(self.located(e, source, span));
+                Value::None
+            }
+        }
+    }
+
+    /// Checkpoint tensors no declaration asked for.
+    pub fn unused(&self) -> Vec<String> {
+        match self.source {
+            Some(ws) => ws
+                .names()
+                .into_iter()
+                .filter(|n| !self.used.contains(n))
+                .collect(),
+            None => vec![],
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! A loaded model: a checked program, its config, and the root module
+//! instance bound to checkpoint weights; `forward` calls the entry module's
+//! `forward` with inputs passed by parameter name.
+
+use std::rc::Rc;
+
+use mllm_backends::weights::WeightSource;
+use mllm_dsl::program::{Program, Ty};
+use serde_json::Value as Json;
+
+use crate::bind::{Binder, ParamRecord};
+use crate::error::{RtError, RtResult};
+use crate::eval::{Ctx, Interp};
+use crate::executor::Executor;
+use crate::value::{ConfigValue, Instance, Value};
+
+pub struct Model {
+    pub program: Rc<Program>,
+    pub root: Rc<Instance>,
+    pub config: Rc<ConfigValue>,
+    pub entry: usize,
+    pub params: Vec<ParamRecord>,
+}
+
+/// Picks the module to run: the one named by config.json's
+/// `architectures[0]` when the script declares it, else the script's last module.
+pub fn pick_entry(prog: &Program, config: &Json) -> RtResult<usize> {
+    let arch = config
+        .get("architectures")
+        .and_then(|a| a.get(0))
+        .and_then(|a| a.as_str());
+    if let Some(i) = arch.and_then(|a| prog.module_by_name(a)) {
+        return Ok(i);
+    }
+    prog.main_modules().last().copied().ok_or_else(|| {
+        RtError::new(
+            "mdl::load::no_module",
+            format!("{} declares no module to run", prog.sources.name(prog.main)),
+        )
+    })
+}
+
+impl Model {
+    /// Builds the config from `config_json`, constructs the entry module and
+    /// binds its parameters to `weights` (all problems reported at once).
+    pub fn load(
+        program: Rc<Program>,
+        config_json: &Json,
+        config_origin: &str,
+        weights: Option<&dyn WeightSource>,
+        exec: &mut dyn Executor,
+    ) -> Result<Model, Vec<RtError>> {
+        let prog: &Program = &program;
+        let entry = pick_entry(prog, config_json).map_err(|e| vec![e])?;
+        let m = &prog.modules[entry];
+        let Some(first) = m.params.first() else {
+            return Err(vec![RtError::new("mdl::load::entry", format!("module `{}` takes no config", m.name)).at(m.source, m.span).help("the module to run takes its config as the first parameter, e.g. `module Qwen3ForCausalLM(c: Qwen3)`")]);
+        };
+        let Some(Ty::Config(ci)) = first.ty.clone() else {
+            return Err(vec![RtError::new(
+                "mdl::load::entry",
+                format!(
+                    "the first parameter of `{}` must be typed with a config",
+                    m.name
+                ),
+            )
+            .at(m.source, first.span)]);
+        };
+        if let Some(p) = m.params.iter().skip(1).find(|p| p.default.is_none()) {
+            return Err(vec![RtError::new(
+                "mdl::load::entry",
+                format!(
+                    "module `{}` has a second required parameter `{}`",
+                    m.name, p.name
+                ),
+            )
+            .at(m.source, p.span)
+            .help("the module to run takes only its config")]);
+        }
+        let mut it = Interp::new(prog, exec);
+        let config =
+            crate::config::build(&mut it, ci, config_json, config_origin).map_err(|e| vec![e])?;
+        it.binder = Some(Binder::new(weights));
+        it.ctor_path = Some(String::new());
+        let root = it.construct(entry, vec![Value::Config(config.clone())], vec![]);
+        let binder = it.binder.take().expect("binder set above");
+        let mut errors = binder.errors.clone();
+        let root = match root {
+            Ok(Value::Module(r)) => Some(r),
+            Ok(_) => None,
+            Err(e) => {
+                errors.insert(0, e);
+                None
+            }
+        };
+        if errors.is_empty() {
+            let unused = binder.unused();
+            if !unused.is_empty() {
+                let shown: Vec<&str> = unused.iter().take(8).map(|s| s.as_str()).collect();
+                let more = if unused.len() > 8 {
+                    format!(" and {} more", unused.len() - 8)
+                } else {
+                    String::new()
+                };
+                errors.push(
+                    RtError::new("mdl::bind::unused", format!("{} checkpoint tensor(s) are not declared by the script: {}{more}", unused.len(), shown.join(", ")))
+                        .at(m.source, m.span)
+                        .label("the module run")
+                        .help("declare them (a `param` or submodule with that path), or check that the script matches this architecture"),
+                );
+            }
+        }
+        match (root, errors.is_empty()) {
+            (Some(root), true) => Ok(Model {
+                program: program.clone(),
+                root,
+                config,
+                entry,
+                params: binder.params,
+            }),
+            (_, _) => Err(errors),
+        }
+    }
+
+    /// Names of the entry `forward`'s parameters.
+    pub fn inputs(&self) -> Vec<String> {
+        let m = &self.program.modules[self.entry];
+        m.fn_index("forward").map_or(vec![], |fi| {
+            m.fns[fi].params.iter().map(|p| p.name.clone()).collect()
+        })
+    }
+
+    /// Runs the entry module's `forward`; `inputs` are matched to its
+    /// parameters by name, and unknown names are errors.
+    pub fn forward(&self, exec: &mut dyn Executor, inputs: Vec<(&str, Value)>) -> RtResult<Value> {
+        self.call("forward", exec, inputs)
+    }
+
+    /// Runs any function of the entry module by name.
+    pub fn call(
+        &self,
+        func: &str,
+        exec: &mut dyn Executor,
+        inputs: Vec<(&str, Value)>,
+    ) -> RtResult<Value> {
+        let prog: &Program = &self.program;
+        let m = &prog.modules[self.entry];
+        let Some(fi) = m.fn_index(func) else {
+            return Err(RtError::new(
+                "mdl::run::entry",
+                format!("module `{}` has no `{func}`", m.name),
+            )
+            .at(m.source, m.span));
+        };
+        let f = &m.fns[fi];
+        let mut kwargs = vec![];
+        for (name, v) in inputs {
+            match f.params.iter().find(|p| p.name == name) {
+                Some(p) => kwargs.push((p.sym, v)),
+                None => {
+                    // Optional host inputs (`last_only`) a script may not take.
+                    if name == "last_only" {
+                        continue;
+                    }
+                    return Err(RtError::new(
+                        "mdl::run::entry",
+                        format!("`{}.{func}` has no parameter `{name}`", m.name),
+                    )
+                    .at(f.source, f.span));
+                }
+            }
+        }
+        if let Some(p) = f
+            .params
+            .iter()
+            .find(|p| p.default.is_none() && !kwargs.iter().any(|(s, _)| *s == p.sym))
+        {
+            return Err(RtError::new(
+                "mdl::run::entry",
+                format!(
+                    "`{}.{func}` takes `{}`, which this runner does not provide",
+                    m.name, p.name
+                ),
+            )
+            .at(f.source, p.span));
+        }
+        let mut it = Interp::new(prog, exec);
+        let _ = Ctx {
+            frame: vec![],
+            inst: None,
+            cfg: None,
+            source: 0,
+        };
+        it.call_function(f, Some(self.root.clone()), vec![], kwargs)
+    }
+}
