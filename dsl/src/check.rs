@@ -1206,16 +1206,6 @@ impl Checker {
             let (v, _) = self.expr(&a.value, scope);
             match &a.name {
                 Some(n) => {
-                    if kw_names.iter().any(|k| k.name == n.name) {
-                        self.err(
-                            Diagnostic::new(
-                                "mdl::check::duplicate_arg",
-                                scope.file,
-                                format!("argument `{}` is given twice", n.name),
-                            )
-                            .label(n.span, "second time"),
-                        );
-                    }
                     kw.push((self.syms.intern(&n.name), v));
                     kw_names.push(n.clone());
                 }
@@ -1454,7 +1444,8 @@ impl Checker {
                         file,
                         format!("argument `{}` of {what} is given twice", k.name),
                     )
-                    .label(k.span, "already given by position"),
+                    .label(k.span, "given a second time here")
+                    .help("pass each argument once, by position or by name"),
                 ),
                 Some(i) => filled[i] = true,
                 None => {

@@ -25,6 +25,7 @@ pub const MAX_NESTING: usize = 96;
 pub fn parse(src: &str, source: SourceId) -> (File, Vec<Diagnostic>) {
     let mut file = File::default();
     let mut diags = Vec::new();
+    pest::set_error_detail(true);
     if let Some(d) = check_nesting(src, source) {
         return (file, vec![d]);
     }
@@ -187,29 +188,50 @@ fn syntax_diagnostic(
     offset: usize,
     rest: &str,
 ) -> Diagnostic {
-    let pos = match e.location {
+    let mut pos = match e.location {
         pest::error::InputLocation::Pos(p) => p,
         pest::error::InputLocation::Span((s, _)) => s,
     };
-    let found = rest[pos..].chars().next();
-    let end = pos + found.map_or(0, |c| c.len_utf8());
-    let mut expected: Vec<&str> = match &e.variant {
-        pest::error::ErrorVariant::ParsingError { positives, .. } => {
-            positives.iter().filter_map(rule_name).collect()
-        }
+    let mut expected: Vec<String> = match &e.variant {
+        pest::error::ErrorVariant::ParsingError { positives, .. } => positives
+            .iter()
+            .filter_map(rule_name)
+            .map(String::from)
+            .collect(),
         pest::error::ErrorVariant::CustomError { .. } => vec![],
     };
+    // Literal tokens (`,`, `)`) are not rules; the attempt tracker knows the
+    // farthest place the parser got to and which tokens would have fit there.
+    if let Some(att) = e.parse_attempts() {
+        if att.max_position > pos && att.max_position <= rest.len() {
+            pos = att.max_position;
+            expected = att
+                .expected_tokens()
+                .iter()
+                .filter_map(|t| {
+                    // Only literal tokens are worth showing (not char ranges).
+                    let t = t.to_string();
+                    let skip =
+                        t.trim().is_empty() || t == "#" || (t.contains("..") && t.len() <= 6);
+                    (!skip).then(|| format!("`{t}`"))
+                })
+                .collect();
+        }
+    }
+    let found = rest[pos..].chars().next();
+    let end = pos + found.map_or(0, |c| c.len_utf8());
     expected.sort();
     expected.dedup();
     let found_text = match found {
         None => "end of file".to_string(),
         Some(c) if c.is_whitespace() => "whitespace".to_string(),
         Some(_) => {
-            let tok: String = rest[pos..]
-                .chars()
-                .take_while(|c| !c.is_whitespace())
-                .take(12)
-                .collect();
+            let word = |c: &char| c.is_alphanumeric() || *c == '_';
+            let tok: String = match rest[pos..].chars().next() {
+                Some(c) if word(&c) => rest[pos..].chars().take_while(word).take(24).collect(),
+                Some(c) => c.to_string(),
+                None => String::new(),
+            };
             format!("`{tok}`")
         }
     };
@@ -271,9 +293,12 @@ struct Parser {
 }
 
 impl Parser {
+    /// The pair's span without the trailing whitespace that pest's implicit
+    /// whitespace leaves inside a rule ending in an optional part.
     fn span(&self, p: &Pair<Rule>) -> Span {
         let s = p.as_span();
-        Span::new(s.start() + self.offset, s.end() + self.offset)
+        let trimmed = p.as_str().trim_end().len();
+        Span::new(s.start() + self.offset, s.start() + trimmed + self.offset)
     }
 
     fn ident(&self, p: Pair<Rule>) -> Ident {

@@ -53,6 +53,7 @@ impl<'w> Binder<'w> {
     fn located(&self, e: RtError, source: SourceId, span: Span) -> RtError {
         let mut e = e.at(source, span);
         e.trace = self.decls.iter().rev().copied().collect();
+        e.trace_label = "inside the member declared at";
         e
     }
 

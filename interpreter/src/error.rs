@@ -12,8 +12,10 @@ pub struct RtError {
     pub at: Option<(SourceId, Span)>,
     pub label: String,
     pub help: Option<String>,
-    /// Call sites, innermost first.
+    /// Call sites (or enclosing member declarations), innermost first.
     pub trace: Vec<(SourceId, Span)>,
+    /// How each trace entry is introduced ("called from").
+    pub trace_label: &'static str,
 }
 
 pub type RtResult<T> = Result<T, RtError>;
@@ -27,6 +29,7 @@ impl RtError {
             label: String::new(),
             help: None,
             trace: vec![],
+            trace_label: "called from",
         }
     }
 
@@ -71,7 +74,11 @@ impl RtError {
             if !help.is_empty() {
                 help.push('\n');
             }
-            help.push_str(&format!("called from {}:{line}:{col}", sources.name(*s)));
+            help.push_str(&format!(
+                "{} {}:{line}:{col}",
+                self.trace_label,
+                sources.name(*s)
+            ));
         }
         if !help.is_empty() {
             d = d.help(help);

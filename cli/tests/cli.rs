@@ -1,0 +1,168 @@
+//! End-to-end tests of the `mllm` binary: the CLI contract other work
+//! depends on, and clear errors (never a panic) on bad input.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn mllm(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mllm"))
+        .args(args)
+        .current_dir(root())
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run mllm")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn reference_json(case: &str) -> serde_json::Value {
+    let p = root()
+        .join("tests/fixtures/qwen3")
+        .join(case)
+        .join("reference.json");
+    serde_json::from_str(&std::fs::read_to_string(p).expect("reference.json")).expect("json")
+}
+
+fn ids(v: &serde_json::Value) -> String {
+    v.as_array()
+        .expect("ids")
+        .iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[test]
+fn exec_prints_greedy_ids_and_writes_logits() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let out_path = dir.path().join("logits.safetensors");
+    let case = "untied_bf16_ropeparams";
+    let r = reference_json(case);
+    let prompt = ids(&r["prompt_ids"]);
+    let model = format!("tests/fixtures/qwen3/{case}");
+    let out = mllm(&[
+        "exec",
+        "models/qwen3.mdl",
+        "--model",
+        &model,
+        "--input-ids",
+        &prompt,
+        "--max-new-tokens",
+        "10",
+        "--logits-out",
+        out_path.to_str().expect("utf-8"),
+        "--threads",
+        "2",
+    ]);
+    assert!(out.status.success(), "exec failed: {}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), ids(&r["greedy_ids"]));
+    let bytes = std::fs::read(&out_path).expect("logits file");
+    let st = safetensors::SafeTensors::deserialize(&bytes).expect("safetensors");
+    assert_eq!(st.names(), vec!["logits"]);
+    let t = st.tensor("logits").expect("logits");
+    assert_eq!(t.dtype(), safetensors::Dtype::F32);
+    let n = r["prompt_ids"].as_array().expect("ids").len();
+    assert_eq!(t.shape(), [n, 131]);
+}
+
+#[test]
+fn exec_runs_the_builtin_script_from_any_folder() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let model = root().join("tests/fixtures/qwen3/gqa_tied_f32");
+    let out = Command::new(env!("CARGO_BIN_EXE_mllm"))
+        .args([
+            "exec",
+            "qwen3",
+            "--model",
+            model.to_str().expect("utf-8"),
+            "--input-ids",
+            "1,2,3",
+            "--max-new-tokens",
+            "3",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim().split(',').count(), 3);
+}
+
+#[test]
+fn check_accepts_shipped_scripts_and_reports_all_errors() {
+    let out = mllm(&["check", "models/qwen3.mdl", "stdlib/nn.mdl"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let dir = tempfile::tempdir().expect("tmp");
+    let bad = dir.path().join("bad.mdl");
+    std::fs::write(&bad, "config C { n: int }\nmodule M(c: C) {\n  fn forward(x) {\n    return foo(x) + c.m\n  }\n}\n").expect("write");
+    let out = mllm(&["check", bad.to_str().expect("utf-8")]);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains("mdl::check::unknown_name"), "{err}");
+    assert!(err.contains("mdl::check::unknown_field"), "{err}");
+    assert!(err.contains("2 errors"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn bad_inputs_get_clear_errors() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &[
+                "exec",
+                "models/qwen3.mdl",
+                "--model",
+                "/nonexistent/dir",
+                "--input-ids",
+                "1",
+            ],
+            "is not a directory",
+        ),
+        (
+            &[
+                "exec",
+                "models/qwen3.mdl",
+                "--model",
+                "tests/fixtures/qwen3/gqa_tied_f32",
+                "--input-ids",
+                "1,x",
+            ],
+            "not a token id",
+        ),
+        (
+            &[
+                "exec",
+                "models/qwen3.mdl",
+                "--model",
+                "tests/fixtures/qwen3/gqa_tied_f32",
+                "--input-ids",
+                "1,100000",
+            ],
+            "outside the vocabulary",
+        ),
+        (
+            &[
+                "exec",
+                "nosuchmodel",
+                "--model",
+                "tests/fixtures/qwen3/gqa_tied_f32",
+                "--input-ids",
+                "1",
+            ],
+            "not a built-in model script",
+        ),
+        (&["check", "/nonexistent.mdl"], "does not exist"),
+    ];
+    for (args, want) in cases {
+        let out = mllm(args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: expected `{want}` in:\n{err}");
+        assert!(!err.contains("panicked"), "{args:?} panicked:\n{err}");
+    }
+}

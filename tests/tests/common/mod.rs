@@ -1,0 +1,81 @@
+//! Shared helpers: fixture paths and reference files.
+
+#![allow(dead_code)]
+
+use std::cell::RefCell;
+use std::path::PathBuf;
+use std::rc::Rc;
+
+use mllm_backends::Tensor;
+use mllm_cli::commands::exec::{load, Loaded};
+use mllm_interpreter::KvCache;
+
+pub const QWEN3_CASES: &[&str] = &["gqa_tied_f32", "untied_bf16_ropeparams", "mha_odd_f32"];
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+pub fn fixture(case: &str) -> PathBuf {
+    root().join("tests/fixtures/qwen3").join(case)
+}
+
+pub fn qwen3_script() -> String {
+    root().join("models/qwen3.mdl").display().to_string()
+}
+
+pub struct Reference {
+    pub input_ids: Vec<i32>,
+    pub logits: Vec<f32>,
+    pub vocab: usize,
+    pub greedy: Vec<i32>,
+}
+
+fn i32s(t: &safetensors::tensor::TensorView) -> Vec<i32> {
+    t.data()
+        .chunks_exact(4)
+        .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+pub fn reference(case: &str) -> Reference {
+    let bytes =
+        std::fs::read(fixture(case).join("reference.safetensors")).expect("reference.safetensors");
+    let st = safetensors::SafeTensors::deserialize(&bytes).expect("valid reference");
+    let logits = st.tensor("logits").expect("logits");
+    let vocab = logits.shape()[1];
+    let lv = logits
+        .data()
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    Reference {
+        input_ids: i32s(&st.tensor("input_ids").expect("input_ids")),
+        logits: lv,
+        vocab,
+        greedy: i32s(&st.tensor("greedy_ids").expect("greedy_ids")),
+    }
+}
+
+pub fn load_case(case: &str) -> Loaded {
+    match load(&qwen3_script(), fixture(case).to_str().expect("utf-8 path")) {
+        Ok(m) => m,
+        Err(e) => panic!("loading {case} failed:\n{}", e.0),
+    }
+}
+
+pub fn new_cache() -> Rc<RefCell<KvCache>> {
+    Rc::new(RefCell::new(KvCache::new()))
+}
+
+pub fn max_abs(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len(), "length mismatch");
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+pub fn data(t: &Tensor) -> Vec<f32> {
+    t.to_f32_vec().expect("f32 data")
+}
