@@ -11,7 +11,7 @@ use crate::error::{dtype_err, invalid, shape_err, Result};
 
 /// Largest element count a single tensor may have. Guards scripts and corrupt
 /// files from asking for absurd allocations (which would abort, not error).
-pub const MAX_ELEMENTS: usize = 1 << 36;
+pub const MAX_ELEMENTS: usize = 1 << 31;
 
 /// Owner of raw bytes (an mmapped file, usually) that a tensor can borrow.
 pub trait ByteOwner: Send + Sync {

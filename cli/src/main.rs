@@ -48,6 +48,19 @@ enum Cmd {
 
 fn main() {
     let cli = Cli::parse();
+    // The evaluator and checker recurse over script structure (bounded by
+    // their depth limits); give them a roomy stack on every platform.
+    let worker = std::thread::Builder::new()
+        .stack_size(64 << 20)
+        .spawn(move || run(cli));
+    let code = match worker.map(|h| h.join()) {
+        Ok(Ok(code)) => code,
+        _ => 101,
+    };
+    std::process::exit(code);
+}
+
+fn run(cli: Cli) -> i32 {
     let result = match cli.cmd {
         Cmd::Check { files } => commands::check::run(&files),
         Cmd::Exec {
@@ -73,8 +86,11 @@ fn main() {
             }
         }
     };
-    if let Err(e) = result {
-        eprintln!("{}", e.0);
-        std::process::exit(1);
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("{}", e.0);
+            1
+        }
     }
 }

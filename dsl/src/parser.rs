@@ -18,7 +18,13 @@ struct MdlParser;
 
 /// Brackets nested deeper than this are refused before parsing: the parser
 /// and the evaluator recurse, and a deep enough file would overflow the stack.
-pub const MAX_NESTING: usize = 96;
+pub const MAX_NESTING: usize = 64;
+
+/// Operators (or postfix calls, indexes, attributes) in one flat chain.
+pub const MAX_CHAIN: usize = 256;
+
+/// Deepest expression tree accepted; bounds every recursive walk after parsing.
+pub const MAX_EXPR_DEPTH: usize = 160;
 
 /// Parses a whole file. Returns the items that parsed and one diagnostic per
 /// syntax error (parsing resumes at the next top-level item).
@@ -34,7 +40,11 @@ pub fn parse(src: &str, source: SourceId) -> (File, Vec<Diagnostic>) {
         let rest = &src[offset..];
         match MdlParser::parse(Rule::file, rest) {
             Ok(mut pairs) => {
-                let p = Parser { source, offset };
+                let p = Parser {
+                    source,
+                    offset,
+                    errors: Default::default(),
+                };
                 if let Some(fp) = pairs.next() {
                     for item in fp.into_inner() {
                         if item.as_rule() != Rule::EOI {
@@ -42,6 +52,7 @@ pub fn parse(src: &str, source: SourceId) -> (File, Vec<Diagnostic>) {
                         }
                     }
                 }
+                diags.extend(p.errors.into_inner());
                 break;
             }
             Err(e) => {
@@ -55,7 +66,11 @@ pub fn parse(src: &str, source: SourceId) -> (File, Vec<Diagnostic>) {
                 let item_start = last_item_start(rest, pos);
                 if item_start > 0 {
                     if let Ok(mut pairs) = MdlParser::parse(Rule::file, &rest[..item_start]) {
-                        let p = Parser { source, offset };
+                        let p = Parser {
+                            source,
+                            offset,
+                            errors: Default::default(),
+                        };
                         if let Some(fp) = pairs.next() {
                             for item in fp.into_inner() {
                                 if item.as_rule() != Rule::EOI {
@@ -63,6 +78,7 @@ pub fn parse(src: &str, source: SourceId) -> (File, Vec<Diagnostic>) {
                                 }
                             }
                         }
+                        diags.extend(p.errors.into_inner());
                     }
                 }
                 match next_item_start(rest, pos) {
@@ -287,9 +303,9 @@ fn pratt() -> &'static PrattParser<Rule> {
 /// shape, so the builders only match; `offset` shifts spans when parsing
 /// resumed mid-file.
 struct Parser {
-    #[allow(dead_code)]
     source: SourceId,
     offset: usize,
+    errors: std::cell::RefCell<Vec<Diagnostic>>,
 }
 
 impl Parser {
@@ -549,7 +565,31 @@ impl Parser {
         }
     }
 
+    fn too_complex(&self, span: Span, what: &str) -> Expr {
+        self.errors.borrow_mut().push(
+            Diagnostic::new("mdl::parse::too_complex", self.source, format!("{what} is too complex"))
+                .label(span, "split this up")
+                .help(format!("an expression may chain at most {MAX_CHAIN} operators and nest {MAX_EXPR_DEPTH} deep; name intermediate steps with `let`")),
+        );
+        Expr {
+            kind: ExprKind::None,
+            span,
+        }
+    }
+
     fn expr(&self, p: Pair<Rule>) -> Expr {
+        let span = self.span(&p);
+        if p.clone().into_inner().count() > 2 * MAX_CHAIN + 1 {
+            return self.too_complex(span, "this expression");
+        }
+        let e = self.expr_tree(p);
+        if exceeds_depth(&e, MAX_EXPR_DEPTH) {
+            return self.too_complex(span, "this expression");
+        }
+        e
+    }
+
+    fn expr_tree(&self, p: Pair<Rule>) -> Expr {
         pratt()
             .map_primary(|t| self.term(t))
             .map_prefix(|op, rhs| {
@@ -599,6 +639,9 @@ impl Parser {
     }
 
     fn term(&self, p: Pair<Rule>) -> Expr {
+        if p.clone().into_inner().count() > MAX_CHAIN + 1 {
+            return self.too_complex(self.span(&p), "this chain of calls and indexes");
+        }
         let mut it = p.into_inner();
         let mut e = self.primary(it.next().expect("grammar: primary"));
         for post in it {
@@ -756,4 +799,48 @@ fn unescape(quoted: &str) -> String {
         }
     }
     out
+}
+
+/// Whether `e` is deeper than `budget`; recursion stops at the budget, so
+/// this is safe on any tree.
+fn exceeds_depth(e: &Expr, budget: usize) -> bool {
+    if budget == 0 {
+        return true;
+    }
+    let b = budget - 1;
+    let any = |es: &mut dyn Iterator<Item = &Expr>| {
+        for x in es {
+            if exceeds_depth(x, b) {
+                return true;
+            }
+        }
+        false
+    };
+    match &e.kind {
+        ExprKind::Unary(_, x) | ExprKind::Attr(x, _) => exceeds_depth(x, b),
+        ExprKind::Binary(_, x, y) | ExprKind::Range(x, y) => {
+            exceeds_depth(x, b) || exceeds_depth(y, b)
+        }
+        ExprKind::Call(c, args) => exceeds_depth(c, b) || any(&mut args.iter().map(|a| &a.value)),
+        ExprKind::Index(x, items) => {
+            exceeds_depth(x, b)
+                || items.iter().any(|i| match i {
+                    IndexItem::Expr(e) => exceeds_depth(e, b),
+                    IndexItem::Slice(p, q, r) => [p, q, r]
+                        .iter()
+                        .any(|o| o.as_ref().is_some_and(|e| exceeds_depth(e, b))),
+                    IndexItem::Ellipsis(_) => false,
+                })
+        }
+        ExprKind::List(xs) | ExprKind::Tuple(xs) => any(&mut xs.iter()),
+        ExprKind::Comprehension {
+            elem, iter, cond, ..
+        } => {
+            exceeds_depth(elem, b)
+                || exceeds_depth(iter, b)
+                || cond.as_ref().is_some_and(|c| exceeds_depth(c, b))
+        }
+        ExprKind::If(c, x, y) => exceeds_depth(c, b) || exceeds_depth(x, b) || exceeds_depth(y, b),
+        _ => false,
+    }
 }

@@ -579,6 +579,15 @@ pub fn call(
             None => unreachable!("required"),
         },
         Builtin::Shape => Ok(shape_list(a.tensor(0)?.shape())),
+        Builtin::Item => {
+            let x = a.tensor(0)?;
+            let v = x.item()?;
+            Ok(if x.dtype() == DType::I32 {
+                Value::Int(v as i64)
+            } else {
+                Value::Float(v)
+            })
+        }
         Builtin::Size => {
             let x = a.tensor(0)?;
             let d = a.dim(1, &x, 0)?;

@@ -16,7 +16,7 @@ use crate::executor::Executor;
 use crate::value::{ConfigValue, Instance, Value};
 
 /// Script calls nested deeper than this fail instead of overflowing the stack.
-pub const MAX_CALL_DEPTH: usize = 64;
+pub const MAX_CALL_DEPTH: usize = 48;
 
 pub struct Interp<'a> {
     pub prog: &'a Program,
