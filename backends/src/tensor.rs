@@ -218,7 +218,7 @@ impl Tensor {
             );
         }
         let addr = owner.bytes()[start..].as_ptr() as usize;
-        if addr % dtype.size() == 0 {
+        if addr.is_multiple_of(dtype.size()) {
             let buf = Buffer::Bytes {
                 owner,
                 start,

@@ -903,10 +903,8 @@ impl Checker {
                 );
                 cands.extend(self.modules[mi].params.iter().map(|p| p.name.clone()));
             }
-            ScopeKind::Ctor(mi) => {
-                if self.module_info[mi].members.keys().any(|p| p[0] == n) {
-                    label = "members are not visible while members are declared".into();
-                }
+            ScopeKind::Ctor(mi) if self.module_info[mi].members.keys().any(|p| p[0] == n) => {
+                label = "members are not visible while members are declared".into();
             }
             ScopeKind::Config(ci, upto) => cands.extend(
                 self.configs[ci]

@@ -242,7 +242,10 @@ fn to_tensor(v: &Value, dtype: Option<DType>) -> RtResult<Tensor> {
     })
 }
 
-fn unary_of(b: Builtin) -> Option<(UnaryOp, fn(f64) -> f64)> {
+/// The backend op and the scalar twin of a unary builtin.
+type UnaryPair = (UnaryOp, fn(f64) -> f64);
+
+fn unary_of(b: Builtin) -> Option<UnaryPair> {
     Some(match b {
         Builtin::Exp => (UnaryOp::Exp, f64::exp),
         Builtin::Log => (UnaryOp::Log, f64::ln),

@@ -15,6 +15,9 @@ use crate::error::{RtError, RtResult};
 use crate::executor::Executor;
 use crate::value::{ConfigValue, Instance, Value};
 
+/// Evaluated positional and keyword arguments.
+type CallArgs = (Vec<Value>, Vec<(Sym, Value)>);
+
 /// Script calls nested deeper than this fail instead of overflowing the stack.
 pub const MAX_CALL_DEPTH: usize = 48;
 
@@ -496,12 +499,7 @@ impl<'a> Interp<'a> {
         Ok(out)
     }
 
-    fn args(
-        &mut self,
-        args: &[Expr],
-        kwargs: &[(Sym, Expr)],
-        ctx: &mut Ctx,
-    ) -> RtResult<(Vec<Value>, Vec<(Sym, Value)>)> {
+    fn args(&mut self, args: &[Expr], kwargs: &[(Sym, Expr)], ctx: &mut Ctx) -> RtResult<CallArgs> {
         let a = args
             .iter()
             .map(|x| self.expr(x, ctx))

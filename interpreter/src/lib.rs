@@ -6,6 +6,10 @@
 //! later). It reads no checkpoint format itself: weights arrive through
 //! `mllm_backends::weights::WeightSource`.
 
+// Runtime errors carry spans, a call trace and help text; they are built on
+// the cold path only, so their size is not worth boxing.
+#![allow(clippy::result_large_err)]
+
 pub mod bind;
 pub mod builtins;
 pub mod cache;

@@ -241,7 +241,7 @@ impl Backend for CpuBackend {
                     || v.shape()[0] != sh.sk
                     || v.shape()[1] != sh.hk
                     || sh.hk == 0
-                    || sh.hq % sh.hk != 0
+                    || !sh.hq.is_multiple_of(sh.hk)
                 {
                     return shape_err("sdpa", format!("q {:?}, k {:?}, v {:?} do not fit (query heads must be a multiple of key heads)", q.shape(), k.shape(), v.shape()));
                 }

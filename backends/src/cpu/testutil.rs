@@ -28,7 +28,8 @@ pub fn assert_close(got: &[f32], want: &[f32], tol: f32) -> Result<(), TestCaseE
         )));
     }
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        if !((g - w).abs() <= tol * (1.0 + w.abs())) {
+        let ok = (g - w).abs() <= tol * (1.0 + w.abs());
+        if !ok {
             return Err(TestCaseError::fail(format!(
                 "element {i}: got {g}, want {w}"
             )));

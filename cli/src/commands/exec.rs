@@ -166,17 +166,14 @@ pub fn run(a: ExecArgs) -> CliResult<()> {
     let t2 = Instant::now();
     if a.max_new_tokens > 0 {
         let mut next = m.argmax_last(&logits)?;
-        let mut pos = a.input_ids.len();
-        for i in 0..a.max_new_tokens {
+        let start = a.input_ids.len();
+        for pos in start..start + a.max_new_tokens {
             line.push(next);
-            if a.stop_at_eos && m.eos.contains(&next) {
-                break;
-            }
-            if i + 1 == a.max_new_tokens {
+            let done = line.len() == a.max_new_tokens || (a.stop_at_eos && m.eos.contains(&next));
+            if done {
                 break;
             }
             let l = m.step(&cache, &[next], pos, true)?;
-            pos += 1;
             next = m.argmax_last(&l)?;
         }
         println!(
