@@ -4,7 +4,7 @@
 
 use rayon::prelude::*;
 
-use super::simd::{dot, dot_ref};
+use super::simd::{dot, dot_2x4, dot_bf16, dot_f16, dot_ref};
 use crate::tensor::FloatSlice;
 
 /// Output features handled by one parallel task.
@@ -46,6 +46,23 @@ pub fn linear(
         let j0 = b * BLOCK_N;
         let bn = BLOCK_N.min(n - j0);
         let mut out = vec![0.0f32; m * bn];
+        // Few rows (decode): read half-precision weights directly, no
+        // widened copy; the weights are streamed exactly once either way.
+        if m <= 2 && !matches!(w, FloatSlice::F32(_)) {
+            for i in 0..m {
+                let xi = &x[i * k..(i + 1) * k];
+                for j in 0..bn {
+                    let r = (j0 + j) * k;
+                    let d = match w {
+                        FloatSlice::BF16(s) => dot_bf16(xi, &s[r..r + k]),
+                        FloatSlice::F16(s) => dot_f16(xi, &s[r..r + k]),
+                        FloatSlice::F32(s) => dot(xi, &s[r..r + k]),
+                    };
+                    out[i * bn + j] = d + bias.map_or(0.0, |b| b[j0 + j]);
+                }
+            }
+            return out;
+        }
         let widened;
         let wb: &[f32] = match w {
             FloatSlice::F32(s) => &s[j0 * k..(j0 + bn) * k],
@@ -56,11 +73,36 @@ pub fn linear(
                 &widened
             }
         };
-        for i in 0..m {
-            let xi = &x[i * k..(i + 1) * k];
+        // 2x4 tiles of (x rows, weight rows), then the ragged edges.
+        let row = |i: usize| &x[i * k..(i + 1) * k];
+        let wrow = |j: usize| &wb[j * k..(j + 1) * k];
+        let (m2, n4) = (m - m % 2, bn - bn % 4);
+        for i in (0..m2).step_by(2) {
+            for j in (0..n4).step_by(4) {
+                let t = dot_2x4(
+                    [row(i), row(i + 1)],
+                    [wrow(j), wrow(j + 1), wrow(j + 2), wrow(j + 3)],
+                );
+                for r in 0..2 {
+                    out[(i + r) * bn + j..(i + r) * bn + j + 4]
+                        .copy_from_slice(&t[r * 4..r * 4 + 4]);
+                }
+            }
+            for j in n4..bn {
+                out[i * bn + j] = dot(row(i), wrow(j));
+                out[(i + 1) * bn + j] = dot(row(i + 1), wrow(j));
+            }
+        }
+        for i in m2..m {
             for j in 0..bn {
-                out[i * bn + j] =
-                    dot(xi, &wb[j * k..(j + 1) * k]) + bias.map_or(0.0, |b| b[j0 + j]);
+                out[i * bn + j] = dot(row(i), wrow(j));
+            }
+        }
+        if let Some(b) = bias {
+            for i in 0..m {
+                for j in 0..bn {
+                    out[i * bn + j] += b[j0 + j];
+                }
             }
         }
         out

@@ -44,6 +44,67 @@ pub fn dot_unrolled(a: &[f32], b: &[f32]) -> f32 {
     s
 }
 
+/// Dot product of f32 activations with bf16 weights, widening on the fly.
+#[inline]
+pub fn dot_bf16(a: &[f32], b: &[half::bf16]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            // SAFETY: the features were just detected.
+            return unsafe { x86::dot_bf16_avx2(a, b) };
+        }
+    }
+    dot_bf16_ref(a, b)
+}
+
+/// Reference for `dot_bf16`.
+pub fn dot_bf16_ref(a: &[f32], b: &[half::bf16]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y.to_f32()).sum()
+}
+
+/// Dot product of f32 activations with f16 weights, widening on the fly.
+#[inline]
+pub fn dot_f16(a: &[f32], b: &[half::f16]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2")
+            && std::is_x86_feature_detected!("fma")
+            && std::is_x86_feature_detected!("f16c")
+        {
+            // SAFETY: the features were just detected.
+            return unsafe { x86::dot_f16_avx2(a, b) };
+        }
+    }
+    dot_f16_ref(a, b)
+}
+
+/// Reference for `dot_f16`.
+pub fn dot_f16_ref(a: &[f32], b: &[half::f16]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y.to_f32()).sum()
+}
+
+/// Eight dot products at once: rows `a0, a1` against rows `b0..b3`
+/// (all of length `k`), as `out[i * 4 + j] = a_i . b_j`. Sharing each load
+/// across four (or two) products is what makes prefill compute-bound rather
+/// than load-bound.
+#[inline]
+pub fn dot_2x4(a: [&[f32]; 2], b: [&[f32]; 4]) -> [f32; 8] {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            // SAFETY: the features were just detected.
+            return unsafe { x86::dot_2x4_avx2(a, b) };
+        }
+    }
+    let mut out = [0.0; 8];
+    for i in 0..2 {
+        for j in 0..4 {
+            out[i * 4 + j] = dot(a[i], b[j]);
+        }
+    }
+    out
+}
+
 /// `y += alpha * x`.
 #[inline]
 pub fn axpy(y: &mut [f32], alpha: f32, x: &[f32]) {
@@ -55,6 +116,129 @@ pub fn axpy(y: &mut [f32], alpha: f32, x: &[f32]) {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::*;
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn hsum(acc: __m256) -> f32 {
+        let hi = _mm256_extractf128_ps(acc, 1);
+        let lo = _mm256_castps256_ps128(acc);
+        let s4 = _mm_add_ps(hi, lo);
+        let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+        let s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+        _mm_cvtss_f32(s1)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn dot_2x4_avx2(a: [&[f32]; 2], b: [&[f32]; 4]) -> [f32; 8] {
+        let n = a
+            .iter()
+            .map(|r| r.len())
+            .chain(b.iter().map(|r| r.len()))
+            .min()
+            .unwrap_or(0);
+        let (a0, a1) = (a[0].as_ptr(), a[1].as_ptr());
+        let (b0, b1, b2, b3) = (b[0].as_ptr(), b[1].as_ptr(), b[2].as_ptr(), b[3].as_ptr());
+        let mut acc = [_mm256_setzero_ps(); 8];
+        let mut i = 0;
+        while i + 8 <= n {
+            let x0 = _mm256_loadu_ps(a0.add(i));
+            let x1 = _mm256_loadu_ps(a1.add(i));
+            let w0 = _mm256_loadu_ps(b0.add(i));
+            let w1 = _mm256_loadu_ps(b1.add(i));
+            let w2 = _mm256_loadu_ps(b2.add(i));
+            let w3 = _mm256_loadu_ps(b3.add(i));
+            acc[0] = _mm256_fmadd_ps(x0, w0, acc[0]);
+            acc[1] = _mm256_fmadd_ps(x0, w1, acc[1]);
+            acc[2] = _mm256_fmadd_ps(x0, w2, acc[2]);
+            acc[3] = _mm256_fmadd_ps(x0, w3, acc[3]);
+            acc[4] = _mm256_fmadd_ps(x1, w0, acc[4]);
+            acc[5] = _mm256_fmadd_ps(x1, w1, acc[5]);
+            acc[6] = _mm256_fmadd_ps(x1, w2, acc[6]);
+            acc[7] = _mm256_fmadd_ps(x1, w3, acc[7]);
+            i += 8;
+        }
+        let mut out = [0.0f32; 8];
+        for (o, v) in out.iter_mut().zip(acc) {
+            *o = hsum(v);
+        }
+        let rows = [a0, a1];
+        let cols = [b0, b1, b2, b3];
+        while i < n {
+            for r in 0..2 {
+                for c in 0..4 {
+                    out[r * 4 + c] += *rows[r].add(i) * *cols[c].add(i);
+                }
+            }
+            i += 1;
+        }
+        out
+    }
+
+    /// bf16 -> f32 is a 16-bit shift: load 8 u16, zero-extend, shift left.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn dot_bf16_avx2(a: &[f32], b: &[half::bf16]) -> f32 {
+        let n = a.len().min(b.len());
+        let (pa, pb) = (a.as_ptr(), b.as_ptr() as *const u16);
+        let widen = |p: *const u16| {
+            _mm256_castsi256_ps(_mm256_slli_epi32(
+                _mm256_cvtepu16_epi32(_mm_loadu_si128(p as *const __m128i)),
+                16,
+            ))
+        };
+        let mut acc0 = _mm256_setzero_ps();
+        let mut acc1 = _mm256_setzero_ps();
+        let mut i = 0;
+        while i + 16 <= n {
+            acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), widen(pb.add(i)), acc0);
+            acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i + 8)), widen(pb.add(i + 8)), acc1);
+            i += 16;
+        }
+        while i + 8 <= n {
+            acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), widen(pb.add(i)), acc0);
+            i += 8;
+        }
+        let mut s = hsum(_mm256_add_ps(acc0, acc1));
+        while i < n {
+            s += *pa.add(i) * f32::from_bits((*pb.add(i) as u32) << 16);
+            i += 1;
+        }
+        s
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_f16_avx2(a: &[f32], b: &[half::f16]) -> f32 {
+        let n = a.len().min(b.len());
+        let (pa, pb) = (a.as_ptr(), b.as_ptr() as *const u16);
+        let mut acc0 = _mm256_setzero_ps();
+        let mut acc1 = _mm256_setzero_ps();
+        let mut i = 0;
+        while i + 16 <= n {
+            acc0 = _mm256_fmadd_ps(
+                _mm256_loadu_ps(pa.add(i)),
+                _mm256_cvtph_ps(_mm_loadu_si128(pb.add(i) as *const __m128i)),
+                acc0,
+            );
+            acc1 = _mm256_fmadd_ps(
+                _mm256_loadu_ps(pa.add(i + 8)),
+                _mm256_cvtph_ps(_mm_loadu_si128(pb.add(i + 8) as *const __m128i)),
+                acc1,
+            );
+            i += 16;
+        }
+        while i + 8 <= n {
+            acc0 = _mm256_fmadd_ps(
+                _mm256_loadu_ps(pa.add(i)),
+                _mm256_cvtph_ps(_mm_loadu_si128(pb.add(i) as *const __m128i)),
+                acc0,
+            );
+            i += 8;
+        }
+        let mut s = hsum(_mm256_add_ps(acc0, acc1));
+        while i < n {
+            s += *pa.add(i) * half::f16::from_bits(*pb.add(i)).to_f32();
+            i += 1;
+        }
+        s
+    }
 
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
@@ -140,6 +324,22 @@ mod tests {
             let tol = 1e-5 * (1.0 + a.iter().zip(&b).map(|(x, y)| (x * y).abs()).sum::<f32>());
             prop_assert!((dot(&a, &b) - r).abs() <= tol);
             prop_assert!((dot_unrolled(&a, &b) - r).abs() <= tol);
+            let bb: Vec<half::bf16> = b.iter().map(|&v| half::bf16::from_f32(v)).collect();
+            let bh: Vec<half::f16> = b.iter().map(|&v| half::f16::from_f32(v)).collect();
+            prop_assert!((dot_bf16(&a, &bb) - dot_bf16_ref(&a, &bb)).abs() <= tol);
+            prop_assert!((dot_f16(&a, &bh) - dot_f16_ref(&a, &bh)).abs() <= tol);
+        }
+
+        #[test]
+        fn dot_2x4_matches_single_dots(k in 0usize..90, seed in any::<u64>()) {
+            let rows: Vec<Vec<f32>> = (0..6).map(|i| crate::cpu::testutil::vec_f32(seed ^ i, k)).collect();
+            let got = dot_2x4([&rows[0], &rows[1]], [&rows[2], &rows[3], &rows[4], &rows[5]]);
+            for i in 0..2 {
+                for j in 0..4 {
+                    let r = dot_ref(&rows[i], &rows[2 + j]);
+                    prop_assert!((got[i * 4 + j] - r).abs() <= 1e-4 * (1.0 + r.abs()));
+                }
+            }
         }
     }
 }
