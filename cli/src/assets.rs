@@ -7,7 +7,36 @@ use mllm_dsl::Resolver;
 
 pub const STDLIB: &[(&str, &str)] = &[("nn", include_str!("../../stdlib/nn.mdl"))];
 
-pub const MODELS: &[(&str, &str)] = &[("qwen3", include_str!("../../models/qwen3.mdl"))];
+pub const MODELS: &[(&str, &str)] = &[
+    ("qwen3", include_str!("../../models/qwen3.mdl")),
+    ("llama", include_str!("../../models/llama.mdl")),
+];
+
+/// The built-in script serving a checkpoint: the one that declares a module
+/// named like the config's `architectures[0]` (so adding an architecture is
+/// adding a script), else the one named like its `model_type`.
+pub fn script_for_config(config: &serde_json::Value) -> Result<&'static str, String> {
+    let arch = config
+        .get("architectures")
+        .and_then(|a| a.get(0))
+        .and_then(|a| a.as_str());
+    if let Some(arch) = arch {
+        let decl = format!("module {arch}(");
+        if let Some((name, _)) = MODELS.iter().find(|(_, text)| text.contains(&decl)) {
+            return Ok(name);
+        }
+    }
+    let model_type = config.get("model_type").and_then(|m| m.as_str());
+    if let Some((name, _)) = MODELS.iter().find(|(n, _)| Some(*n) == model_type) {
+        return Ok(name);
+    }
+    Err(format!(
+        "no built-in script for architecture {} (model_type {}); built in: {}. Pass a script with --script FILE.mdl",
+        arch.unwrap_or("?"),
+        model_type.unwrap_or("?"),
+        MODELS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+    ))
+}
 
 /// Finds a script: the path on disk if it exists, else an embedded model
 /// named by the path's stem (`models/qwen3.mdl` or `qwen3`).

@@ -4,6 +4,7 @@
 
 pub mod assets;
 pub mod commands;
+pub mod engine;
 
 use std::io::IsTerminal;
 

@@ -18,6 +18,7 @@ pub mod error;
 pub mod eval;
 pub mod executor;
 pub mod model;
+pub mod sampler;
 pub mod value;
 
 pub use cache::KvCache;
@@ -25,4 +26,5 @@ pub use error::{RtError, RtResult};
 pub use eval::Interp;
 pub use executor::{Eager, Executor, Trace};
 pub use model::Model;
+pub use sampler::{Sampler, SamplerConfig};
 pub use value::Value;

@@ -16,8 +16,26 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+pub const LLAMA_CASES: &[&str] = &[
+    "smollm_like_tied",
+    "llama3_rope_untied_bf16",
+    "mha_bias_linear_rope",
+];
+
+/// A fixture directory: Qwen3 cases by name, other families as `family/case`.
 pub fn fixture(case: &str) -> PathBuf {
+    if case.contains('/') {
+        return root().join("tests/fixtures").join(case);
+    }
     root().join("tests/fixtures/qwen3").join(case)
+}
+
+pub fn script(name: &str) -> String {
+    root()
+        .join("models")
+        .join(format!("{name}.mdl"))
+        .display()
+        .to_string()
 }
 
 pub fn qwen3_script() -> String {
@@ -58,7 +76,11 @@ pub fn reference(case: &str) -> Reference {
 }
 
 pub fn load_case(case: &str) -> Loaded {
-    match load(&qwen3_script(), fixture(case).to_str().expect("utf-8 path")) {
+    load_with(&qwen3_script(), case)
+}
+
+pub fn load_with(script: &str, case: &str) -> Loaded {
+    match load(script, fixture(case).to_str().expect("utf-8 path")) {
         Ok(m) => m,
         Err(e) => panic!("loading {case} failed:\n{}", e.0),
     }

@@ -1,0 +1,298 @@
+//! A loaded model with its KV cache, fed token ids; and the generation loop
+//! (sampling, EOS and stop strings, streaming text) shared by `run` and `chat`.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use mllm_backends::{CpuBackend, Tensor};
+use mllm_interpreter::{Eager, KvCache, Model, Sampler, Value};
+
+use crate::{color, CliError, CliResult};
+
+pub struct Engine {
+    pub model: Model,
+    exec: Eager<CpuBackend>,
+    cache: Rc<RefCell<KvCache>>,
+    /// The tokens whose keys and values the cache holds, in order.
+    pub cached: Vec<u32>,
+    /// The model's context length, when its config says.
+    pub max_context: Option<usize>,
+}
+
+impl Engine {
+    pub fn new(model: Model, max_context: Option<usize>) -> Engine {
+        Engine {
+            model,
+            exec: Eager {
+                backend: CpuBackend,
+            },
+            cache: Rc::new(RefCell::new(KvCache::new())),
+            cached: vec![],
+            max_context,
+        }
+    }
+
+    fn forward(&mut self, ids: &[u32], start: usize) -> CliResult<Vec<f32>> {
+        let n = ids.len();
+        if let Some(max) = self.max_context {
+            if start + n > max {
+                return Err(CliError(format!(
+                    "error: the conversation needs {} tokens but the model's context is {max} tokens; shorten the prompt or start a new chat",
+                    start + n
+                )));
+            }
+        }
+        let input = Tensor::from_i32(ids.iter().map(|&t| t as i32).collect(), vec![n])?;
+        let pos = Tensor::from_i32((start..start + n).map(|p| p as i32).collect(), vec![n])?;
+        let out = self
+            .model
+            .forward(
+                &mut self.exec,
+                vec![
+                    ("input_ids", Value::Tensor(input)),
+                    ("positions", Value::Tensor(pos)),
+                    ("cache", Value::Cache(self.cache.clone())),
+                    ("last_only", Value::Bool(true)),
+                ],
+            )
+            .map_err(|e| CliError(e.render(&self.model.program.sources, color())))?;
+        match out {
+            Value::Tensor(t) if t.rank() == 2 && t.shape()[0] >= 1 => {
+                let rows = t.shape()[0];
+                Ok(t.narrow0(rows - 1, rows)?.to_f32_vec()?)
+            }
+            other => Err(CliError(format!(
+                "error: the script's forward returned {other:?}, expected logits [seq, vocab]"
+            ))),
+        }
+    }
+
+    /// Makes the cache hold exactly `ids`, reusing the longest prefix it
+    /// already holds, and returns the logits after the last id.
+    pub fn feed(&mut self, ids: &[u32]) -> CliResult<Vec<f32>> {
+        if ids.is_empty() {
+            return Err(CliError("error: empty prompt".into()));
+        }
+        let mut common = self
+            .cached
+            .iter()
+            .zip(ids)
+            .take_while(|(a, b)| a == b)
+            .count();
+        if common == ids.len() {
+            // Everything is cached, but the last position's logits are needed.
+            common -= 1;
+        }
+        self.cache.borrow_mut().truncate(common);
+        self.cached.truncate(common);
+        let logits = self.forward(&ids[common..], common)?;
+        self.cached.extend_from_slice(&ids[common..]);
+        Ok(logits)
+    }
+
+    /// Appends one token and returns the logits after it.
+    pub fn step(&mut self, token: u32) -> CliResult<Vec<f32>> {
+        let start = self.cached.len();
+        let logits = self.forward(&[token], start)?;
+        self.cached.push(token);
+        Ok(logits)
+    }
+}
+
+/// Why generation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    Eos,
+    StopString,
+    MaxTokens,
+    Interrupted,
+}
+
+pub struct GenStats {
+    pub prompt_tokens: usize,
+    /// Tokens actually run through the model for the prompt (the rest were cached).
+    pub prompt_computed: usize,
+    pub prompt_secs: f64,
+    pub generated: Vec<u32>,
+    pub gen_secs: f64,
+    pub text: String,
+    pub reason: StopReason,
+}
+
+impl GenStats {
+    pub fn summary(&self, load_secs: Option<f64>) -> String {
+        let rate = |n: usize, s: f64| if s > 0.0 { n as f64 / s } else { 0.0 };
+        let mut line = format!(
+            "prompt {} tok ({} computed, {:.1} tok/s) | generated {} tok ({:.1} tok/s)",
+            self.prompt_tokens,
+            self.prompt_computed,
+            rate(self.prompt_computed, self.prompt_secs),
+            self.generated.len(),
+            rate(self.generated.len(), self.gen_secs),
+        );
+        if let Some(l) = load_secs {
+            line.push_str(&format!(" | load {l:.2}s"));
+        }
+        line
+    }
+}
+
+/// Emits text while holding back any tail that could still become a stop
+/// string, so a stop string is never printed.
+pub struct StopFilter {
+    stops: Vec<String>,
+    pending: String,
+    pub emitted: String,
+}
+
+impl StopFilter {
+    pub fn new(stops: Vec<String>) -> StopFilter {
+        StopFilter {
+            stops: stops.into_iter().filter(|s| !s.is_empty()).collect(),
+            pending: String::new(),
+            emitted: String::new(),
+        }
+    }
+
+    /// Adds a chunk; returns the text safe to show and whether a stop string appeared.
+    pub fn push(&mut self, chunk: &str) -> (String, bool) {
+        self.pending.push_str(chunk);
+        if let Some(at) = self
+            .stops
+            .iter()
+            .filter_map(|s| self.pending.find(s.as_str()))
+            .min()
+        {
+            let out = self.pending[..at].to_string();
+            self.pending.clear();
+            self.emitted.push_str(&out);
+            return (out, true);
+        }
+        // Longest suffix of `pending` that is a proper prefix of a stop string.
+        let mut hold = 0;
+        for s in &self.stops {
+            for (i, _) in s.char_indices().skip(1) {
+                if self.pending.ends_with(&s[..i]) {
+                    hold = hold.max(i);
+                }
+            }
+        }
+        let cut = self.pending.len() - hold;
+        let out = self.pending[..cut].to_string();
+        self.pending.drain(..cut);
+        self.emitted.push_str(&out);
+        (out, false)
+    }
+
+    /// The held-back text, at the end of generation.
+    pub fn finish(&mut self) -> String {
+        let out = std::mem::take(&mut self.pending);
+        self.emitted.push_str(&out);
+        out
+    }
+}
+
+pub struct GenRequest<'a> {
+    pub prompt: &'a [u32],
+    pub max_new_tokens: usize,
+    pub eos: &'a [u32],
+    pub stops: Vec<String>,
+}
+
+/// Runs prompt + generation. `detok` turns each new token into a text chunk
+/// (an incremental decoder that never splits a character); `out` receives
+/// the text to show.
+pub fn generate(
+    engine: &mut Engine,
+    sampler: &mut Sampler,
+    req: GenRequest,
+    detok: &mut dyn FnMut(u32) -> CliResult<String>,
+    out: &mut dyn FnMut(&str),
+    interrupt: &AtomicBool,
+) -> CliResult<GenStats> {
+    let t0 = Instant::now();
+    let before = engine
+        .cached
+        .iter()
+        .zip(req.prompt)
+        .take_while(|(a, b)| a == b)
+        .count()
+        .min(req.prompt.len().saturating_sub(1));
+    let mut logits = engine.feed(req.prompt)?;
+    let prompt_secs = t0.elapsed().as_secs_f64();
+    let t1 = Instant::now();
+    let mut filter = StopFilter::new(req.stops);
+    let mut generated = vec![];
+    let mut reason = StopReason::MaxTokens;
+    while generated.len() < req.max_new_tokens {
+        if interrupt.swap(false, Ordering::SeqCst) {
+            reason = StopReason::Interrupted;
+            break;
+        }
+        let token = sampler.sample(&logits, &engine.cached);
+        if req.eos.contains(&token) {
+            reason = StopReason::Eos;
+            // Keep the cache consistent with what a template will render next.
+            engine.step(token)?;
+            break;
+        }
+        generated.push(token);
+        let (shown, stopped) = filter.push(&detok(token)?);
+        out(&shown);
+        if stopped {
+            reason = StopReason::StopString;
+            break;
+        }
+        if generated.len() == req.max_new_tokens {
+            break;
+        }
+        logits = engine.step(token)?;
+    }
+    if reason != StopReason::StopString {
+        let rest = filter.finish();
+        out(&rest);
+    }
+    Ok(GenStats {
+        prompt_tokens: req.prompt.len(),
+        prompt_computed: req.prompt.len() - before,
+        prompt_secs,
+        generated,
+        gen_secs: t1.elapsed().as_secs_f64(),
+        text: filter.emitted,
+        reason,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StopFilter;
+
+    #[test]
+    fn stop_strings_are_never_shown() {
+        let mut f = StopFilter::new(vec!["<|end|>".into(), "\n\nUser:".into()]);
+        let mut shown = String::new();
+        let mut stopped = false;
+        for chunk in ["Hello", " wor", "ld<|e", "nd|> tail"] {
+            let (s, st) = f.push(chunk);
+            shown.push_str(&s);
+            if st {
+                stopped = true;
+                break;
+            }
+        }
+        assert!(stopped);
+        assert_eq!(shown, "Hello world");
+    }
+
+    #[test]
+    fn held_text_is_released_when_it_cannot_stop() {
+        let mut f = StopFilter::new(vec!["<|end|>".into()]);
+        let (a, _) = f.push("a <|e");
+        assert_eq!(a, "a ");
+        let (b, _) = f.push("xample");
+        assert_eq!(b, "<|example");
+        assert_eq!(f.finish(), "");
+    }
+}
