@@ -9,6 +9,7 @@ pub mod cpu;
 pub mod dtype;
 pub mod error;
 pub mod op;
+pub mod quant;
 pub mod tensor;
 pub mod weights;
 

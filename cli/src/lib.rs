@@ -5,6 +5,8 @@
 pub mod assets;
 pub mod commands;
 pub mod engine;
+pub mod model_files;
+pub mod prompt;
 
 use std::io::IsTerminal;
 

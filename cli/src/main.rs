@@ -2,6 +2,7 @@
 
 use clap::{Parser, Subcommand};
 use mllm_cli::commands;
+use mllm_cli::commands::run::SamplingArgs;
 
 #[derive(Parser)]
 #[command(
@@ -44,6 +45,60 @@ enum Cmd {
         #[arg(long, short = 't')]
         threads: Option<usize>,
     },
+    /// Answer one prompt, streaming the text.
+    Run {
+        /// A model script (default: the built-in script for the checkpoint's architecture).
+        script: Option<String>,
+        /// A GGUF file or a Hugging Face model directory.
+        #[arg(long, short = 'm')]
+        model: String,
+        #[arg(long, short = 'p')]
+        prompt: String,
+        /// A system message for the chat template.
+        #[arg(long)]
+        system: Option<String>,
+        /// Send the prompt as plain text, without the chat template.
+        #[arg(long)]
+        raw: bool,
+        #[command(flatten)]
+        sampling: SamplingArgs,
+        #[arg(long, short = 't')]
+        threads: Option<usize>,
+    },
+    /// Multi-turn chat in the terminal.
+    Chat {
+        script: Option<String>,
+        #[arg(long, short = 'm')]
+        model: String,
+        #[arg(long)]
+        system: Option<String>,
+        #[command(flatten)]
+        sampling: SamplingArgs,
+        #[arg(long, short = 't')]
+        threads: Option<usize>,
+    },
+    /// Print the token ids of a text (no special tokens added), or decode ids.
+    Tokenize {
+        #[arg(long, short = 'm')]
+        model: String,
+        #[arg(long, required_unless_present = "decode")]
+        text: Option<String>,
+        /// Comma-separated ids to turn back into text.
+        #[arg(long)]
+        decode: Option<String>,
+    },
+    /// Print the prompt a conversation renders to with the model's chat template.
+    Template {
+        #[arg(long, short = 'm')]
+        model: String,
+        /// A JSON list of {"role", "content"} messages.
+        #[arg(long)]
+        messages: String,
+        #[arg(long)]
+        no_generation_prompt: bool,
+        #[arg(long)]
+        enable_thinking: Option<bool>,
+    },
 }
 
 fn main() {
@@ -85,6 +140,51 @@ fn run(cli: Cli) -> i32 {
                 Err(e) => Err(mllm_cli::CliError(format!("error: {e}"))),
             }
         }
+        Cmd::Run {
+            script,
+            model,
+            prompt,
+            system,
+            raw,
+            sampling,
+            threads,
+        } => {
+            mllm_cli::set_threads(threads);
+            commands::run::run(commands::run::RunArgs {
+                script,
+                model,
+                prompt,
+                system,
+                raw,
+                sampling,
+            })
+        }
+        Cmd::Chat {
+            script,
+            model,
+            system,
+            sampling,
+            threads,
+        } => {
+            mllm_cli::set_threads(threads);
+            commands::chat::run(commands::chat::ChatArgs {
+                script,
+                model,
+                system,
+                sampling,
+            })
+        }
+        Cmd::Tokenize {
+            model,
+            text,
+            decode,
+        } => commands::tokenize::run(&model, text.as_deref(), decode.as_deref()),
+        Cmd::Template {
+            model,
+            messages,
+            no_generation_prompt,
+            enable_thinking,
+        } => commands::template::run(&model, &messages, !no_generation_prompt, enable_thinking),
     };
     match result {
         Ok(()) => 0,

@@ -166,3 +166,183 @@ fn bad_inputs_get_clear_errors() {
         assert!(!err.contains("panicked"), "{args:?} panicked:\n{err}");
     }
 }
+
+fn smollm2() -> String {
+    let p = root().join(".cache/gguf/SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(
+        p.is_file(),
+        "{} is missing: run `bash tests/fetch_assets.sh` first",
+        p.display()
+    );
+    p.display().to_string()
+}
+
+#[test]
+fn run_answers_a_question_with_the_real_model() {
+    let model = smollm2();
+    let out = mllm(&[
+        "run",
+        "--model",
+        &model,
+        "--prompt",
+        "What is the capital of France?",
+        "--temp",
+        "0",
+        "-n",
+        "32",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let answer = text(&out.stdout);
+    assert!(answer.contains("Paris"), "answer: {answer}");
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("tok/s") && err.contains("load"),
+        "summary line: {err}"
+    );
+}
+
+#[test]
+fn same_seed_same_text() {
+    let model = smollm2();
+    let args = [
+        "run",
+        "--model",
+        &model,
+        "--prompt",
+        "Tell me a story.",
+        "--temp",
+        "1.0",
+        "--seed",
+        "7",
+        "-n",
+        "12",
+    ];
+    let a = mllm(&args);
+    let b = mllm(&args);
+    assert!(a.status.success(), "{}", text(&a.stderr));
+    assert_eq!(text(&a.stdout), text(&b.stdout));
+}
+
+#[test]
+fn tokenize_and_template_commands() {
+    let model = smollm2();
+    let out = mllm(&["tokenize", "--model", &model, "--text", "Hello world"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let ids = text(&out.stdout).trim().to_string();
+    let back = mllm(&["tokenize", "--model", &model, "--decode", &ids]);
+    assert_eq!(text(&back.stdout), "Hello world");
+    let dir = tempfile::tempdir().expect("tmp");
+    let msgs = dir.path().join("m.json");
+    std::fs::write(&msgs, r#"[{"role": "user", "content": "Hi"}]"#).expect("write");
+    let out = mllm(&[
+        "template",
+        "--model",
+        &model,
+        "--messages",
+        msgs.to_str().expect("utf-8"),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).ends_with("<|im_start|>assistant\n"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = mllm(&[
+        "template",
+        "--model",
+        &model,
+        "--messages",
+        msgs.to_str().expect("utf-8"),
+        "--no-generation-prompt",
+    ]);
+    assert!(
+        text(&out.stdout).ends_with("Hi<|im_end|>\n"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn chat_keeps_the_cache_between_turns() {
+    use std::io::Write;
+    let model = smollm2();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mllm"))
+        .args(["chat", "--model", &model, "--temp", "0", "-n", "24"])
+        .current_dir(root())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn chat");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"What is the capital of France?\nAnd of Italy?\n/exit\n")
+        .expect("write");
+    let out = child.wait_with_output().expect("chat");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    // The second turn computes only its new tokens.
+    let turns: Vec<&str> = err.lines().filter(|l| l.contains("computed")).collect();
+    assert_eq!(turns.len(), 2, "{err}");
+    let parse = |l: &str| -> (usize, usize) {
+        let p: usize = l
+            .split("prompt ")
+            .nth(1)
+            .and_then(|s| s.split(' ').next())
+            .and_then(|s| s.parse().ok())
+            .expect("prompt count");
+        let c: usize = l
+            .split('(')
+            .nth(1)
+            .and_then(|s| s.split(' ').next())
+            .and_then(|s| s.parse().ok())
+            .expect("computed count");
+        (p, c)
+    };
+    let (p2, c2) = parse(turns[1]);
+    assert!(
+        c2 < p2 / 2,
+        "second turn recomputed {c2} of {p2} tokens: {err}"
+    );
+    assert!(text(&out.stdout).contains("Paris"), "{}", text(&out.stdout));
+}
+
+#[test]
+fn model_file_errors_are_clear() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let bad = dir.path().join("broken.gguf");
+    let real = std::fs::read(smollm2()).expect("read");
+    std::fs::write(&bad, &real[..4096]).expect("write");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec![
+                "run".into(),
+                "--model".into(),
+                "/nonexistent.gguf".into(),
+                "--prompt".into(),
+                "hi".into(),
+            ],
+            "does not exist",
+        ),
+        (
+            vec![
+                "run".into(),
+                "--model".into(),
+                bad.display().to_string(),
+                "--prompt".into(),
+                "hi".into(),
+            ],
+            "broken.gguf",
+        ),
+    ];
+    for (args, want) in cases {
+        let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+        let out = mllm(&args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: expected `{want}` in {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}

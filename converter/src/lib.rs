@@ -4,9 +4,12 @@
 //! reads GGUF and PyTorch checkpoints and writes the .mllm format. It uses
 //! the backends' tensor types but never the interpreter.
 
+pub mod chat_template;
 pub mod error;
+pub mod gguf;
 pub mod hf_dir;
 pub mod safetensors_dir;
+pub mod tokenizer;
 
 pub use error::{ConvertError, Result};
 pub use hf_dir::HfModelDir;

@@ -1,0 +1,245 @@
+//! Tests of the ggml-compatible quant blocks (backends/src/quant): bit-exact
+//! agreement with gguf-py's numpy reference on committed fixtures
+//! (tests/fixtures/gguf/quant, made by make_gguf_fixtures.py), error bounds
+//! of quantize -> dequantize on random shapes, and clean errors (never
+//! panics) on bad lengths.
+
+use std::path::PathBuf;
+
+use half::f16;
+use mllm_backends::quant::{
+    self, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ6K, BlockQ8_0, QuantType,
+};
+use proptest::prelude::*;
+
+fn fixture(name: &str) -> Vec<u8> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/gguf/quant")
+        .join(name);
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn f32s(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+fn assert_bits_eq(what: &str, got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert_eq!(
+            g.to_bits(),
+            w.to_bits(),
+            "{what}[{i}]: got {g}, gguf-py says {w}"
+        );
+    }
+}
+
+#[test]
+fn type_table_matches_ggml() {
+    let want = [
+        (QuantType::Q4_0, 32, 18, 2, 4.5),
+        (QuantType::Q4_1, 32, 20, 3, 5.0),
+        (QuantType::Q8_0, 32, 34, 8, 8.5),
+        (QuantType::Q4_K, 256, 144, 12, 4.5),
+        (QuantType::Q5_K, 256, 176, 13, 5.5),
+        (QuantType::Q6_K, 256, 210, 14, 6.5625),
+    ];
+    for (ty, bs, ts, id, bpw) in want {
+        assert_eq!((ty.block_size(), ty.type_size()), (bs, ts), "{ty}");
+        assert_eq!(ty.ggml_type_id(), id, "{ty}");
+        assert_eq!(QuantType::from_ggml_type_id(id), Some(ty));
+        assert_eq!(ty.bits_per_weight(), bpw, "{ty}");
+    }
+    assert_eq!(QuantType::from_ggml_type_id(0), None);
+    assert_eq!(
+        QuantType::from_ggml_type_id(6),
+        None,
+        "Q5_0 is not supported"
+    );
+}
+
+#[test]
+fn dequantize_matches_gguf_py_for_every_type() {
+    for ty in QuantType::ALL {
+        let blocks = fixture(&format!("{}.blocks", ty.name()));
+        let want = f32s(&fixture(&format!("{}.dequant", ty.name())));
+        let got = quant::dequantize(ty, &blocks, want.len()).unwrap();
+        assert_bits_eq(ty.name(), &got, &want);
+        // The per-type row function is the same oracle.
+        let mut row = vec![0.0; want.len()];
+        let f = match ty {
+            QuantType::Q4_0 => quant::dequantize_row_q4_0,
+            QuantType::Q4_1 => quant::dequantize_row_q4_1,
+            QuantType::Q8_0 => quant::dequantize_row_q8_0,
+            QuantType::Q4_K => quant::dequantize_row_q4_k,
+            QuantType::Q5_K => quant::dequantize_row_q5_k,
+            QuantType::Q6_K => quant::dequantize_row_q6_k,
+        };
+        f(&blocks, &mut row).unwrap();
+        assert_bits_eq(ty.name(), &row, &want);
+    }
+}
+
+#[test]
+fn quantize_matches_gguf_py_byte_for_byte() {
+    for ty in QuantType::ALL.into_iter().filter(|t| t.can_quantize()) {
+        let input = f32s(&fixture(&format!("{}.input", ty.name())));
+        let want = fixture(&format!("{}.blocks", ty.name()));
+        let got = quant::quantize(ty, &input).unwrap();
+        assert_eq!(got.len(), want.len(), "{ty}");
+        let ts = ty.type_size();
+        for (b, (g, w)) in got.chunks(ts).zip(want.chunks(ts)).enumerate() {
+            assert_eq!(g, w, "{ty} block {b} differs from gguf-py");
+        }
+    }
+}
+
+#[test]
+fn block_structs_round_trip_their_bytes() {
+    fn check<const N: usize, B>(ty: QuantType, from: fn(&[u8; N]) -> B, to: fn(&B) -> [u8; N]) {
+        let bytes = fixture(&format!("{}.blocks", ty.name()));
+        let (blocks, rest) = bytes.as_chunks::<N>();
+        assert!(rest.is_empty() && !blocks.is_empty());
+        for b in blocks {
+            assert_eq!(&to(&from(b)), b, "{ty}");
+        }
+    }
+    check(QuantType::Q4_0, BlockQ4_0::from_bytes, BlockQ4_0::to_bytes);
+    check(QuantType::Q4_1, BlockQ4_1::from_bytes, BlockQ4_1::to_bytes);
+    check(QuantType::Q8_0, BlockQ8_0::from_bytes, BlockQ8_0::to_bytes);
+    check(QuantType::Q4_K, BlockQ4K::from_bytes, BlockQ4K::to_bytes);
+    check(QuantType::Q5_K, BlockQ5K::from_bytes, BlockQ5K::to_bytes);
+    check(QuantType::Q6_K, BlockQ6K::from_bytes, BlockQ6K::to_bytes);
+}
+
+#[test]
+fn q4_k_scale_packing() {
+    // Scales 0..8 = 1, 2, ..., 8 + 56 (needs the top bits), mins = 63 - j.
+    let sc: Vec<u8> = (0..8)
+        .map(|j| if j < 4 { j + 1 } else { j + 1 + 48 })
+        .collect();
+    let mn: Vec<u8> = (0..8).map(|j| 63 - j).collect();
+    let mut q = [0u8; 12];
+    for j in 0..4 {
+        q[j] = sc[j] | ((sc[j + 4] >> 4) << 6);
+        q[j + 4] = mn[j] | ((mn[j + 4] >> 4) << 6);
+        q[j + 8] = (sc[j + 4] & 0xF) | ((mn[j + 4] & 0xF) << 4);
+    }
+    for j in 0..8 {
+        assert_eq!(
+            quant::k_quants::scale_min_k4(j, &q),
+            (sc[j], mn[j]),
+            "sub-block {j}"
+        );
+    }
+}
+
+#[test]
+fn parallel_path_equals_row_function() {
+    // More blocks than one parallel task takes, with arbitrary (even NaN) scales.
+    let n_blocks = 2500;
+    let bytes: Vec<u8> = (0..n_blocks * 20).map(|i| (i * 7919 % 251) as u8).collect();
+    let par = quant::dequantize(QuantType::Q4_1, &bytes, n_blocks * 32).unwrap();
+    let mut row = vec![0.0; n_blocks * 32];
+    quant::dequantize_row_q4_1(&bytes, &mut row).unwrap();
+    assert!(par
+        .iter()
+        .zip(&row)
+        .all(|(a, b)| a.to_bits() == b.to_bits()));
+}
+
+#[test]
+fn bad_lengths_are_errors() {
+    for ty in QuantType::ALL {
+        let (bs, ts) = (ty.block_size(), ty.type_size());
+        let bytes = vec![0u8; 2 * ts];
+        assert!(quant::dequantize(ty, &bytes, 2 * bs).is_ok());
+        let e = quant::dequantize(ty, &bytes[1..], 2 * bs).unwrap_err();
+        assert!(e.contains(ty.name()), "{e}");
+        assert!(quant::dequantize(ty, &bytes, 2 * bs + 1).is_err());
+        assert!(quant::dequantize(ty, &bytes, bs).is_err());
+        assert!(quant::dequantize_into(ty, &bytes, &mut vec![0.0; 3 * bs]).is_err());
+        assert!(quant::dequantize(ty, &[], 0).unwrap().is_empty());
+        assert!(quant::dequantize(ty, &[], usize::MAX / 2 * 2).is_err());
+    }
+    assert!(quant::quantize(QuantType::Q8_0, &[1.0; 31]).is_err());
+    assert!(quant::quantize(QuantType::Q4_K, &[1.0; 256]).is_err());
+    assert!(quant::quantize_row_q4_0_ref(&[1.0; 32], &mut [0u8; 17]).is_err());
+}
+
+/// Largest |x - dequantize(quantize(x))| allowed in one block, from ggml's
+/// rounding rule plus the f16 rounding of the stored scale (and min).
+fn tolerance(ty: QuantType, x: &[f32]) -> f32 {
+    let amax = x.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+    let min = x.iter().fold(f32::MAX, |a, &v| a.min(v));
+    let max = x.iter().fold(-f32::MAX, |a, &v| a.max(v));
+    let r16 = |v: f32| (v - f16::from_f32(v).to_f32()).abs();
+    let slack = 1e-6 * amax + 1e-30;
+    match ty {
+        // Half a step, except that the extreme opposite the chosen max
+        // clips from code 16 to 15: a whole step.
+        QuantType::Q4_0 => {
+            let d = amax / 8.0;
+            d + 8.0 * r16(d) + slack
+        }
+        QuantType::Q4_1 => {
+            let d = (max - min) / 15.0;
+            0.5 * d + 15.0 * r16(d) + r16(min) + slack
+        }
+        QuantType::Q8_0 => {
+            let d = amax / 127.0;
+            0.5 * d + 127.0 * r16(d) + slack
+        }
+        _ => unreachable!("no K-quant quantizer yet"),
+    }
+}
+
+fn blocks_strategy() -> impl Strategy<Value = Vec<f32>> {
+    // 1..=9 blocks (odd counts included), magnitudes from 1e-3 to 1e3 so
+    // the f16 scales neither overflow nor vanish, some constant blocks.
+    (1usize..=9, -3.0f32..3.0, any::<bool>()).prop_flat_map(|(n, log_scale, constant)| {
+        let scale = 10f32.powf(log_scale);
+        proptest::collection::vec(-1.0f32..1.0, n * 32).prop_map(move |mut v| {
+            if constant {
+                let c = v[0];
+                v[..32].iter_mut().for_each(|x| *x = c);
+            }
+            v.iter().map(|x| x * scale).collect()
+        })
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn quantize_dequantize_error_is_bounded(x in blocks_strategy()) {
+        for ty in [QuantType::Q4_0, QuantType::Q4_1, QuantType::Q8_0] {
+            let bytes = quant::quantize(ty, &x).unwrap();
+            prop_assert_eq!(bytes.len(), x.len() / 32 * ty.type_size());
+            let y = quant::dequantize(ty, &bytes, x.len()).unwrap();
+            for (b, (xb, yb)) in x.chunks(32).zip(y.chunks(32)).enumerate() {
+                let tol = tolerance(ty, xb);
+                for (i, (a, c)) in xb.iter().zip(yb).enumerate() {
+                    prop_assert!((a - c).abs() <= tol,
+                        "{} block {} [{}]: {} -> {} (tolerance {})", ty, b, i, a, c, tol);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn dequantize_never_panics_on_random_bytes(
+        bytes in proptest::collection::vec(any::<u8>(), 0..700),
+        n in 0usize..1200,
+    ) {
+        for ty in QuantType::ALL {
+            let ok = quant::dequantize(ty, &bytes, n);
+            let fits = n % ty.block_size() == 0 && bytes.len() == n / ty.block_size() * ty.type_size();
+            prop_assert_eq!(ok.is_ok(), fits, "{} with {} bytes, {} values", ty, bytes.len(), n);
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! `mllm run [SCRIPT] --model PATH --prompt TEXT`: one answer, streamed,
+//! then a one-line summary on stderr.
+
+use std::io::Write;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Instant;
+
+use mllm_interpreter::{Sampler, SamplerConfig};
+
+use crate::engine::{generate, Engine, GenRequest};
+use crate::model_files::{self, load_model};
+use crate::prompt::{self, Message};
+use crate::CliResult;
+
+/// Sampling and stopping flags shared by `run` and `chat` (names as llama.cpp's).
+#[derive(Clone, Debug, clap::Args)]
+pub struct SamplingArgs {
+    /// Temperature; 0 is greedy.
+    #[arg(long, default_value_t = 0.8)]
+    pub temp: f32,
+    #[arg(long, default_value_t = 40)]
+    pub top_k: usize,
+    #[arg(long, default_value_t = 0.95)]
+    pub top_p: f32,
+    #[arg(long, default_value_t = 0.05)]
+    pub min_p: f32,
+    #[arg(long, default_value_t = 1.0)]
+    pub repeat_penalty: f32,
+    #[arg(long, default_value_t = 64)]
+    pub repeat_last_n: usize,
+    /// Random seed (default: from the clock); the same seed gives the same text.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Most tokens to generate per answer.
+    #[arg(long, short = 'n', default_value_t = 512)]
+    pub max_new_tokens: usize,
+    /// Stop when this text appears (repeatable); it is not printed.
+    #[arg(long = "stop")]
+    pub stop: Vec<String>,
+    /// Qwen3-style thinking switch passed to the chat template.
+    #[arg(long)]
+    pub enable_thinking: Option<bool>,
+}
+
+impl SamplingArgs {
+    pub fn sampler(&self) -> Sampler {
+        let seed = self.seed.unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0)
+        });
+        Sampler::new(SamplerConfig {
+            temperature: self.temp,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
+            repeat_penalty: self.repeat_penalty,
+            repeat_last_n: self.repeat_last_n,
+            seed,
+        })
+    }
+}
+
+pub struct RunArgs {
+    pub script: Option<String>,
+    pub model: String,
+    pub prompt: String,
+    pub system: Option<String>,
+    pub raw: bool,
+    pub sampling: SamplingArgs,
+}
+
+pub fn run(a: RunArgs) -> CliResult<()> {
+    let t0 = Instant::now();
+    let files = model_files::open(&a.model)?;
+    let tok = files.tokenizer()?;
+    let model = load_model(&files, a.script.as_deref())?;
+    let load_secs = t0.elapsed().as_secs_f64();
+    let ids = if a.raw || files.chat_template.is_none() {
+        if !a.raw {
+            eprintln!(
+                "note: {} has no chat template; sending the prompt as plain text",
+                files.path.display()
+            );
+        }
+        tok.encode(&a.prompt, true)?
+    } else {
+        let mut msgs = vec![];
+        if let Some(s) = &a.system {
+            msgs.push(Message::new("system", s));
+        }
+        msgs.push(Message::new("user", &a.prompt));
+        let text = prompt::render(&files, &msgs, true, a.sampling.enable_thinking)?;
+        tok.encode(&text, false)?
+    };
+    let mut engine = Engine::new(model, files.max_context());
+    let mut sampler = a.sampling.sampler();
+    let mut dec = tok.stream_decoder(true);
+    let stdout = std::io::stdout();
+    let interrupt = Arc::new(AtomicBool::new(false));
+    let stats = generate(
+        &mut engine,
+        &mut sampler,
+        GenRequest {
+            prompt: &ids,
+            max_new_tokens: a.sampling.max_new_tokens,
+            eos: &files.eos,
+            stops: a.sampling.stop.clone(),
+        },
+        &mut |t| Ok(dec.step(t)?),
+        &mut |s| {
+            let mut lock = stdout.lock();
+            let _ = lock.write_all(s.as_bytes());
+            let _ = lock.flush();
+        },
+        &interrupt,
+    )?;
+    let tail = dec.flush();
+    print!("{tail}");
+    println!();
+    eprintln!("{}", stats.summary(Some(load_secs)));
+    Ok(())
+}

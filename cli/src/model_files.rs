@@ -1,0 +1,231 @@
+//! Opens what `--model` names: a Hugging Face directory (config.json,
+//! safetensors, tokenizer.json, tokenizer_config.json,
+//! generation_config.json) or a GGUF file (config, weights, vocabulary and
+//! chat template all inside), into one shape the commands use.
+
+use std::path::{Path, PathBuf};
+
+use mllm_backends::weights::WeightSource;
+use mllm_converter::chat_template::ChatTemplate;
+use mllm_converter::gguf::{GgufFile, GgufWeights};
+use mllm_converter::tokenizer::{GgufVocab, Tokenizer};
+use mllm_converter::{HfModelDir, SafetensorsDir};
+use serde_json::Value as Json;
+
+use crate::{CliError, CliResult};
+
+pub struct ModelFiles {
+    pub path: PathBuf,
+    pub config: Json,
+    /// Where the config came from, for messages.
+    pub config_origin: String,
+    pub weights: Box<dyn WeightSource>,
+    pub tokenizer: Option<Tokenizer>,
+    pub chat_template: Option<ChatTemplate>,
+    /// Token ids that end generation.
+    pub eos: Vec<u32>,
+}
+
+fn ids_of(v: Option<&Json>) -> Vec<u32> {
+    match v {
+        Some(Json::Number(n)) => n.as_u64().map(|v| vec![v as u32]).unwrap_or_default(),
+        Some(Json::Array(a)) => a
+            .iter()
+            .filter_map(|v| v.as_u64())
+            .map(|v| v as u32)
+            .collect(),
+        _ => vec![],
+    }
+}
+
+fn read_json(path: &Path) -> CliResult<Option<Json>> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => serde_json::from_str(&t)
+            .map(Some)
+            .map_err(|e| CliError(format!("error: {}: not valid JSON: {e}", path.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(CliError(format!("error: {}: {e}", path.display()))),
+    }
+}
+
+/// The chat template of a Hugging Face directory: `tokenizer_config.json`'s
+/// `chat_template` (with the special tokens that file names), else
+/// `chat_template.jinja` (newer transformers) with the tokenizer's tokens.
+fn hf_chat_template(
+    dir: &Path,
+    tok_config: Option<&Json>,
+    tok: Option<&Tokenizer>,
+) -> CliResult<Option<ChatTemplate>> {
+    if tok_config.is_some_and(|c| c.get("chat_template").is_some_and(|t| !t.is_null())) {
+        return Ok(Some(ChatTemplate::from_tokenizer_config(
+            &dir.join("tokenizer_config.json"),
+        )?));
+    }
+    let jinja = dir.join("chat_template.jinja");
+    if jinja.is_file() {
+        let source = std::fs::read_to_string(&jinja)
+            .map_err(|e| CliError(format!("error: {}: {e}", jinja.display())))?;
+        let mut t = ChatTemplate::new(&source, &jinja.display().to_string())?;
+        if let Some(tok) = tok {
+            t = t.with_tokenizer(tok);
+        }
+        return Ok(Some(t));
+    }
+    Ok(None)
+}
+
+pub fn open(path: &str) -> CliResult<ModelFiles> {
+    let p = Path::new(path);
+    if p.is_file()
+        && p.extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
+    {
+        return open_gguf(p);
+    }
+    if p.is_dir() {
+        return open_hf(p);
+    }
+    if p.is_file() {
+        return Err(CliError(format!(
+            "error: {path} is neither a .gguf file nor a model directory; --model takes a GGUF file or a Hugging Face directory (config.json + *.safetensors)"
+        )));
+    }
+    Err(CliError(format!("error: {path} does not exist")))
+}
+
+fn open_hf(dir: &Path) -> CliResult<ModelFiles> {
+    let hf = HfModelDir::open(dir)?;
+    let tok_path = dir.join("tokenizer.json");
+    let tokenizer = if tok_path.is_file() {
+        Some(Tokenizer::from_file(&tok_path)?)
+    } else {
+        None
+    };
+    let tok_config = read_json(&dir.join("tokenizer_config.json"))?;
+    let chat_template = hf_chat_template(dir, tok_config.as_ref(), tokenizer.as_ref())?;
+    let gen = read_json(&dir.join("generation_config.json"))?;
+    let mut eos = ids_of(gen.as_ref().and_then(|g| g.get("eos_token_id")));
+    if eos.is_empty() {
+        eos = ids_of(hf.config.get("eos_token_id"));
+    }
+    if let Some(t) = &tokenizer {
+        for &e in t.eos_ids() {
+            if !eos.contains(&e) {
+                eos.push(e);
+            }
+        }
+    }
+    let HfModelDir {
+        config,
+        config_path,
+        weights,
+        ..
+    } = hf;
+    let weights: Box<SafetensorsDir> = Box::new(weights);
+    Ok(ModelFiles {
+        path: dir.to_path_buf(),
+        config,
+        config_origin: config_path.display().to_string(),
+        weights,
+        tokenizer,
+        chat_template,
+        eos,
+    })
+}
+
+fn open_gguf(path: &Path) -> CliResult<ModelFiles> {
+    let g = GgufFile::open(path)?;
+    let config = mllm_converter::gguf::hf_config(&g)?;
+    let tokenizer = match GgufVocab::from_gguf(&g) {
+        Ok(v) => Some(Tokenizer::from_gguf_vocab(&v)?),
+        Err(_) if g.meta("tokenizer.ggml.tokens").is_none() => None,
+        Err(e) => return Err(e.into()),
+    };
+    let chat_template = match (
+        g.meta("tokenizer.chat_template").and_then(|v| v.as_str()),
+        &tokenizer,
+    ) {
+        (Some(source), Some(tok)) => Some(
+            ChatTemplate::new(source, &format!("the chat template in {}", path.display()))?
+                .with_tokenizer(tok),
+        ),
+        (Some(source), None) => Some(ChatTemplate::new(
+            source,
+            &format!("the chat template in {}", path.display()),
+        )?),
+        (None, _) => None,
+    };
+    let mut eos = ids_of(config.get("eos_token_id"));
+    if let Some(t) = &tokenizer {
+        for &e in t.eos_ids() {
+            if !eos.contains(&e) {
+                eos.push(e);
+            }
+        }
+    }
+    let weights = Box::new(GgufWeights::new(g)?);
+    Ok(ModelFiles {
+        path: path.to_path_buf(),
+        config,
+        config_origin: format!("the metadata of {}", path.display()),
+        weights,
+        tokenizer,
+        chat_template,
+        eos,
+    })
+}
+
+impl ModelFiles {
+    pub fn tokenizer(&self) -> CliResult<&Tokenizer> {
+        self.tokenizer.as_ref().ok_or_else(|| {
+            CliError(format!("error: {} has no tokenizer (tokenizer.json, or a vocabulary in the GGUF); pass token ids to `mllm exec` instead", self.path.display()))
+        })
+    }
+
+    /// The model's context length, from its config.
+    pub fn max_context(&self) -> Option<usize> {
+        self.config
+            .get("max_position_embeddings")
+            .and_then(|v| v.as_u64())
+            .map(|v| v as usize)
+    }
+}
+
+/// Loads the model a script describes with these files: the script given,
+/// else the built-in one for the checkpoint's architecture.
+pub fn load_model(files: &ModelFiles, script: Option<&str>) -> CliResult<mllm_interpreter::Model> {
+    let script = match script {
+        Some(s) => s.to_string(),
+        None => crate::assets::script_for_config(&files.config)
+            .map_err(|e| CliError(format!("error: {e}")))?
+            .to_string(),
+    };
+    let prog = std::rc::Rc::new(crate::commands::check::check_script(&script)?);
+    let mut exec = mllm_interpreter::Eager {
+        backend: mllm_backends::CpuBackend,
+    };
+    mllm_interpreter::Model::load(
+        prog.clone(),
+        &files.config,
+        &files.config_origin,
+        Some(files.weights.as_ref()),
+        &mut exec,
+    )
+    .map_err(|errs| {
+        let n = errs.len();
+        let mut out: Vec<String> = errs
+            .iter()
+            .take(20)
+            .map(|e| e.render(&prog.sources, crate::color()))
+            .collect();
+        if n > 20 {
+            out.push(format!("... and {} more", n - 20));
+        }
+        out.push(format!(
+            "error: cannot load {} with {script} ({n} problem{})",
+            files.path.display(),
+            if n == 1 { "" } else { "s" }
+        ));
+        CliError(out.join("\n"))
+    })
+}

