@@ -346,3 +346,81 @@ fn model_file_errors_are_clear() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+#[test]
+fn template_errors_and_missing_templates_are_explained() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let src = root().join("tests/fixtures/qwen3/gqa_tied_f32");
+    for f in ["config.json", "model.safetensors"] {
+        std::fs::copy(src.join(f), dir.path().join(f)).expect("copy");
+    }
+    let msgs = dir.path().join("m.json");
+    std::fs::write(&msgs, r#"[{"role": "user", "content": "Hi"}]"#).expect("write");
+    let d = dir.path().to_str().expect("utf-8").to_string();
+    let m = msgs.to_str().expect("utf-8").to_string();
+    // No template at all.
+    let out = mllm(&["template", "--model", &d, "--messages", &m]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("no chat template"),
+        "{}",
+        text(&out.stderr)
+    );
+    // A template that raises, and one that does not compile.
+    for (tpl, want) in [
+        (
+            "{{ raise_exception('only system and user roles') }}",
+            "only system and user roles",
+        ),
+        ("{% for m in messages %}", "tokenizer_config.json"),
+    ] {
+        let cfg = serde_json::json!({ "chat_template": tpl });
+        std::fs::write(dir.path().join("tokenizer_config.json"), cfg.to_string()).expect("write");
+        let out = mllm(&["template", "--model", &d, "--messages", &m]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(want), "expected `{want}` in: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    // run without a tokenizer says so.
+    std::fs::remove_file(dir.path().join("tokenizer_config.json")).expect("rm");
+    let out = mllm(&["run", "--model", &d, "--prompt", "hi"]);
+    assert!(
+        text(&out.stderr).contains("has no tokenizer"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn unknown_architecture_is_explained() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let src = root().join("tests/fixtures/qwen3/gqa_tied_f32");
+    std::fs::copy(
+        src.join("model.safetensors"),
+        dir.path().join("model.safetensors"),
+    )
+    .expect("copy");
+    let cfg = std::fs::read_to_string(src.join("config.json"))
+        .expect("config")
+        .replace("Qwen3ForCausalLM", "MysteryForCausalLM")
+        .replace("\"qwen3\"", "\"mystery\"");
+    std::fs::write(dir.path().join("config.json"), cfg).expect("write");
+    let tok = root().join(".cache/npm/qwen3/tokenizer.json");
+    assert!(tok.is_file(), "run `bash tests/fetch_assets.sh` first");
+    std::fs::copy(tok, dir.path().join("tokenizer.json")).expect("copy tokenizer");
+    let out = mllm(&[
+        "run",
+        "--model",
+        dir.path().to_str().expect("utf-8"),
+        "--prompt",
+        "hi",
+        "--raw",
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("MysteryForCausalLM") && err.contains("--script"),
+        "{err}"
+    );
+}

@@ -174,3 +174,19 @@ fn prompt_logits_agree_with_transformers() {
         "SmolLM2 prompt logits: worst per-position cosine similarity vs transformers = {worst:.6}"
     );
 }
+
+#[test]
+fn a_prompt_longer_than_the_context_is_refused() {
+    let f = files();
+    let model = load_model(&f, None).unwrap_or_else(|e| panic!("{}", e.0));
+    let mut engine = mllm_cli::engine::Engine::new(model, Some(8));
+    let err = engine
+        .feed(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+        .err()
+        .expect("too long");
+    assert!(err.0.contains("context is 8 tokens"), "{}", err.0);
+    // The engine stays usable after the refusal.
+    engine
+        .feed(&[1, 2, 3])
+        .unwrap_or_else(|e| panic!("{}", e.0));
+}
