@@ -241,6 +241,50 @@ fn out_of_range_ids_are_errors() {
     );
 }
 
+#[test]
+fn other_entry_points_and_refusals() {
+    // A tokenizer.json held in memory gives the same ids as the file.
+    let json = std::fs::read_to_string(asset("npm/qwen3/tokenizer.json")).unwrap();
+    let t = Tokenizer::from_json_str(&json, "qwen3 in memory").unwrap();
+    let text = "Hello 世界 <|im_start|>";
+    assert_eq!(
+        t.encode(text, false).unwrap(),
+        qwen3().encode(text, false).unwrap()
+    );
+
+    let e = Tokenizer::from_file(&root().join("no/such/tokenizer.json"))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("no such tokenizer file"), "{e}");
+    let e = Tokenizer::from_json_str("{\"model\": 3}", "broken")
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("broken") && e.contains("cannot load"), "{e}");
+
+    let mut v = llama2_vocab();
+    v.model = "t5".into();
+    let e = Tokenizer::from_gguf_vocab(&v).err().unwrap().to_string();
+    assert!(e.contains("\"t5\"") && e.contains("gpt2"), "{e}");
+    let mut v = llama2_vocab();
+    v.scores.pop();
+    let e = Tokenizer::from_gguf_vocab(&v).err().unwrap().to_string();
+    assert!(e.contains("scores"), "{e}");
+    let mut v = llama2_vocab();
+    v.eos = Some(1_000_000);
+    let e = Tokenizer::from_gguf_vocab(&v).err().unwrap().to_string();
+    assert!(e.contains("eos token id 1000000 is out of range"), "{e}");
+    let mut v = llama2_vocab();
+    v.model = "gpt2".into();
+    v.merges = vec!["nospace".into()];
+    let e = Tokenizer::from_gguf_vocab(&v).err().unwrap().to_string();
+    assert!(e.contains("nospace"), "{e}");
+    v.merges = vec!["zzz_not_a_token qqq".into()];
+    let e = Tokenizer::from_gguf_vocab(&v).err().unwrap().to_string();
+    assert!(e.contains("cannot build"), "{e}");
+}
+
 /// Streams `ids` one at a time; checks each chunk and returns them all.
 fn stream(tok: &Tokenizer, ids: &[u32], skip: bool) -> Vec<String> {
     let mut d = tok.stream_decoder(skip);

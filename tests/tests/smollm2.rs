@@ -180,10 +180,9 @@ fn a_prompt_longer_than_the_context_is_refused() {
     let f = files();
     let model = load_model(&f, None).unwrap_or_else(|e| panic!("{}", e.0));
     let mut engine = mllm_cli::engine::Engine::new(model, Some(8));
-    let err = engine
-        .feed(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
-        .err()
-        .expect("too long");
+    let Err(err) = engine.feed(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]) else {
+        panic!("a 10-token prompt fit an 8-token context");
+    };
     assert!(err.0.contains("context is 8 tokens"), "{}", err.0);
     // The engine stays usable after the refusal.
     engine
