@@ -34,6 +34,12 @@ impl Engine {
         }
     }
 
+    /// Forgets the conversation: an empty cache.
+    pub fn reset(&mut self) {
+        self.cache = Rc::new(RefCell::new(KvCache::new()));
+        self.cached.clear();
+    }
+
     fn forward(&mut self, ids: &[u32], start: usize) -> CliResult<Vec<f32>> {
         let n = ids.len();
         if let Some(max) = self.max_context {

@@ -77,6 +77,39 @@ enum Cmd {
         #[arg(long, short = 't')]
         threads: Option<usize>,
     },
+    /// Measure prefill (pp) and decode (tg) throughput, like llama-bench.
+    Bench {
+        script: Option<String>,
+        #[arg(long, short = 'm')]
+        model: String,
+        /// Prompt lengths to time (comma-separated).
+        #[arg(long, short = 'p', value_delimiter = ',', default_value = "512")]
+        n_prompt: Vec<usize>,
+        /// Numbers of generated tokens to time (comma-separated).
+        #[arg(long, short = 'n', value_delimiter = ',', default_value = "128")]
+        n_gen: Vec<usize>,
+        /// Repetitions of each test.
+        #[arg(long, short = 'r', default_value_t = 3)]
+        repetitions: usize,
+        #[arg(long, short = 't')]
+        threads: Option<usize>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a Hugging Face directory with random weights and a real architecture's sizes.
+    RandomCheckpoint {
+        /// qwen3-0.6b, qwen3-1.7b, smollm2-135m or llama-3.2-1b.
+        #[arg(long)]
+        preset: String,
+        #[arg(long)]
+        out: String,
+        /// bf16, f16 or f32.
+        #[arg(long, default_value = "bf16")]
+        dtype: String,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
     /// Print the token ids of a text (no special tokens added), or decode ids.
     Tokenize {
         #[arg(long, short = 'm')]
@@ -174,6 +207,33 @@ fn run(cli: Cli) -> i32 {
                 sampling,
             })
         }
+        Cmd::Bench {
+            script,
+            model,
+            n_prompt,
+            n_gen,
+            repetitions,
+            threads,
+            json,
+        } => {
+            mllm_cli::set_threads(threads);
+            let threads = threads.unwrap_or_else(rayon::current_num_threads);
+            commands::bench::run(commands::bench::BenchArgs {
+                script,
+                model,
+                prompt: n_prompt,
+                gen: n_gen,
+                reps: repetitions,
+                threads,
+                json,
+            })
+        }
+        Cmd::RandomCheckpoint {
+            preset,
+            out,
+            dtype,
+            seed,
+        } => commands::random_checkpoint::run(&preset, &out, &dtype, seed),
         Cmd::Tokenize {
             model,
             text,

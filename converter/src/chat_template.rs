@@ -206,29 +206,24 @@ impl ChatTemplate {
         add_generation_prompt: bool,
         extra: &[(&str, serde_json::Value)],
     ) -> Result<String> {
-        let mut ctx: Vec<(String, Value)> = self
-            .special_tokens
-            .iter()
-            .map(|(k, v)| (k.to_string(), Value::from(v.as_str())))
-            .collect();
-        for (k, v) in extra {
+        // What transformers' render() gets: special tokens, overridden by
+        // the caller's keywords (which may also supply `tools`/`documents`,
+        // else none), then `messages` and `add_generation_prompt`.
+        let mut ctx: Vec<(String, Value)> = Vec::new();
+        let mut set = |k: &str, v: Value| {
             ctx.retain(|(name, _)| name != k);
-            ctx.push((k.to_string(), to_value(v)));
+            ctx.push((k.to_string(), v));
+        };
+        set("tools", Value::from(()));
+        set("documents", Value::from(()));
+        for (k, v) in &self.special_tokens {
+            set(k, Value::from(v.as_str()));
         }
-        for (k, v) in [
-            ("messages", messages),
-            ("tools", Value::from(())),
-            ("documents", Value::from(())),
-            ("add_generation_prompt", Value::from(add_generation_prompt)),
-        ] {
-            if !ctx.iter().any(|(name, _)| name == k)
-                || k == "messages"
-                || k == "add_generation_prompt"
-            {
-                ctx.retain(|(name, _)| name != k);
-                ctx.push((k.to_string(), v));
-            }
+        for (k, v) in extra {
+            set(k, to_value(v));
         }
+        set("messages", messages);
+        set("add_generation_prompt", Value::from(add_generation_prompt));
         let template = self
             .env
             .get_template(TEMPLATE_NAME)

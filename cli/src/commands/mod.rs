@@ -1,8 +1,10 @@
 //! One file per subcommand.
 
+pub mod bench;
 pub mod chat;
 pub mod check;
 pub mod exec;
+pub mod random_checkpoint;
 pub mod run;
 pub mod template;
 pub mod tokenize;

@@ -1,0 +1,132 @@
+//! `mllm bench`: llama-bench-like throughput. `pp N` times a prefill of N
+//! tokens on an empty cache; `tg N` times N single-token decode steps from an
+//! empty cache. Each test repeats `-r` times; mean and standard deviation of
+//! tok/s are reported (text table or `--json`).
+
+use std::time::Instant;
+
+use crate::engine::Engine;
+use crate::model_files::{self, load_model};
+use crate::{CliError, CliResult};
+
+pub struct BenchArgs {
+    pub script: Option<String>,
+    pub model: String,
+    pub prompt: Vec<usize>,
+    pub gen: Vec<usize>,
+    pub reps: usize,
+    pub threads: usize,
+    pub json: bool,
+}
+
+fn stats(xs: &[f64]) -> (f64, f64) {
+    let n = xs.len() as f64;
+    let mean = xs.iter().sum::<f64>() / n;
+    let var = if xs.len() > 1 {
+        xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (n - 1.0)
+    } else {
+        0.0
+    };
+    (mean, var.sqrt())
+}
+
+/// Deterministic token ids spread over the vocabulary.
+fn ids(n: usize, vocab: usize, salt: usize) -> Vec<u32> {
+    (0..n)
+        .map(|i| ((i * 7919 + salt * 104_729 + 13) % vocab.max(1)) as u32)
+        .collect()
+}
+
+pub fn run(a: BenchArgs) -> CliResult<()> {
+    let t0 = Instant::now();
+    let files = model_files::open(&a.model)?;
+    let model = load_model(&files, a.script.as_deref())?;
+    let load_secs = t0.elapsed().as_secs_f64();
+    let vocab = files
+        .config
+        .get("vocab_size")
+        .and_then(|v| v.as_u64())
+        .unwrap_or(1000) as usize;
+    let params: usize = model
+        .params
+        .iter()
+        .map(|p| p.shape.iter().product::<usize>())
+        .sum();
+    let bytes: u64 = model
+        .params
+        .iter()
+        .map(|p| p.shape.iter().product::<usize>() as u64 * p.dtype.map_or(4, |d| d.size()) as u64)
+        .sum();
+    let dtypes: std::collections::BTreeSet<String> = model
+        .params
+        .iter()
+        .filter(|p| p.shape.len() == 2)
+        .filter_map(|p| p.dtype.map(|d| d.to_string()))
+        .collect();
+    let mut engine = Engine::new(model, None);
+    let mut rows = vec![];
+    let reps = a.reps.max(1);
+    for &n in a.prompt.iter().filter(|&&n| n > 0) {
+        let mut rates = vec![];
+        // One warm-up run, not counted.
+        for rep in 0..=reps {
+            engine.reset();
+            let t = Instant::now();
+            engine.feed(&ids(n, vocab, rep))?;
+            if rep > 0 {
+                rates.push(n as f64 / t.elapsed().as_secs_f64());
+            }
+        }
+        rows.push((format!("pp{n}"), rates));
+    }
+    for &n in a.gen.iter().filter(|&&n| n > 0) {
+        let mut rates = vec![];
+        for rep in 0..=reps {
+            engine.reset();
+            let toks = ids(n, vocab, 1000 + rep);
+            let t = Instant::now();
+            engine.feed(&toks[..1])?;
+            for &tok in &toks[1..] {
+                engine.step(tok)?;
+            }
+            if rep > 0 {
+                rates.push(n as f64 / t.elapsed().as_secs_f64());
+            }
+        }
+        rows.push((format!("tg{n}"), rates));
+    }
+    let name = std::path::Path::new(&a.model)
+        .file_name()
+        .map_or(a.model.clone(), |f| f.to_string_lossy().into_owned());
+    let dt = dtypes.into_iter().collect::<Vec<_>>().join("+");
+    if a.json {
+        let results: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|(test, r)| {
+                let (m, s) = stats(r);
+                serde_json::json!({ "test": test, "avg_ts": m, "stddev_ts": s, "samples_ts": r })
+            })
+            .collect();
+        let out = serde_json::json!({
+            "model": name, "weights_dtype": dt, "params": params, "bytes": bytes, "backend": "cpu",
+            "threads": a.threads, "repetitions": reps, "load_seconds": load_secs, "results": results,
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out).map_err(|e| CliError(format!("error: {e}")))?
+        );
+        return Ok(());
+    }
+    println!("| model | weights | size | params | backend | threads | test | t/s |");
+    println!("| --- | --- | ---: | ---: | --- | ---: | ---: | ---: |");
+    for (test, r) in &rows {
+        let (m, s) = stats(r);
+        println!(
+            "| {name} | {dt} | {:.1} MiB | {:.1} M | cpu | {} | {test} | {m:.2} ± {s:.2} |",
+            bytes as f64 / (1 << 20) as f64,
+            params as f64 / 1e6,
+            a.threads
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,183 @@
+//! `mllm random-checkpoint --preset NAME --out DIR`: a Hugging Face directory
+//! (config.json + model.safetensors) with a real architecture's sizes and
+//! seeded random weights, so speed can be measured without downloading a
+//! model. Tensors are generated and written one at a time (the file is
+//! never held in memory).
+
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use serde_json::json;
+
+use crate::{CliError, CliResult};
+
+/// (name, config.json) of the architectures we measure against.
+pub fn preset(name: &str) -> Option<serde_json::Value> {
+    let qwen3 = |hidden: u64, inter: u64, layers: u64, heads: u64, kv: u64, tie: bool| {
+        json!({
+            "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 151936,
+            "hidden_size": hidden, "intermediate_size": inter, "num_hidden_layers": layers,
+            "num_attention_heads": heads, "num_key_value_heads": kv, "head_dim": 128,
+            "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": tie,
+            "max_position_embeddings": 40960, "hidden_act": "silu", "attention_bias": false,
+            "bos_token_id": 151643, "eos_token_id": 151645,
+        })
+    };
+    Some(match name {
+        "qwen3-0.6b" => qwen3(1024, 3072, 28, 16, 8, true),
+        "qwen3-1.7b" => qwen3(2048, 6144, 28, 16, 8, true),
+        "smollm2-135m" => json!({
+            "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 49152,
+            "hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30,
+            "num_attention_heads": 9, "num_key_value_heads": 3, "rms_norm_eps": 1e-5,
+            "rope_theta": 100000.0, "tie_word_embeddings": true, "max_position_embeddings": 8192,
+            "hidden_act": "silu", "bos_token_id": 1, "eos_token_id": 2,
+        }),
+        "llama-3.2-1b" => json!({
+            "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 128256,
+            "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 16,
+            "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 64, "rms_norm_eps": 1e-5,
+            "rope_theta": 500000.0, "tie_word_embeddings": true, "max_position_embeddings": 131072,
+            "rope_scaling": {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
+            "hidden_act": "silu", "bos_token_id": 128000, "eos_token_id": 128001,
+        }),
+        _ => return None,
+    })
+}
+
+pub const PRESETS: &[&str] = &["qwen3-0.6b", "qwen3-1.7b", "smollm2-135m", "llama-3.2-1b"];
+
+/// Tensor names and shapes of a Qwen3/Llama-layout checkpoint.
+fn tensors(c: &serde_json::Value) -> Vec<(String, Vec<usize>)> {
+    let g = |k: &str| c[k].as_u64().unwrap_or(0) as usize;
+    let (h, inter, layers, heads, kv, vocab) = (
+        g("hidden_size"),
+        g("intermediate_size"),
+        g("num_hidden_layers"),
+        g("num_attention_heads"),
+        g("num_key_value_heads"),
+        g("vocab_size"),
+    );
+    let hd = c["head_dim"]
+        .as_u64()
+        .map(|v| v as usize)
+        .unwrap_or(h / heads.max(1));
+    let qk_norm = c["model_type"] == "qwen3";
+    let mut t = vec![("model.embed_tokens.weight".to_string(), vec![vocab, h])];
+    for i in 0..layers {
+        let p = format!("model.layers.{i}.");
+        t.push((format!("{p}self_attn.q_proj.weight"), vec![heads * hd, h]));
+        t.push((format!("{p}self_attn.k_proj.weight"), vec![kv * hd, h]));
+        t.push((format!("{p}self_attn.v_proj.weight"), vec![kv * hd, h]));
+        t.push((format!("{p}self_attn.o_proj.weight"), vec![h, heads * hd]));
+        if qk_norm {
+            t.push((format!("{p}self_attn.q_norm.weight"), vec![hd]));
+            t.push((format!("{p}self_attn.k_norm.weight"), vec![hd]));
+        }
+        t.push((format!("{p}mlp.gate_proj.weight"), vec![inter, h]));
+        t.push((format!("{p}mlp.up_proj.weight"), vec![inter, h]));
+        t.push((format!("{p}mlp.down_proj.weight"), vec![h, inter]));
+        t.push((format!("{p}input_layernorm.weight"), vec![h]));
+        t.push((format!("{p}post_attention_layernorm.weight"), vec![h]));
+    }
+    t.push(("model.norm.weight".to_string(), vec![h]));
+    if c["tie_word_embeddings"] != true {
+        t.push(("lm_head.weight".to_string(), vec![vocab, h]));
+    }
+    t
+}
+
+/// splitmix64 -> roughly normal values (sum of uniforms), scaled by `std`.
+struct Noise(u64);
+
+impl Noise {
+    fn next(&mut self) -> f32 {
+        let mut s = 0.0f32;
+        for _ in 0..4 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            s += (z >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+        }
+        s * 1.732
+    }
+}
+
+pub fn run(preset_name: &str, out: &str, dtype: &str, seed: u64) -> CliResult<()> {
+    let Some(config) = preset(preset_name) else {
+        return Err(CliError(format!(
+            "error: unknown preset `{preset_name}`; presets: {}",
+            PRESETS.join(", ")
+        )));
+    };
+    let (st_dtype, bytes_per) = match dtype {
+        "bf16" => ("BF16", 2),
+        "f16" => ("F16", 2),
+        "f32" => ("F32", 4),
+        other => {
+            return Err(CliError(format!(
+                "error: --dtype {other}: use bf16, f16 or f32"
+            )))
+        }
+    };
+    let dir = Path::new(out);
+    std::fs::create_dir_all(dir)?;
+    let mut cfg = config.clone();
+    cfg["torch_dtype"] = json!(match dtype {
+        "bf16" => "bfloat16",
+        "f16" => "float16",
+        _ => "float32",
+    });
+    std::fs::write(dir.join("config.json"), serde_json::to_string_pretty(&cfg)?)?;
+    let list = tensors(&config);
+    // The safetensors header first (offsets are known from the shapes), then the data.
+    let mut header = serde_json::Map::new();
+    let mut offset = 0usize;
+    for (name, shape) in &list {
+        let n: usize = shape.iter().product::<usize>() * bytes_per;
+        header.insert(
+            name.clone(),
+            json!({ "dtype": st_dtype, "shape": shape, "data_offsets": [offset, offset + n] }),
+        );
+        offset += n;
+    }
+    let mut h = serde_json::to_string(&header)?;
+    while (8 + h.len()) % 8 != 0 {
+        h.push(' ');
+    }
+    let path = dir.join("model.safetensors");
+    let mut w = BufWriter::with_capacity(1 << 22, std::fs::File::create(&path)?);
+    w.write_all(&(h.len() as u64).to_le_bytes())?;
+    w.write_all(h.as_bytes())?;
+    let mut noise = Noise(seed);
+    let total = list.len();
+    for (i, (name, shape)) in list.iter().enumerate() {
+        let n: usize = shape.iter().product();
+        // Norm weights near 1, matrices with a spread that keeps activations bounded.
+        let (mean, std) = if shape.len() == 1 {
+            (1.0, 0.05)
+        } else {
+            (0.0, 0.02)
+        };
+        let mut buf = Vec::with_capacity(n * bytes_per);
+        for _ in 0..n {
+            let v = mean + std * noise.next();
+            match dtype {
+                "bf16" => buf.extend_from_slice(&half::bf16::from_f32(v).to_le_bytes()),
+                "f16" => buf.extend_from_slice(&half::f16::from_f32(v).to_le_bytes()),
+                _ => buf.extend_from_slice(&v.to_le_bytes()),
+            }
+        }
+        w.write_all(&buf)?;
+        eprint!("\rwrote {}/{total} tensors ({name})\x1b[K", i + 1);
+    }
+    w.flush()?;
+    eprintln!(
+        "\r{} written: {total} tensors, {:.1} MB, preset {preset_name}, {dtype}\x1b[K",
+        dir.display(),
+        offset as f64 / 1e6
+    );
+    Ok(())
+}
