@@ -10,6 +10,7 @@ pub const STDLIB: &[(&str, &str)] = &[("nn", include_str!("../../stdlib/nn.mdl")
 pub const MODELS: &[(&str, &str)] = &[
     ("qwen3", include_str!("../../models/qwen3.mdl")),
     ("llama", include_str!("../../models/llama.mdl")),
+    ("qwen2", include_str!("../../models/qwen2.mdl")),
 ];
 
 /// The built-in script serving a checkpoint: the one that declares a module

@@ -109,6 +109,9 @@ enum Cmd {
         dtype: String,
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Override the number of layers (small models with real widths).
+        #[arg(long)]
+        layers: Option<u64>,
     },
     /// Print the token ids of a text (no special tokens added), or decode ids.
     Tokenize {
@@ -233,7 +236,8 @@ fn run(cli: Cli) -> i32 {
             out,
             dtype,
             seed,
-        } => commands::random_checkpoint::run(&preset, &out, &dtype, seed),
+            layers,
+        } => commands::random_checkpoint::run(&preset, &out, &dtype, seed, layers),
         Cmd::Tokenize {
             model,
             text,

@@ -424,3 +424,42 @@ fn unknown_architecture_is_explained() {
         "{err}"
     );
 }
+
+#[test]
+fn random_checkpoint_then_bench() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let d = dir.path().join("m");
+    let d = d.to_str().expect("utf-8");
+    let out = mllm(&[
+        "random-checkpoint",
+        "--preset",
+        "smollm2-135m",
+        "--layers",
+        "1",
+        "--out",
+        d,
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = mllm(&[
+        "bench", "--model", d, "-p", "8", "-n", "4", "-r", "2", "-t", "2", "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let j: serde_json::Value = serde_json::from_str(&text(&out.stdout)).expect("bench JSON");
+    let results = j["results"].as_array().expect("results");
+    let tests: Vec<&str> = results
+        .iter()
+        .map(|r| r["test"].as_str().expect("test"))
+        .collect();
+    assert_eq!(tests, ["pp8", "tg4"]);
+    for r in results {
+        assert!(r["avg_ts"].as_f64().expect("avg") > 0.0);
+        assert_eq!(r["samples_ts"].as_array().expect("samples").len(), 2);
+    }
+    assert_eq!(j["weights_dtype"], "bf16");
+    let out = mllm(&["random-checkpoint", "--preset", "nope", "--out", d]);
+    assert!(
+        text(&out.stderr).contains("unknown preset"),
+        "{}",
+        text(&out.stderr)
+    );
+}

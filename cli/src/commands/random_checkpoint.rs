@@ -105,13 +105,24 @@ impl Noise {
     }
 }
 
-pub fn run(preset_name: &str, out: &str, dtype: &str, seed: u64) -> CliResult<()> {
-    let Some(config) = preset(preset_name) else {
+/// Writes the checkpoint; `layers` overrides the preset's layer count (small
+/// test models with real widths).
+pub fn run(
+    preset_name: &str,
+    out: &str,
+    dtype: &str,
+    seed: u64,
+    layers: Option<u64>,
+) -> CliResult<()> {
+    let Some(mut config) = preset(preset_name) else {
         return Err(CliError(format!(
             "error: unknown preset `{preset_name}`; presets: {}",
             PRESETS.join(", ")
         )));
     };
+    if let Some(n) = layers {
+        config["num_hidden_layers"] = json!(n);
+    }
     let (st_dtype, bytes_per) = match dtype {
         "bf16" => ("BF16", 2),
         "f16" => ("F16", 2),
@@ -152,6 +163,7 @@ pub fn run(preset_name: &str, out: &str, dtype: &str, seed: u64) -> CliResult<()
     w.write_all(&(h.len() as u64).to_le_bytes())?;
     w.write_all(h.as_bytes())?;
     let mut noise = Noise(seed);
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let total = list.len();
     for (i, (name, shape)) in list.iter().enumerate() {
         let n: usize = shape.iter().product();
@@ -171,7 +183,9 @@ pub fn run(preset_name: &str, out: &str, dtype: &str, seed: u64) -> CliResult<()
             }
         }
         w.write_all(&buf)?;
-        eprint!("\rwrote {}/{total} tensors ({name})\x1b[K", i + 1);
+        if tty {
+            eprint!("\rwrote {}/{total} tensors ({name})\x1b[K", i + 1);
+        }
     }
     w.flush()?;
     eprintln!(
