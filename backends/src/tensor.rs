@@ -8,6 +8,7 @@ use half::{bf16, f16};
 
 use crate::dtype::DType;
 use crate::error::{dtype_err, invalid, shape_err, Result};
+use crate::quant::{self, QuantType};
 
 /// Largest element count a single tensor may have. Guards scripts and corrupt
 /// files from asking for absurd allocations (which would abort, not error).
@@ -26,7 +27,8 @@ pub enum Buffer {
     BF16(Vec<bf16>),
     I32(Vec<i32>),
     /// Borrowed bytes, `start..start+len` of `owner`, aligned for `dtype`
-    /// (checked when made).
+    /// (checked when made). The only storage of quantized dtypes, whose
+    /// blocks are read bytewise (no alignment needed).
     Bytes {
         owner: Arc<dyn ByteOwner>,
         start: usize,
@@ -53,7 +55,7 @@ impl Buffer {
             Buffer::F16(v) => v.len(),
             Buffer::BF16(v) => v.len(),
             Buffer::I32(v) => v.len(),
-            Buffer::Bytes { len, dtype, .. } => len / dtype.size(),
+            Buffer::Bytes { len, dtype, .. } => len / dtype.size() * dtype.block_size(),
         }
     }
 
@@ -68,6 +70,15 @@ impl Buffer {
             } => &owner.bytes()[*start..*start + *len],
             _ => &[],
         }
+    }
+}
+
+/// Owned bytes behind a quantized tensor made in memory (`Tensor::from_quant`).
+struct OwnedBytes(Vec<u8>);
+
+impl ByteOwner for OwnedBytes {
+    fn bytes(&self) -> &[u8] {
+        &self.0
     }
 }
 
@@ -127,6 +138,25 @@ pub struct Tensor {
     shape: Vec<usize>,
 }
 
+/// A quantized tensor's view must start on a block and have rows (the last
+/// dimension) of whole blocks; plain dtypes always pass.
+fn check_blocks(dtype: DType, offset: usize, shape: &[usize]) -> Result<()> {
+    let bs = dtype.block_size();
+    if bs == 1 {
+        return Ok(());
+    }
+    let cols = shape.last().copied();
+    if cols.is_none_or(|c| !c.is_multiple_of(bs)) || !offset.is_multiple_of(bs) {
+        return shape_err(
+            "tensor",
+            format!(
+                "{dtype} stores rows of whole {bs}-value blocks; shape {shape:?} at element {offset} does not fit"
+            ),
+        );
+    }
+    Ok(())
+}
+
 pub fn numel(shape: &[usize]) -> Result<usize> {
     let mut n: usize = 1;
     for &d in shape {
@@ -145,9 +175,11 @@ impl std::fmt::Debug for Tensor {
 }
 
 impl Tensor {
-    /// A tensor over `buf[offset .. offset + numel(shape)]`.
+    /// A tensor over `buf[offset .. offset + numel(shape)]` (in elements;
+    /// for a quantized buffer both must fall on whole rows of blocks).
     pub fn from_buffer(buf: Arc<Buffer>, offset: usize, shape: Vec<usize>) -> Result<Tensor> {
         let n = numel(&shape)?;
+        check_blocks(buf.dtype(), offset, &shape)?;
         if offset.checked_add(n).is_none_or(|end| end > buf.len()) {
             return shape_err(
                 "tensor",
@@ -191,8 +223,17 @@ impl Tensor {
         })
     }
 
+    /// A quantized tensor of logical `shape` (`[out, in]` for a linear
+    /// weight) over `bytes`, whole rows of `ty` blocks, row-major.
+    pub fn from_quant(bytes: Vec<u8>, ty: QuantType, shape: Vec<usize>) -> Result<Tensor> {
+        let len = bytes.len();
+        Tensor::from_bytes(Arc::new(OwnedBytes(bytes)), 0, len, DType::Quant(ty), shape)
+    }
+
     /// Borrows `len` bytes at `start` of `owner` as a tensor without copying
-    /// when they are aligned for `dtype`; copies them otherwise.
+    /// when they are aligned for `dtype`; copies them otherwise. Quantized
+    /// dtypes are always borrowed: their rows (the last dimension) must be
+    /// whole blocks, `len` = rows * blocks per row * block bytes.
     pub fn from_bytes(
         owner: Arc<dyn ByteOwner>,
         start: usize,
@@ -200,8 +241,9 @@ impl Tensor {
         dtype: DType,
         shape: Vec<usize>,
     ) -> Result<Tensor> {
-        let n = numel(&shape)?;
-        if n.checked_mul(dtype.size()) != Some(len) {
+        numel(&shape)?;
+        check_blocks(dtype, 0, &shape)?;
+        if dtype.storage_bytes(&shape) != Some(len) {
             return shape_err(
                 "tensor",
                 format!("{len} bytes do not hold {dtype} of shape {shape:?}"),
@@ -218,7 +260,7 @@ impl Tensor {
             );
         }
         let addr = owner.bytes()[start..].as_ptr() as usize;
-        if addr.is_multiple_of(dtype.size()) {
+        if dtype.is_quantized() || addr.is_multiple_of(dtype.size()) {
             let buf = Buffer::Bytes {
                 owner,
                 start,
@@ -257,6 +299,7 @@ impl Tensor {
                     .map(|c| bf16::from_le_bytes([c[0], c[1]]))
                     .collect(),
             ),
+            DType::Quant(_) => unreachable!("quantized bytes are always borrowed"),
         };
         Ok(Tensor {
             buf: Arc::new(buf),
@@ -312,7 +355,8 @@ impl Tensor {
         (0..r).contains(&i).then(|| self.shape[i as usize])
     }
 
-    /// Same data, new shape (no copy).
+    /// Same data, new shape (no copy). A quantized tensor's new last
+    /// dimension must still be whole blocks.
     pub fn reshaped(&self, shape: Vec<usize>) -> Result<Tensor> {
         if numel(&shape)? != self.numel() {
             return shape_err(
@@ -320,6 +364,7 @@ impl Tensor {
                 format!("cannot reshape {:?} into {shape:?}", self.shape),
             );
         }
+        check_blocks(self.dtype(), self.offset, &shape)?;
         Ok(Tensor {
             buf: self.buf.clone(),
             offset: self.offset,
@@ -341,6 +386,7 @@ impl Tensor {
         let row: usize = self.shape[1..].iter().product();
         let mut shape = self.shape.clone();
         shape[0] = end - start;
+        check_blocks(self.dtype(), self.offset + start * row, &shape)?;
         Ok(Tensor {
             buf: self.buf.clone(),
             offset: self.offset + start * row,
@@ -388,17 +434,49 @@ impl Tensor {
                 DType::F16 => FloatSlice::F16(&bytemuck::cast_slice(b.raw())[o..o + n]),
                 DType::BF16 => FloatSlice::BF16(&bytemuck::cast_slice(b.raw())[o..o + n]),
                 DType::I32 => return dtype_err("tensor", "expected float data, found i32"),
+                DType::Quant(q) => {
+                    return dtype_err(
+                        "tensor",
+                        format!("expected float data, found quantized {q} blocks"),
+                    )
+                }
             },
             Buffer::I32(_) => return dtype_err("tensor", "expected float data, found i32"),
         })
     }
 
-    /// The values widened to f32 (i32 values converted), copying.
+    /// The values widened to f32 (i32 values converted, quantized blocks
+    /// dequantized), copying.
     pub fn to_f32_vec(&self) -> Result<Vec<f32>> {
-        if self.dtype() == DType::I32 {
-            return Ok(self.i32s()?.iter().map(|&v| v as f32).collect());
+        match self.dtype() {
+            DType::I32 => Ok(self.i32s()?.iter().map(|&v| v as f32).collect()),
+            DType::Quant(_) => {
+                let (bytes, ty) = self.quant_bytes()?;
+                quant::dequantize(ty, bytes, self.numel()).map_err(|msg| {
+                    crate::error::BackendError::Invalid {
+                        op: "dequantize",
+                        msg,
+                    }
+                })
+            }
+            _ => Ok(self.floats()?.to_vec()),
         }
-        Ok(self.floats()?.to_vec())
+    }
+
+    /// The raw ggml blocks of a quantized tensor (row-major, each row of the
+    /// last dimension whole blocks) and their type.
+    pub fn quant_bytes(&self) -> Result<(&[u8], QuantType)> {
+        let dtype = self.dtype();
+        let Some(ty) = dtype.quant() else {
+            return dtype_err(
+                "tensor",
+                format!("expected quantized blocks, found {dtype}"),
+            );
+        };
+        let (bs, ts) = (ty.block_size(), ty.type_size());
+        // Construction keeps offset and length on whole blocks.
+        let (first, count) = (self.offset / bs, self.numel() / bs);
+        Ok((&self.buf.raw()[first * ts..(first + count) * ts], ty))
     }
 
     /// This tensor as f32, sharing the buffer when it already is f32.

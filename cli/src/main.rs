@@ -77,6 +77,30 @@ enum Cmd {
         #[arg(long, short = 't')]
         threads: Option<usize>,
     },
+    /// Convert a checkpoint (HF directory, PyTorch .bin/.pt, GGUF) to one self-contained .mllm file.
+    Convert {
+        /// HF dir (safetensors or pytorch_model.bin), a .safetensors/PyTorch file with config.json beside it, or a GGUF file.
+        src: String,
+        /// The .mllm to write (written as OUT.tmp, renamed when complete).
+        out: String,
+        /// f32, f16, bf16, q8_0, q4_0, q4_1, q4_k, q5_k, q6_k
+        #[arg(long = "type", short = 'q', default_value = "f16")]
+        ty: String,
+        /// Rules file: `PATTERN TYPE` per line, first match wins, placed before the type's defaults.
+        #[arg(long)]
+        recipe: Option<String>,
+        /// Re-read the written file and check every tensor checksum.
+        #[arg(long)]
+        verify: bool,
+        #[arg(long, short = 't')]
+        threads: Option<usize>,
+    },
+    /// Show metadata and tensors of a .mllm, GGUF, safetensors (file or dir) or PyTorch checkpoint.
+    Inspect {
+        file: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// Measure prefill (pp) and decode (tg) throughput, like llama-bench.
     Bench {
         script: Option<String>,
@@ -210,6 +234,18 @@ fn run(cli: Cli) -> i32 {
                 sampling,
             })
         }
+        Cmd::Convert {
+            src,
+            out,
+            ty,
+            recipe,
+            verify,
+            threads,
+        } => {
+            mllm_cli::set_threads(threads);
+            commands::convert::run(&src, &out, &ty, recipe.as_deref(), verify)
+        }
+        Cmd::Inspect { file, json } => commands::inspect::run(&file, json),
         Cmd::Bench {
             script,
             model,

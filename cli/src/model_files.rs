@@ -76,6 +76,9 @@ fn hf_chat_template(
 
 pub fn open(path: &str) -> CliResult<ModelFiles> {
     let p = Path::new(path);
+    if p.is_file() && mllm_converter::mllm_format::is_mllm_file(p) {
+        return open_mllm(p);
+    }
     if p.is_file()
         && p.extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
@@ -87,7 +90,7 @@ pub fn open(path: &str) -> CliResult<ModelFiles> {
     }
     if p.is_file() {
         return Err(CliError(format!(
-            "error: {path} is neither a .gguf file nor a model directory; --model takes a GGUF file or a Hugging Face directory (config.json + *.safetensors)"
+            "error: {path} is neither a .mllm or .gguf file nor a model directory; --model takes a .mllm file, a GGUF file or a Hugging Face directory (config.json + *.safetensors)"
         )));
     }
     Err(CliError(format!("error: {path} does not exist")))
@@ -169,6 +172,49 @@ fn open_gguf(path: &Path) -> CliResult<ModelFiles> {
         config,
         config_origin: format!("the metadata of {}", path.display()),
         weights,
+        tokenizer,
+        chat_template,
+        eos,
+    })
+}
+
+/// A self-contained .mllm file: config, tokenizer, template and EOS ids
+/// come from its metadata.
+fn open_mllm(path: &Path) -> CliResult<ModelFiles> {
+    let f = mllm_converter::mllm_format::MllmFile::open(path)?;
+    let origin = format!("the metadata of {}", path.display());
+    let tokenizer = match f.tokenizer_json() {
+        Some(json) => Some(Tokenizer::from_json_str(json, &origin)?),
+        None => None,
+    };
+    let chat_template = match f.chat_template() {
+        Some(source) => {
+            let mut t =
+                ChatTemplate::new(source, &format!("the chat template in {}", path.display()))?;
+            if let Some(tok) = &tokenizer {
+                t = t.with_tokenizer(tok);
+            }
+            Some(t)
+        }
+        None => None,
+    };
+    let config = f.config().clone();
+    let mut eos = ids_of(f.generation_config().and_then(|g| g.get("eos_token_id")));
+    if eos.is_empty() {
+        eos = ids_of(config.get("eos_token_id"));
+    }
+    if let Some(t) = &tokenizer {
+        for &e in t.eos_ids() {
+            if !eos.contains(&e) {
+                eos.push(e);
+            }
+        }
+    }
+    Ok(ModelFiles {
+        path: path.to_path_buf(),
+        config,
+        config_origin: origin,
+        weights: Box::new(f),
         tokenizer,
         chat_template,
         eos,

@@ -463,3 +463,61 @@ fn random_checkpoint_then_bench() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn convert_inspect_and_run_a_self_contained_file() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let out = dir.path().join("smol.mllm");
+    let out_s = out.to_str().expect("utf-8");
+    let r = mllm(&["convert", &smollm2(), out_s, "-q", "q4_1", "--verify"]);
+    assert!(r.status.success(), "{}", text(&r.stderr));
+    for f in [
+        out_s.to_string(),
+        smollm2(),
+        "tests/fixtures/qwen3/gqa_tied_f32".to_string(),
+    ] {
+        let r = mllm(&["inspect", &f]);
+        assert!(r.status.success(), "inspect {f}: {}", text(&r.stderr));
+        assert!(
+            text(&r.stdout).contains("model.") || text(&r.stdout).contains("blk."),
+            "inspect {f}: {}",
+            text(&r.stdout)
+        );
+        let j = mllm(&["inspect", &f, "--json"]);
+        let _: serde_json::Value =
+            serde_json::from_str(&text(&j.stdout)).expect("inspect --json is JSON");
+    }
+    // The .mllm alone (moved away from everything else) answers.
+    let alone = tempfile::tempdir().expect("tmp");
+    let moved = alone.path().join("m.mllm");
+    std::fs::rename(&out, &moved).expect("move");
+    let r = mllm(&[
+        "run",
+        "--model",
+        moved.to_str().expect("utf-8"),
+        "--prompt",
+        "What is the capital of France?",
+        "--temp",
+        "0",
+        "-n",
+        "12",
+    ]);
+    assert!(r.status.success(), "{}", text(&r.stderr));
+    assert!(text(&r.stdout).contains("Paris"), "{}", text(&r.stdout));
+    // Bad requests are explained.
+    let r = mllm(&["convert", &smollm2(), out_s, "-q", "q3_zz"]);
+    assert_eq!(r.status.code(), Some(1));
+    assert!(text(&r.stderr).contains("q3_zz"), "{}", text(&r.stderr));
+    let truncated = dir.path().join("t.mllm");
+    let bytes = std::fs::read(&moved).expect("read");
+    std::fs::write(&truncated, &bytes[..bytes.len() / 2]).expect("write");
+    let r = mllm(&[
+        "run",
+        "--model",
+        truncated.to_str().expect("utf-8"),
+        "--prompt",
+        "hi",
+    ]);
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r.stderr));
+    assert!(!text(&r.stderr).contains("panicked"), "{}", text(&r.stderr));
+}

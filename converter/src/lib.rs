@@ -1,13 +1,17 @@
 //! mllm-converter owns checkpoint files: reading Hugging Face safetensors
-//! (single file, directory, sharded index) with mmap and zero copies, and the
-//! model directory conventions (config.json beside the weights). Later it
-//! reads GGUF and PyTorch checkpoints and writes the .mllm format. It uses
-//! the backends' tensor types but never the interpreter.
+//! (single file, directory, sharded index) with mmap and zero copies, GGUF
+//! (metadata, tensors, the GGUF->HF name table), PyTorch zip checkpoints
+//! through a restricted unpickler, tokenizers and chat templates, and the
+//! self-contained `.mllm` format (reader, writer, streaming `convert`,
+//! recipes; spec in FORMAT.md). It uses the backends' tensor and quant block
+//! types but never the interpreter.
 
 pub mod chat_template;
 pub mod error;
 pub mod gguf;
 pub mod hf_dir;
+pub mod mllm_format;
+pub mod pytorch;
 pub mod safetensors_dir;
 pub mod tokenizer;
 

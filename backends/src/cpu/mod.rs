@@ -6,6 +6,7 @@ pub mod elementwise;
 pub mod layout;
 pub mod linear;
 pub mod norm;
+pub mod qlinear;
 pub mod reduce;
 pub mod rope;
 pub mod simd;
@@ -14,7 +15,7 @@ pub(crate) mod testutil;
 
 use crate::backend::Backend;
 use crate::dtype::DType;
-use crate::error::{invalid, shape_err, BackendError, Result};
+use crate::error::{dtype_err, invalid, shape_err, BackendError, Result};
 use crate::op::{BinaryOp, Op};
 use crate::tensor::{numel, Tensor};
 
@@ -49,6 +50,40 @@ fn weight_f32(t: &Tensor) -> Result<Vec<f32>> {
     t.to_f32_vec()
 }
 
+/// Quantized tensors are read only as a linear's weight (input 1) or an
+/// embedding table (input 0); any other use, and casts or constants of a
+/// quantized dtype, are dtype errors rather than silent dequantization.
+fn check_quant_inputs(op: &Op, inputs: &[&Tensor]) -> Result<()> {
+    let allowed = match op {
+        Op::Linear => Some(1),
+        Op::Embedding => Some(0),
+        Op::Cast { dtype } | Op::Arange { dtype, .. } | Op::Full { dtype, .. }
+            if dtype.is_quantized() =>
+        {
+            return dtype_err(
+                op.name(),
+                format!("cannot make {dtype} tensors; quantize weights in the converter"),
+            );
+        }
+        _ => None,
+    };
+    for (i, t) in inputs.iter().enumerate() {
+        if t.dtype().is_quantized() && Some(i) != allowed {
+            let what = match op {
+                Op::Linear => "only its weight (second input) may be quantized".to_string(),
+                Op::Embedding => "only its table (first input) may be quantized".to_string(),
+                _ => "takes no quantized tensors (only linear weights and embedding tables may be)"
+                    .to_string(),
+            };
+            return dtype_err(
+                op.name(),
+                format!("input {i} is {} {:?}: {what}", t.dtype(), t.shape()),
+            );
+        }
+    }
+    Ok(())
+}
+
 fn check_dim(op: &'static str, t: &Tensor, dim: usize) -> Result<()> {
     if dim >= t.rank() {
         return shape_err(
@@ -65,6 +100,7 @@ impl Backend for CpuBackend {
     }
 
     fn run(&self, op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
+        check_quant_inputs(op, inputs)?;
         match op {
             Op::Linear => {
                 arity(op, inputs, 2, 3)?;
@@ -89,7 +125,13 @@ impl Backend for CpuBackend {
                     Some(b) => Some(weight_f32(b)?),
                     None => None,
                 };
-                let out = linear::linear(xs, m, k, w.floats()?, n, bias.as_deref());
+                let out = match w.dtype() {
+                    DType::Quant(_) => {
+                        let (blocks, ty) = w.quant_bytes()?;
+                        qlinear::linear(xs, m, k, blocks, ty, n, bias.as_deref())?
+                    }
+                    _ => linear::linear(xs, m, k, w.floats()?, n, bias.as_deref()),
+                };
                 let mut shape = x.shape().to_vec();
                 *shape.last_mut().unwrap_or(&mut 0) = n;
                 Tensor::from_f32(out, shape)
@@ -134,16 +176,23 @@ impl Backend for CpuBackend {
                     op: "embedding",
                     msg: format!("ids must be i32, found {}", ids.dtype()),
                 })?;
-                let table = w.floats()?;
+                if let Some(&id) = idx.iter().find(|&&id| id < 0 || id as usize >= v) {
+                    return invalid(
+                        "embedding",
+                        format!("token id {id} is outside the vocabulary of {v}"),
+                    );
+                }
+                numel(&[idx.len(), d])?;
                 let mut out = vec![0.0f32; idx.len() * d];
-                for (row, &id) in out.chunks_mut(d.max(1)).zip(idx) {
-                    if id < 0 || id as usize >= v {
-                        return invalid(
-                            "embedding",
-                            format!("token id {id} is outside the vocabulary of {v}"),
-                        );
+                if let DType::Quant(_) = w.dtype() {
+                    // Only the picked rows are dequantized.
+                    let (blocks, ty) = w.quant_bytes()?;
+                    qlinear::embedding_rows(blocks, ty, d, idx, &mut out)?;
+                } else {
+                    let table = w.floats()?;
+                    for (row, &id) in out.chunks_mut(d.max(1)).zip(idx) {
+                        table.sub(id as usize * d, d).widen_into(row);
                     }
-                    table.sub(id as usize * d, d).widen_into(row);
                 }
                 let mut shape = ids.shape().to_vec();
                 shape.push(d);
@@ -590,5 +639,6 @@ fn cast(x: &Tensor, dtype: DType) -> Result<Tensor> {
                 .collect(),
             shape,
         ),
+        DType::Quant(_) => dtype_err("cast", format!("cannot cast to {dtype}")),
     }
 }

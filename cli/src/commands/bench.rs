@@ -55,7 +55,10 @@ pub fn run(a: BenchArgs) -> CliResult<()> {
     let bytes: u64 = model
         .params
         .iter()
-        .map(|p| p.shape.iter().product::<usize>() as u64 * p.dtype.map_or(4, |d| d.size()) as u64)
+        .map(|p| match p.dtype {
+            Some(d) => d.storage_bytes(&p.shape).unwrap_or(0) as u64,
+            None => p.shape.iter().product::<usize>() as u64 * 4,
+        })
         .sum();
     let dtypes: std::collections::BTreeSet<String> = model
         .params

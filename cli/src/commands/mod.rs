@@ -3,7 +3,9 @@
 pub mod bench;
 pub mod chat;
 pub mod check;
+pub mod convert;
 pub mod exec;
+pub mod inspect;
 pub mod random_checkpoint;
 pub mod run;
 pub mod template;

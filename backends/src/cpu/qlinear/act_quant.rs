@@ -1,0 +1,181 @@
+//! Activations quantized once per matmul, so that every weight block meets
+//! int8 activations and the inner loops are integer dot products.
+//!
+//! - `ActQ8`: 32-value blocks for Q4_0, Q4_1 and Q8_0 weights: i8 codes,
+//!   an f32 scale and the integer sum of the codes per block (the sum lets a
+//!   kernel use unsigned weight codes, `sum((q - o) a) = sum(q a) - o sum(a)`,
+//!   and gives Q4_1's minimum term).
+//! - `ActQ8K`: 256-value blocks for the K-quants: i8 codes, an f32 scale and
+//!   the sums of each 16 codes (for Q4_K/Q5_K mins and Q6_K's `-32`).
+//!
+//! Scales are symmetric (`d = max|x| / 127`, codes in -127..=127, rounded
+//! to nearest, ties to even) and kept in f32: the activation error is at most
+//! `d / 2` per value. Codes never reach -128, which the AVX2 sign trick for
+//! Q8_0 weights relies on.
+
+use rayon::prelude::*;
+
+use crate::quant::{QK, QK_K};
+
+/// Rows of activations as 32-value int8 blocks (row-major `[m][k]` codes).
+pub struct ActQ8 {
+    pub m: usize,
+    pub k: usize,
+    pub qs: Vec<i8>,
+    /// Scale of each block, `[m][k / 32]`.
+    pub d: Vec<f32>,
+    /// Sum of the codes of each block, `[m][k / 32]`.
+    pub sum: Vec<i32>,
+}
+
+/// Rows of activations as 256-value int8 super-blocks.
+pub struct ActQ8K {
+    pub m: usize,
+    pub k: usize,
+    pub qs: Vec<i8>,
+    /// Scale of each super-block, `[m][k / 256]`.
+    pub d: Vec<f32>,
+    /// Sums of each 16 codes, `[m][k / 16]` (16 per super-block).
+    pub bsums: Vec<i16>,
+}
+
+/// One row's codes, then its per-block scales and sums (or per-16 sums).
+type RowParts<'a, S> = ((&'a [f32], &'a mut [i8]), (&'a mut [f32], &'a mut [S]));
+
+/// Rows at or above this many values are quantized in parallel.
+const PAR_VALUES: usize = 1 << 16;
+
+/// Rounds to nearest, ties to even, for |v| <= 127: adding and removing
+/// 1.5 * 2^23 leaves no fraction bits, so the FPU's rounding does the work.
+/// Plain adds vectorise, where `f32::round` is a library call on baseline
+/// x86-64. `as` saturates and maps NaN to 0.
+#[inline(always)]
+fn round_to_i8(v: f32) -> i8 {
+    const MAGIC: f32 = 12_582_912.0;
+    ((v + MAGIC) - MAGIC) as i8
+}
+
+/// `d` and the codes of one block (any length), symmetric int8.
+#[inline(always)]
+fn quantize_block<const N: usize>(x: &[f32; N], q: &mut [i8; N]) -> f32 {
+    let amax = x.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+    let d = amax / 127.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    for (q, &v) in q.iter_mut().zip(x) {
+        *q = round_to_i8(v * id);
+    }
+    d
+}
+
+impl ActQ8 {
+    /// Quantizes `x [m, k]`; `k` must be a multiple of 32.
+    pub fn quantize(x: &[f32], m: usize, k: usize) -> ActQ8 {
+        assert!(k.is_multiple_of(QK) && x.len() == m * k);
+        let nb = k / QK;
+        let mut qs = vec![0i8; m * k];
+        let mut d = vec![0.0f32; m * nb];
+        let mut sum = vec![0i32; m * nb];
+        let row = |((x, q), (d, s)): RowParts<i32>| {
+            let (xs, qs) = (x.as_chunks::<QK>().0, q.as_chunks_mut::<QK>().0);
+            for (b, (x, q)) in xs.iter().zip(qs).enumerate() {
+                d[b] = quantize_block(x, q);
+                s[b] = q.iter().map(|&v| v as i32).sum();
+            }
+        };
+        if k == 0 {
+            return ActQ8 { m, k, qs, d, sum };
+        }
+        let rows = x
+            .chunks_exact(k)
+            .zip(qs.chunks_exact_mut(k))
+            .zip(d.chunks_exact_mut(nb).zip(sum.chunks_exact_mut(nb)));
+        if m * k >= PAR_VALUES {
+            rows.par_bridge().for_each(row);
+        } else {
+            rows.for_each(row);
+        }
+        ActQ8 { m, k, qs, d, sum }
+    }
+
+    pub fn blocks_per_row(&self) -> usize {
+        self.k / QK
+    }
+}
+
+impl ActQ8K {
+    /// Quantizes `x [m, k]`; `k` must be a multiple of 256.
+    pub fn quantize(x: &[f32], m: usize, k: usize) -> ActQ8K {
+        assert!(k.is_multiple_of(QK_K) && x.len() == m * k);
+        let nb = k / QK_K;
+        let mut qs = vec![0i8; m * k];
+        let mut d = vec![0.0f32; m * nb];
+        let mut bsums = vec![0i16; m * k / 16];
+        let row = |((x, q), (d, bs)): RowParts<i16>| {
+            let (xs, qs) = (x.as_chunks::<QK_K>().0, q.as_chunks_mut::<QK_K>().0);
+            for (b, (x, q)) in xs.iter().zip(qs).enumerate() {
+                d[b] = quantize_block(x, q);
+                for (s, q) in bs[16 * b..16 * b + 16].iter_mut().zip(q.chunks_exact(16)) {
+                    // |sum| <= 16 * 127, well inside i16.
+                    *s = q.iter().map(|&v| v as i16).sum();
+                }
+            }
+        };
+        if k == 0 {
+            return ActQ8K { m, k, qs, d, bsums };
+        }
+        let rows = x
+            .chunks_exact(k)
+            .zip(qs.chunks_exact_mut(k))
+            .zip(d.chunks_exact_mut(nb).zip(bsums.chunks_exact_mut(k / 16)));
+        if m * k >= PAR_VALUES {
+            rows.par_bridge().for_each(row);
+        } else {
+            rows.for_each(row);
+        }
+        ActQ8K { m, k, qs, d, bsums }
+    }
+
+    pub fn blocks_per_row(&self) -> usize {
+        self.k / QK_K
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::testutil::vec_f32;
+
+    #[test]
+    fn codes_reconstruct_within_half_a_step() {
+        let (m, k) = (3, 512);
+        let x = vec_f32(7, m * k);
+        let a = ActQ8::quantize(&x, m, k);
+        let ak = ActQ8K::quantize(&x, m, k);
+        for (i, &x) in x.iter().enumerate() {
+            let (b, bk) = (i / QK, i / QK_K);
+            assert!((a.qs[i] as f32 * a.d[b] - x).abs() <= a.d[b] * 0.5 + 1e-6);
+            assert!((ak.qs[i] as f32 * ak.d[bk] - x).abs() <= ak.d[bk] * 0.5 + 1e-6);
+            assert!(a.qs[i] != -128 && ak.qs[i] != -128);
+        }
+        for b in 0..m * k / QK {
+            let s: i32 = a.qs[b * QK..(b + 1) * QK].iter().map(|&v| v as i32).sum();
+            assert_eq!(a.sum[b], s);
+        }
+        for b in 0..m * k / 16 {
+            let s: i16 = ak.qs[b * 16..(b + 1) * 16].iter().map(|&v| v as i16).sum();
+            assert_eq!(ak.bsums[b], s);
+        }
+    }
+
+    #[test]
+    fn zero_and_non_finite_blocks_do_not_panic() {
+        let mut x = vec![0.0f32; 256];
+        x[3] = f32::NAN;
+        x[40] = f32::INFINITY;
+        let a = ActQ8::quantize(&x, 1, 256);
+        assert_eq!(a.d[0], 0.0);
+        let _ = ActQ8K::quantize(&x, 1, 256);
+        let e = ActQ8::quantize(&[], 0, 64);
+        assert!(e.qs.is_empty());
+    }
+}

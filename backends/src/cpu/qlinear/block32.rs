@@ -1,0 +1,494 @@
+//! The kernel engine shared by the 32-value block types (Q4_0, Q4_1, Q8_0):
+//! each type describes its block once (`Block32`: codes, scales, how SIMD
+//! code loads it), and this file tiles `R` weight rows by `C` activation
+//! rows, so every weight block is decoded once per `C` activation rows and
+//! every activation block loaded once per `R` weight rows.
+//!
+//! Per block pair the work is an integer dot product of 32 codes (exact),
+//! then one float multiply-add by `d_w * d_a`. The scalar twin
+//! (`vec_dot`) computes the same integers block by block; the SIMD paths
+//! differ from it only in the order of the float additions.
+
+use super::act_quant::ActQ8;
+use super::{drive, Isa};
+use crate::quant::QK;
+
+/// A 32-value ggml block as the kernels see it. The methods are
+/// `#[inline(always)]` so that they inline into the `#[target_feature]`
+/// tile functions (and their intrinsics with them).
+pub(super) trait Block32 {
+    /// Bytes per block.
+    const SIZE: usize;
+    /// Whether the block has a minimum (`w = d * q + m`).
+    const HAS_MIN: bool;
+    /// The integer codes with their true sign (`w = d * code (+ m)`).
+    fn codes(b: &[u8]) -> [i32; QK];
+    /// `(d, m)` of the block (`m` is 0 without a minimum).
+    fn dm(b: &[u8]) -> (f32, f32);
+
+    /// The codes as 32 bytes, in element order, as `dot_x86` wants them.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn load_x86(p: *const u8) -> std::arch::x86_64::__m256i;
+    /// Eight i32 lanes summing to `sum(code * a)` over the block.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn dot_x86<const VNNI: bool>(
+        w: std::arch::x86_64::__m256i,
+        a: std::arch::x86_64::__m256i,
+        sum_a: i32,
+    ) -> std::arch::x86_64::__m256i;
+    /// `(d, m)` read with F16C (inlined into tiles that enable it).
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn dm_x86(p: *const u8) -> (f32, f32);
+
+    /// The codes as two i8x16 (elements 0..16, 16..32), offset by
+    /// `NEON_OFFSET`: `code = loaded - NEON_OFFSET`.
+    #[cfg(target_arch = "aarch64")]
+    unsafe fn load_neon(p: *const u8) -> [std::arch::aarch64::int8x16_t; 2];
+    #[cfg(target_arch = "aarch64")]
+    const NEON_OFFSET: i32;
+}
+
+/// Scalar integer twin: one weight row against activation row `i`.
+pub(super) fn vec_dot<B: Block32>(w: &[u8], act: &ActQ8, i: usize) -> f32 {
+    let nb = act.blocks_per_row();
+    let qs = &act.qs[i * act.k..(i + 1) * act.k];
+    let (ds, sums) = (&act.d[i * nb..(i + 1) * nb], &act.sum[i * nb..(i + 1) * nb]);
+    let mut acc = 0.0f32;
+    let mut acc_min = 0.0f32;
+    for b in 0..nb {
+        let blk = &w[b * B::SIZE..(b + 1) * B::SIZE];
+        let codes = B::codes(blk);
+        let a = &qs[b * QK..(b + 1) * QK];
+        let isum: i32 = codes.iter().zip(a).map(|(&c, &a)| c * a as i32).sum();
+        let (d, m) = B::dm(blk);
+        acc += (d * ds[b]) * isum as f32;
+        if B::HAS_MIN {
+            acc_min += m * (ds[b] * sums[b] as f32);
+        }
+    }
+    acc + acc_min
+}
+
+/// Everything a tile needs: weight rows (`row_bytes` apart), the quantized
+/// activations and the output `[m][nr]`.
+struct Ctx {
+    w: *const u8,
+    row_bytes: usize,
+    nb: usize,
+    aq: *const i8,
+    ad: *const f32,
+    asum: *const i32,
+    out: *mut f32,
+    nr: usize,
+}
+
+type TileFn = super::Tile<Ctx>;
+
+/// `out [m][nr] = act [m, k] . w [nr, k]^T` for weight rows `w`
+/// (`nr` whole rows) with the kernels of `isa`.
+pub(super) fn gemm<B: Block32>(isa: Isa, w: &[u8], nr: usize, act: &ActQ8, out: &mut [f32]) {
+    let (m, nb) = (act.m, act.blocks_per_row());
+    let row_bytes = nb * B::SIZE;
+    assert!(w.len() == nr * row_bytes && out.len() == m * nr);
+    let ctx = Ctx {
+        w: w.as_ptr(),
+        row_bytes,
+        nb,
+        aq: act.qs.as_ptr(),
+        ad: act.d.as_ptr(),
+        asum: act.sum.as_ptr(),
+        out: out.as_mut_ptr(),
+        nr,
+    };
+    // SAFETY (all arms): the tiles read rows j..j+R < nr of `w`, rows
+    // i..i+C < m of the activations and write those cells of `out`, whose
+    // sizes were checked above; `isa` was detected on this machine.
+    // Decode (a few activation rows): one weight row per tile, so each
+    // thread reads one sequential stream; tiles of 4 rows that stream in
+    // parallel measured 2x slower from memory (172 vs 83 us for Q4_0
+    // [3072 x 1024], 2 threads). Prefill: 4 rows per tile, each weight
+    // block decoded once per up to 4 activation rows.
+    let rm = if m <= 4 { 1 } else { 4 };
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { drive(&ctx, nr, m, rm, 2, x86::tile_fn::<B, false>) },
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512Vnni => unsafe { drive(&ctx, nr, m, rm, 4, x86::tile_fn::<B, true>) },
+        #[cfg(target_arch = "aarch64")]
+        Isa::Neon => unsafe { drive(&ctx, nr, m, rm, 2, neon::tile_fn::<B, false>) },
+        #[cfg(target_arch = "aarch64")]
+        Isa::NeonDot => unsafe { drive(&ctx, nr, m, rm, 4, neon::tile_fn::<B, true>) },
+        _ => {
+            for j in 0..nr {
+                let row = &w[j * row_bytes..(j + 1) * row_bytes];
+                for i in 0..m {
+                    out[i * nr + j] = vec_dot::<B>(row, act, i);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    use super::{Block32, Ctx, TileFn};
+
+    #[inline(always)]
+    unsafe fn hsum(v: __m256) -> f32 {
+        let s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+        _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)))
+    }
+
+    /// One block of an R x C tile into accumulator set `u` (a function,
+    /// not a closure: closures are not always inlined, and out of line
+    /// the intrinsics would be calls).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn step<B: Block32, const R: usize, const C: usize, const U: usize, const VNNI: bool>(
+        acc: &mut [[[__m256; U]; C]; R],
+        acc_min: &mut [[f32; C]; R],
+        ctx: &Ctx,
+        w0: *const u8,
+        i: usize,
+        b: usize,
+        u: usize,
+    ) {
+        let (nb, k) = (ctx.nb, ctx.nb * 32);
+        let mut wv = [_mm256_setzero_si256(); R];
+        let mut dw = [0.0f32; R];
+        let mut mw = [0.0f32; R];
+        for r in 0..R {
+            let p = w0.add(r * ctx.row_bytes + b * B::SIZE);
+            wv[r] = B::load_x86(p);
+            (dw[r], mw[r]) = B::dm_x86(p);
+            // One-row tiles: the same block of the next row, which
+            // helps the hardware prefetchers when the weight streams
+            // from memory (measured: Q8_0 decode 27 -> 33 GB/s). A
+            // prefetch never faults; wrapping_add keeps the address
+            // computation defined past the end.
+            if R == 1 {
+                let ahead = p.wrapping_add(R * ctx.row_bytes);
+                _mm_prefetch::<_MM_HINT_T0>(ahead as *const i8);
+            }
+        }
+        for c in 0..C {
+            let ai = (i + c) * nb + b;
+            let a = _mm256_loadu_si256(ctx.aq.add((i + c) * k + b * 32) as *const __m256i);
+            let da = *ctx.ad.add(ai);
+            let sa = *ctx.asum.add(ai);
+            for r in 0..R {
+                let dot = B::dot_x86::<VNNI>(wv[r], a, sa);
+                acc[r][c][u] = _mm256_fmadd_ps(
+                    _mm256_cvtepi32_ps(dot),
+                    _mm256_set1_ps(dw[r] * da),
+                    acc[r][c][u],
+                );
+                if B::HAS_MIN {
+                    acc_min[r][c] += mw[r] * (da * sa as f32);
+                }
+            }
+        }
+    }
+
+    /// R x C tile over all blocks of the row, with `U` accumulators per
+    /// output (blocks taken in turn) so that a 1-row tile is not bound by
+    /// the latency of its multiply-add chain.
+    #[inline(always)]
+    unsafe fn tile_body<
+        B: Block32,
+        const R: usize,
+        const C: usize,
+        const U: usize,
+        const VNNI: bool,
+    >(
+        ctx: &Ctx,
+        j: usize,
+        i: usize,
+    ) {
+        let nb = ctx.nb;
+        let w0 = ctx.w.add(j * ctx.row_bytes);
+        let mut acc = [[[_mm256_setzero_ps(); U]; C]; R];
+        let mut acc_min = [[0.0f32; C]; R];
+        let mut b = 0;
+        while b + U <= nb {
+            for u in 0..U {
+                step::<B, R, C, U, VNNI>(&mut acc, &mut acc_min, ctx, w0, i, b + u, u);
+            }
+            b += U;
+        }
+        while b < nb {
+            step::<B, R, C, U, VNNI>(&mut acc, &mut acc_min, ctx, w0, i, b, 0);
+            b += 1;
+        }
+        for r in 0..R {
+            for c in 0..C {
+                let mut v = acc[r][c][0];
+                for u in 1..U {
+                    v = _mm256_add_ps(v, acc[r][c][u]);
+                }
+                *ctx.out.add((i + c) * ctx.nr + j + r) = hsum(v) + acc_min[r][c];
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn tile_avx2<B: Block32, const R: usize, const C: usize, const U: usize>(
+        ctx: &Ctx,
+        j: usize,
+        i: usize,
+    ) {
+        tile_body::<B, R, C, U, false>(ctx, j, i)
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+    unsafe fn tile_vnni<B: Block32, const R: usize, const C: usize, const U: usize>(
+        ctx: &Ctx,
+        j: usize,
+        i: usize,
+    ) {
+        tile_body::<B, R, C, U, true>(ctx, j, i)
+    }
+
+    pub(super) fn tile_fn<B: Block32, const VNNI: bool>(r: usize, c: usize) -> TileFn {
+        macro_rules! pick {
+            ($f:ident) => {
+                // The last parameter: independent accumulators per output,
+                // so that about four multiply-add chains are in flight.
+                match (r, c) {
+                    (4, 4) => $f::<B, 4, 4, 1>,
+                    (4, 3) => $f::<B, 4, 3, 1>,
+                    (4, 2) => $f::<B, 4, 2, 1>,
+                    (4, 1) => $f::<B, 4, 1, 1>,
+                    (1, 4) => $f::<B, 1, 4, 1>,
+                    (1, 3) => $f::<B, 1, 3, 1>,
+                    (1, 2) => $f::<B, 1, 2, 2>,
+                    _ => $f::<B, 1, 1, 4>,
+                }
+            };
+        }
+        if VNNI {
+            pick!(tile_vnni)
+        } else {
+            pick!(tile_avx2)
+        }
+    }
+
+    /// `sum(w * a)` of unsigned `w` (< 128 when `!VNNI`: maddubs saturates
+    /// pairs at i16) and signed `a`, as eight i32 lanes, plus `init` (added
+    /// to lane 0; a block's offset correction).
+    #[inline(always)]
+    pub(in crate::cpu::qlinear) unsafe fn dot_u8_i8<const VNNI: bool>(
+        w: __m256i,
+        a: __m256i,
+        init: i32,
+    ) -> __m256i {
+        let init = _mm256_castsi128_si256(_mm_cvtsi32_si128(init));
+        if VNNI {
+            _mm256_dpbusd_epi32(init, w, a)
+        } else {
+            let p16 = _mm256_maddubs_epi16(w, a);
+            _mm256_add_epi32(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)), init)
+        }
+    }
+
+    /// 16 bytes of packed nibbles -> 32 bytes: low nibbles (elements 0..16)
+    /// then high nibbles (16..32), the Q4_0/Q4_1 order.
+    #[inline(always)]
+    pub(in crate::cpu::qlinear) unsafe fn nibbles(p: *const u8) -> __m256i {
+        let q = _mm_loadu_si128(p as *const __m128i);
+        let both = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
+        _mm256_and_si256(both, _mm256_set1_epi8(0x0F))
+    }
+
+    /// A little-endian f16 at `p`, with F16C.
+    #[inline(always)]
+    pub(in crate::cpu::qlinear) unsafe fn f16_at(p: *const u8) -> f32 {
+        let bits = u16::from_le_bytes([*p, *p.add(1)]);
+        _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(super) use x86::{dot_u8_i8, f16_at, nibbles};
+
+#[cfg(target_arch = "aarch64")]
+mod neon {
+    use std::arch::aarch64::*;
+
+    use super::{Block32, Ctx, TileFn};
+
+    /// One block of an R x C tile into accumulator set `u` (see x86).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn step<B: Block32, const R: usize, const C: usize, const U: usize, const DOT: bool>(
+        acc: &mut [[[float32x4_t; U]; C]; R],
+        acc_min: &mut [[f32; C]; R],
+        ctx: &Ctx,
+        w0: *const u8,
+        i: usize,
+        b: usize,
+        u: usize,
+    ) {
+        let (nb, k) = (ctx.nb, ctx.nb * 32);
+        let mut wv = [[vdupq_n_s8(0); 2]; R];
+        let mut dw = [0.0f32; R];
+        let mut mw = [0.0f32; R];
+        for r in 0..R {
+            let p = w0.add(r * ctx.row_bytes + b * B::SIZE);
+            wv[r] = B::load_neon(p);
+            let blk = std::slice::from_raw_parts(p, B::SIZE);
+            (dw[r], mw[r]) = B::dm(blk);
+        }
+        for c in 0..C {
+            let ai = (i + c) * nb + b;
+            let pa = ctx.aq.add((i + c) * k + b * 32);
+            let a = [vld1q_s8(pa), vld1q_s8(pa.add(16))];
+            let da = *ctx.ad.add(ai);
+            let sa = *ctx.asum.add(ai);
+            let init = -B::NEON_OFFSET * sa;
+            for r in 0..R {
+                let dot = super::dot_s8::<DOT>(wv[r], a, init);
+                acc[r][c][u] = vfmaq_n_f32(acc[r][c][u], vcvtq_f32_s32(dot), dw[r] * da);
+                if B::HAS_MIN {
+                    acc_min[r][c] += mw[r] * (da * sa as f32);
+                }
+            }
+        }
+    }
+
+    /// R x C tile over all blocks of the row, `U` accumulators per output
+    /// (as on x86).
+    #[inline(always)]
+    unsafe fn tile_body<
+        B: Block32,
+        const R: usize,
+        const C: usize,
+        const U: usize,
+        const DOT: bool,
+    >(
+        ctx: &Ctx,
+        j: usize,
+        i: usize,
+    ) {
+        let nb = ctx.nb;
+        let w0 = ctx.w.add(j * ctx.row_bytes);
+        let mut acc = [[[vdupq_n_f32(0.0); U]; C]; R];
+        let mut acc_min = [[0.0f32; C]; R];
+        let mut b = 0;
+        while b + U <= nb {
+            for u in 0..U {
+                step::<B, R, C, U, DOT>(&mut acc, &mut acc_min, ctx, w0, i, b + u, u);
+            }
+            b += U;
+        }
+        while b < nb {
+            step::<B, R, C, U, DOT>(&mut acc, &mut acc_min, ctx, w0, i, b, 0);
+            b += 1;
+        }
+        for r in 0..R {
+            for c in 0..C {
+                let mut v = acc[r][c][0];
+                for u in 1..U {
+                    v = vaddq_f32(v, acc[r][c][u]);
+                }
+                *ctx.out.add((i + c) * ctx.nr + j + r) = vaddvq_f32(v) + acc_min[r][c];
+            }
+        }
+    }
+
+    unsafe fn tile_neon<B: Block32, const R: usize, const C: usize, const U: usize>(
+        ctx: &Ctx,
+        j: usize,
+        i: usize,
+    ) {
+        tile_body::<B, R, C, U, false>(ctx, j, i)
+    }
+
+    #[target_feature(enable = "dotprod")]
+    unsafe fn tile_dot<B: Block32, const R: usize, const C: usize, const U: usize>(
+        ctx: &Ctx,
+        j: usize,
+        i: usize,
+    ) {
+        tile_body::<B, R, C, U, true>(ctx, j, i)
+    }
+
+    pub(super) fn tile_fn<B: Block32, const DOT: bool>(r: usize, c: usize) -> TileFn {
+        macro_rules! pick {
+            ($f:ident) => {
+                match (r, c) {
+                    (4, 4) => $f::<B, 4, 4, 1>,
+                    (4, 3) => $f::<B, 4, 3, 1>,
+                    (4, 2) => $f::<B, 4, 2, 1>,
+                    (4, 1) => $f::<B, 4, 1, 1>,
+                    (1, 4) => $f::<B, 1, 4, 1>,
+                    (1, 3) => $f::<B, 1, 3, 1>,
+                    (1, 2) => $f::<B, 1, 2, 2>,
+                    _ => $f::<B, 1, 1, 4>,
+                }
+            };
+        }
+        if DOT {
+            pick!(tile_dot)
+        } else {
+            pick!(tile_neon)
+        }
+    }
+}
+
+/// `sum(w * a)` over 32 signed bytes as four i32 lanes, plus `init` in
+/// lane 0: `sdot` with the dotprod extension, widening multiplies without.
+#[cfg(target_arch = "aarch64")]
+#[inline(always)]
+pub(super) unsafe fn dot_s8<const DOT: bool>(
+    w: [std::arch::aarch64::int8x16_t; 2],
+    a: [std::arch::aarch64::int8x16_t; 2],
+    init: i32,
+) -> std::arch::aarch64::int32x4_t {
+    use std::arch::aarch64::*;
+    let acc = vsetq_lane_s32::<0>(init, vdupq_n_s32(0));
+    if DOT {
+        sdot(sdot(acc, w[0], a[0]), w[1], a[1])
+    } else {
+        // |w * a| <= 128 * 127, so two products fit an i16 lane.
+        let p0 = vmlal_high_s8(vmull_s8(vget_low_s8(w[0]), vget_low_s8(a[0])), w[0], a[0]);
+        let p1 = vmlal_high_s8(vmull_s8(vget_low_s8(w[1]), vget_low_s8(a[1])), w[1], a[1]);
+        vpadalq_s16(vpadalq_s16(acc, p0), p1)
+    }
+}
+
+/// `acc + dot(a, b)` per 4-byte group (the `sdot` instruction; its
+/// intrinsic is not stable yet).
+#[cfg(target_arch = "aarch64")]
+#[target_feature(enable = "dotprod")]
+#[inline]
+pub(super) unsafe fn sdot(
+    mut acc: std::arch::aarch64::int32x4_t,
+    a: std::arch::aarch64::int8x16_t,
+    b: std::arch::aarch64::int8x16_t,
+) -> std::arch::aarch64::int32x4_t {
+    std::arch::asm!(
+        "sdot {acc:v}.4s, {a:v}.16b, {b:v}.16b",
+        acc = inout(vreg) acc,
+        a = in(vreg) a,
+        b = in(vreg) b,
+        options(pure, nomem, nostack, preserves_flags)
+    );
+    acc
+}
+
+/// 16 bytes of packed nibbles -> low nibbles (elements 0..16) and high
+/// nibbles (16..32), each 0..=15.
+#[cfg(target_arch = "aarch64")]
+#[inline(always)]
+pub(super) unsafe fn nibbles_neon(p: *const u8) -> [std::arch::aarch64::int8x16_t; 2] {
+    use std::arch::aarch64::*;
+    let q = vld1q_u8(p);
+    [
+        vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F))),
+        vreinterpretq_s8_u8(vshrq_n_u8::<4>(q)),
+    ]
+}

@@ -1,0 +1,707 @@
+//! Q4_K, Q5_K and Q6_K weights against `ActQ8K` activations (256-value
+//! super-blocks with per-16 code sums).
+//!
+//! A K-quant's sub-block scales are small integers, so a whole super-block
+//! reduces to integers before any float work:
+//! - Q4_K/Q5_K: `sum(w * a) = da * (d * sum_j sc_j * sum(q * qa) -
+//!   dmin * sum_j m_j * sum_j(qa))`; the per-32 activation sums come from
+//!   the per-16 ones.
+//! - Q6_K: `sum(w * a) = da * d * (sum_k sc_k * sum(q * qa) -
+//!   32 * sum_k sc_k * sum_k(qa))` with unsigned 6-bit `q` (0..=63), so
+//!   `maddubs`/`vpdpbusd` take it as their unsigned operand.
+//!
+//! The SIMD paths (AVX2 `maddubs` + `madd` by the scales, AVX-512 VNNI
+//! `vpdpwssd` doing the scale multiply-add in one, NEON `sdot` or widening
+//! multiplies + `mla` by the scale) produce the same integers as the scalar
+//! twins and finish each super-block with the same float expression, so
+//! all paths agree bit for bit.
+
+use super::act_quant::ActQ8K;
+use super::{drive, Isa, Tile};
+use crate::quant::k_quants::{scale_min_k4, K_SCALE_SIZE};
+use crate::quant::{BlockQ4K, BlockQ5K, BlockQ6K, QK_K};
+
+#[inline(always)]
+fn f16_le(b: &[u8], i: usize) -> f32 {
+    half::f16::from_le_bytes([b[i], b[i + 1]]).to_f32()
+}
+
+/// The eight 6-bit scales and mins of a Q4_K/Q5_K super-block.
+#[inline(always)]
+fn unpack_scales(b: &[u8]) -> ([i16; 8], [i16; 8]) {
+    let mut packed = [0u8; K_SCALE_SIZE];
+    packed.copy_from_slice(&b[..K_SCALE_SIZE]);
+    let (mut sc, mut mn) = ([0i16; 8], [0i16; 8]);
+    for j in 0..8 {
+        let (s, m) = scale_min_k4(j, &packed);
+        (sc[j], mn[j]) = (s as i16, m as i16);
+    }
+    (sc, mn)
+}
+
+/// The float finish of one Q4_K/Q5_K super-block, shared by every path so
+/// that they round alike.
+#[inline(always)]
+fn finish_q4k(d: f32, dmin: f32, da: f32, isum: i32, imin: i32) -> f32 {
+    (d * da) * isum as f32 - (dmin * da) * imin as f32
+}
+
+/// `sum_j m_j * (sum of the 32 activation codes of sub-block j)`.
+#[inline(always)]
+fn min_sum(mins: &[i16; 8], bsums: &[i16]) -> i32 {
+    (0..8)
+        .map(|j| mins[j] as i32 * (bsums[2 * j] as i32 + bsums[2 * j + 1] as i32))
+        .sum()
+}
+
+/// Scalar twin for Q4_K (`Q5 = false`) and Q5_K: one weight row against
+/// activation row `i`.
+pub(super) fn vec_dot_q4k<const Q5: bool>(w: &[u8], act: &ActQ8K, i: usize) -> f32 {
+    let size = if Q5 { BlockQ5K::SIZE } else { BlockQ4K::SIZE };
+    let nsb = act.blocks_per_row();
+    let mut acc = 0.0f32;
+    for sb in 0..nsb {
+        let blk = &w[sb * size..(sb + 1) * size];
+        let (d, dmin) = (f16_le(blk, 0), f16_le(blk, 2));
+        let (sc, mn) = unpack_scales(&blk[4..]);
+        let (qh, qs) = if Q5 {
+            (&blk[16..48], &blk[48..])
+        } else {
+            (&blk[..0], &blk[16..])
+        };
+        let a = &act.qs[i * act.k + sb * QK_K..i * act.k + (sb + 1) * QK_K];
+        let mut isum = 0i32;
+        for p in 0..4 {
+            let (mut lo, mut hi) = (0i32, 0i32);
+            for l in 0..32 {
+                let q = qs[32 * p + l];
+                let (mut ql, mut qh_) = ((q & 0x0F) as i32, (q >> 4) as i32);
+                if Q5 {
+                    ql |= (((qh[l] >> (2 * p)) & 1) as i32) << 4;
+                    qh_ |= (((qh[l] >> (2 * p + 1)) & 1) as i32) << 4;
+                }
+                lo += ql * a[64 * p + l] as i32;
+                hi += qh_ * a[64 * p + 32 + l] as i32;
+            }
+            isum += sc[2 * p] as i32 * lo + sc[2 * p + 1] as i32 * hi;
+        }
+        let bs = &act.bsums[(i * nsb + sb) * 16..(i * nsb + sb + 1) * 16];
+        let da = act.d[i * nsb + sb];
+        acc += finish_q4k(d, dmin, da, isum, min_sum(&mn, bs));
+    }
+    acc
+}
+
+/// The 6-bit code of element `e` (0..256) of a Q6_K block.
+#[inline(always)]
+fn q6_code(ql: &[u8], qh: &[u8], e: usize) -> i32 {
+    let (n, r) = (e / 128, e % 128);
+    let (g, l) = (r / 32, r % 32);
+    let (ql, qh) = (&ql[64 * n..], &qh[32 * n..]);
+    let low = match g {
+        0 => ql[l] & 0x0F,
+        1 => ql[l + 32] & 0x0F,
+        2 => ql[l] >> 4,
+        _ => ql[l + 32] >> 4,
+    };
+    (low | (((qh[l] >> (2 * g)) & 3) << 4)) as i32
+}
+
+/// Scalar twin for Q6_K.
+pub(super) fn vec_dot_q6k(w: &[u8], act: &ActQ8K, i: usize) -> f32 {
+    let nsb = act.blocks_per_row();
+    let mut acc = 0.0f32;
+    for sb in 0..nsb {
+        let blk = &w[sb * BlockQ6K::SIZE..(sb + 1) * BlockQ6K::SIZE];
+        let (ql, qh, scales) = (&blk[..128], &blk[128..192], &blk[192..208]);
+        let d = f16_le(blk, 208);
+        let a = &act.qs[i * act.k + sb * QK_K..i * act.k + (sb + 1) * QK_K];
+        let mut isum = 0i32;
+        for (k, &sc) in scales.iter().enumerate() {
+            let dot: i32 = (16 * k..16 * k + 16)
+                .map(|e| (q6_code(ql, qh, e) - 32) * a[e] as i32)
+                .sum();
+            isum += sc as i8 as i32 * dot;
+        }
+        acc += (d * act.d[i * nsb + sb]) * isum as f32;
+    }
+    acc
+}
+
+/// Everything a tile needs; as in block32, rows `row_bytes` apart.
+pub(super) struct Ctx {
+    w: *const u8,
+    row_bytes: usize,
+    nsb: usize,
+    aq: *const i8,
+    ad: *const f32,
+    abs: *const i16,
+    out: *mut f32,
+    nr: usize,
+}
+
+/// Which K-quant a `gemm` call runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    Q4K,
+    Q5K,
+    Q6K,
+}
+
+impl Kind {
+    fn size(self) -> usize {
+        match self {
+            Kind::Q4K => BlockQ4K::SIZE,
+            Kind::Q5K => BlockQ5K::SIZE,
+            Kind::Q6K => BlockQ6K::SIZE,
+        }
+    }
+}
+
+/// `out [m][nr] = act [m, k] . w [nr, k]^T` for `nr` whole weight rows.
+pub(super) fn gemm(kind: Kind, isa: Isa, w: &[u8], nr: usize, act: &ActQ8K, out: &mut [f32]) {
+    let (m, nsb) = (act.m, act.blocks_per_row());
+    let row_bytes = nsb * kind.size();
+    assert!(w.len() == nr * row_bytes && out.len() == m * nr);
+    let ctx = Ctx {
+        w: w.as_ptr(),
+        row_bytes,
+        nsb,
+        aq: act.qs.as_ptr(),
+        ad: act.d.as_ptr(),
+        abs: act.bsums.as_ptr(),
+        out: out.as_mut_ptr(),
+        nr,
+    };
+    // As in block32: one weight row per tile for decode, four for prefill.
+    let rm = if m <= 4 { 1 } else { 4 };
+    // SAFETY (all arms): tiles stay inside the rows and cells checked
+    // above; `isa` was detected on this machine.
+    #[allow(unreachable_patterns)]
+    match (isa, kind) {
+        #[cfg(target_arch = "x86_64")]
+        (Isa::Avx2, _) => unsafe {
+            drive(&ctx, nr, m, rm, 1, |r, c| x86::tile_fn::<false>(kind, r, c))
+        },
+        #[cfg(target_arch = "x86_64")]
+        (Isa::Avx512Vnni, _) => unsafe {
+            drive(&ctx, nr, m, rm, 2, |r, c| x86::tile_fn::<true>(kind, r, c))
+        },
+        #[cfg(target_arch = "aarch64")]
+        (Isa::Neon, _) => unsafe {
+            drive(&ctx, nr, m, rm, 2, |r, c| {
+                neon::tile_fn::<false>(kind, r, c)
+            })
+        },
+        #[cfg(target_arch = "aarch64")]
+        (Isa::NeonDot, _) => unsafe {
+            drive(&ctx, nr, m, rm, 2, |r, c| neon::tile_fn::<true>(kind, r, c))
+        },
+        _ => {
+            for j in 0..nr {
+                let row = &w[j * row_bytes..(j + 1) * row_bytes];
+                for i in 0..m {
+                    out[i * nr + j] = match kind {
+                        Kind::Q4K => vec_dot_q4k::<false>(row, act, i),
+                        Kind::Q5K => vec_dot_q4k::<true>(row, act, i),
+                        Kind::Q6K => vec_dot_q6k(row, act, i),
+                    };
+                }
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    use super::super::block32::f16_at;
+    use super::{finish_q4k, min_sum, unpack_scales, Ctx, Kind, Tile};
+    use crate::quant::QK_K;
+
+    #[inline(always)]
+    unsafe fn hsum_i32(v: __m256i) -> i32 {
+        let s4 = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+        let s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+        _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 1)))
+    }
+
+    /// One-row tiles: fetch the same super-block of the next row (see
+    /// block32). A prefetch never faults, wherever it points.
+    #[inline(always)]
+    unsafe fn prefetch_next_row<const R: usize>(p: *const u8, row_bytes: usize, size: usize) {
+        if R == 1 {
+            let next = p.wrapping_add(row_bytes);
+            for line in (0..size).step_by(64) {
+                _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(line) as *const i8);
+            }
+        }
+    }
+
+    /// `acc + sum over pairs (u * a) * s`: u8 x i8 products summed in
+    /// pairs to i16, then multiplied by the i16 scales `s` and summed in
+    /// pairs into the eight i32 lanes.
+    #[inline(always)]
+    unsafe fn madd_scaled<const VNNI: bool>(
+        acc: __m256i,
+        u: __m256i,
+        a: __m256i,
+        s: __m256i,
+    ) -> __m256i {
+        let p16 = _mm256_maddubs_epi16(u, a);
+        if VNNI {
+            _mm256_dpwssd_epi32(acc, p16, s)
+        } else {
+            _mm256_add_epi32(acc, _mm256_madd_epi16(p16, s))
+        }
+    }
+
+    /// Q4_K / Q5_K tile: `R` weight rows by `C` activation rows.
+    #[inline(always)]
+    unsafe fn tile_q4k<const R: usize, const C: usize, const VNNI: bool, const Q5: bool>(
+        ctx: &Ctx,
+        j: usize,
+        i: usize,
+    ) {
+        let nsb = ctx.nsb;
+        let k = nsb * QK_K;
+        let mask = _mm256_set1_epi8(0x0F);
+        let mut acc = [[0.0f32; C]; R];
+        for sb in 0..nsb {
+            let mut d = [0.0f32; R];
+            let mut dmin = [0.0f32; R];
+            let mut sc = [[0i16; 8]; R];
+            let mut mn = [[0i16; 8]; R];
+            let mut qs = [std::ptr::null::<u8>(); R];
+            let mut hb = [_mm256_setzero_si256(); R];
+            for r in 0..R {
+                let p = ctx
+                    .w
+                    .add((j + r) * ctx.row_bytes + sb * if Q5 { 176 } else { 144 });
+                prefetch_next_row::<R>(p, ctx.row_bytes, if Q5 { 176 } else { 144 });
+                d[r] = f16_at(p);
+                dmin[r] = f16_at(p.add(2));
+                (sc[r], mn[r]) = unpack_scales(std::slice::from_raw_parts(p.add(4), 12));
+                if Q5 {
+                    hb[r] = _mm256_loadu_si256(p.add(16) as *const __m256i);
+                    qs[r] = p.add(48);
+                } else {
+                    qs[r] = p.add(16);
+                }
+            }
+            // Two chains (low and high sub-block of each pair) so that a
+            // one-row tile is not bound by the multiply-add latency.
+            let mut iacc = [[_mm256_setzero_si256(); C]; R];
+            let mut iacc2 = [[_mm256_setzero_si256(); C]; R];
+            for pp in 0..4 {
+                let mut lo = [_mm256_setzero_si256(); R];
+                let mut hi = [_mm256_setzero_si256(); R];
+                let mut slo = [_mm256_setzero_si256(); R];
+                let mut shi = [_mm256_setzero_si256(); R];
+                for r in 0..R {
+                    let q = _mm256_loadu_si256(qs[r].add(32 * pp) as *const __m256i);
+                    lo[r] = _mm256_and_si256(q, mask);
+                    hi[r] = _mm256_and_si256(_mm256_srli_epi16(q, 4), mask);
+                    if Q5 {
+                        // Bits 0 and 1 of each byte are sub-blocks 2pp and
+                        // 2pp + 1 (hb is shifted by 2 per pair; bits that
+                        // cross from the next byte land at bit 2 or above).
+                        let h = hb[r];
+                        let h0 = _mm256_and_si256(h, _mm256_set1_epi8(1));
+                        let h1 = _mm256_and_si256(h, _mm256_set1_epi8(2));
+                        lo[r] = _mm256_or_si256(lo[r], _mm256_slli_epi16(h0, 4));
+                        hi[r] = _mm256_or_si256(hi[r], _mm256_slli_epi16(h1, 3));
+                        hb[r] = _mm256_srli_epi16(h, 2);
+                    }
+                    slo[r] = _mm256_set1_epi16(sc[r][2 * pp]);
+                    shi[r] = _mm256_set1_epi16(sc[r][2 * pp + 1]);
+                }
+                for c in 0..C {
+                    let pa = ctx.aq.add((i + c) * k + sb * QK_K + 64 * pp);
+                    let alo = _mm256_loadu_si256(pa as *const __m256i);
+                    let ahi = _mm256_loadu_si256(pa.add(32) as *const __m256i);
+                    for r in 0..R {
+                        iacc[r][c] = madd_scaled::<VNNI>(iacc[r][c], lo[r], alo, slo[r]);
+                        iacc2[r][c] = madd_scaled::<VNNI>(iacc2[r][c], hi[r], ahi, shi[r]);
+                    }
+                }
+            }
+            for c in 0..C {
+                let bi = (i + c) * nsb + sb;
+                let da = *ctx.ad.add(bi);
+                let bs = std::slice::from_raw_parts(ctx.abs.add(bi * 16), 16);
+                for r in 0..R {
+                    let isum = hsum_i32(_mm256_add_epi32(iacc[r][c], iacc2[r][c]));
+                    acc[r][c] += finish_q4k(d[r], dmin[r], da, isum, min_sum(&mn[r], bs));
+                }
+            }
+        }
+        for r in 0..R {
+            for c in 0..C {
+                *ctx.out.add((i + c) * ctx.nr + j + r) = acc[r][c];
+            }
+        }
+    }
+
+    /// Q6_K tile.
+    #[inline(always)]
+    unsafe fn tile_q6k<const R: usize, const C: usize, const VNNI: bool>(
+        ctx: &Ctx,
+        j: usize,
+        i: usize,
+    ) {
+        let nsb = ctx.nsb;
+        let k = nsb * QK_K;
+        let m4 = _mm256_set1_epi8(0x0F);
+        let mut acc = [[0.0f32; C]; R];
+        for sb in 0..nsb {
+            let mut d = [0.0f32; R];
+            let mut blk = [std::ptr::null::<u8>(); R];
+            let mut iacc = [[_mm256_setzero_si256(); C]; R];
+            let mut iacc2 = [[_mm256_setzero_si256(); C]; R];
+            for r in 0..R {
+                let p = ctx.w.add((j + r) * ctx.row_bytes + sb * 210);
+                prefetch_next_row::<R>(p, ctx.row_bytes, 210);
+                blk[r] = p;
+                d[r] = f16_at(p.add(208));
+                // -32 * sum_k sc_k * bsum_k starts the integer sum.
+                let sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(192) as *const __m128i));
+                for c in 0..C {
+                    let bi = (i + c) * nsb + sb;
+                    let bs = _mm256_loadu_si256(ctx.abs.add(bi * 16) as *const __m256i);
+                    let corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5);
+                    iacc[r][c] = _mm256_sub_epi32(_mm256_setzero_si256(), corr);
+                }
+            }
+            for n in 0..2 {
+                for g in 0..4 {
+                    let mut q = [_mm256_setzero_si256(); R];
+                    let mut s = [_mm256_setzero_si256(); R];
+                    for r in 0..R {
+                        let p = blk[r];
+                        let ql = _mm256_loadu_si256(p.add(64 * n + 32 * (g & 1)) as *const __m256i);
+                        let h = _mm256_loadu_si256(p.add(128 + 32 * n) as *const __m256i);
+                        let low = if g < 2 {
+                            _mm256_and_si256(ql, m4)
+                        } else {
+                            _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4)
+                        };
+                        // Bits 2g, 2g + 1 of qh to bits 4, 5.
+                        let hm = _mm256_and_si256(h, _mm256_set1_epi8((3u8 << (2 * g)) as i8));
+                        let high = match g {
+                            0 => _mm256_slli_epi16(hm, 4),
+                            1 => _mm256_slli_epi16(hm, 2),
+                            2 => hm,
+                            _ => _mm256_srli_epi16(hm, 2),
+                        };
+                        q[r] = _mm256_or_si256(low, high);
+                        let s0 = *p.add(192 + 8 * n + 2 * g) as i8 as i16;
+                        let s1 = *p.add(193 + 8 * n + 2 * g) as i8 as i16;
+                        s[r] = _mm256_set_m128i(_mm_set1_epi16(s1), _mm_set1_epi16(s0));
+                    }
+                    for c in 0..C {
+                        let pa = ctx.aq.add((i + c) * k + sb * QK_K + 128 * n + 32 * g);
+                        let a = _mm256_loadu_si256(pa as *const __m256i);
+                        for r in 0..R {
+                            if g % 2 == 0 {
+                                iacc[r][c] = madd_scaled::<VNNI>(iacc[r][c], q[r], a, s[r]);
+                            } else {
+                                iacc2[r][c] = madd_scaled::<VNNI>(iacc2[r][c], q[r], a, s[r]);
+                            }
+                        }
+                    }
+                }
+            }
+            for c in 0..C {
+                let da = *ctx.ad.add((i + c) * nsb + sb);
+                for r in 0..R {
+                    let isum = hsum_i32(_mm256_add_epi32(iacc[r][c], iacc2[r][c]));
+                    acc[r][c] += (d[r] * da) * isum as f32;
+                }
+            }
+        }
+        for r in 0..R {
+            for c in 0..C {
+                *ctx.out.add((i + c) * ctx.nr + j + r) = acc[r][c];
+            }
+        }
+    }
+
+    macro_rules! wrappers {
+        ($name:ident, $features:literal, $vnni:literal) => {
+            #[target_feature(enable = $features)]
+            unsafe fn $name<const R: usize, const C: usize>(
+                kind: Kind,
+                ctx: &Ctx,
+                j: usize,
+                i: usize,
+            ) {
+                match kind {
+                    Kind::Q4K => tile_q4k::<R, C, $vnni, false>(ctx, j, i),
+                    Kind::Q5K => tile_q4k::<R, C, $vnni, true>(ctx, j, i),
+                    Kind::Q6K => tile_q6k::<R, C, $vnni>(ctx, j, i),
+                }
+            }
+        };
+    }
+    wrappers!(tile_avx2, "avx2,fma,f16c", false);
+    wrappers!(tile_vnni, "avx2,fma,f16c,avx512f,avx512vl,avx512vnni", true);
+
+    macro_rules! per_kind {
+        ($f:ident, $r:literal, $c:literal) => {{
+            unsafe fn q4k(ctx: &Ctx, j: usize, i: usize) {
+                $f::<$r, $c>(Kind::Q4K, ctx, j, i)
+            }
+            unsafe fn q5k(ctx: &Ctx, j: usize, i: usize) {
+                $f::<$r, $c>(Kind::Q5K, ctx, j, i)
+            }
+            unsafe fn q6k(ctx: &Ctx, j: usize, i: usize) {
+                $f::<$r, $c>(Kind::Q6K, ctx, j, i)
+            }
+            [q4k as Tile<Ctx>, q5k, q6k]
+        }};
+    }
+
+    pub(super) fn tile_fn<const VNNI: bool>(kind: Kind, r: usize, c: usize) -> Tile<Ctx> {
+        let table = match (VNNI, r, c) {
+            (false, 4, _) => per_kind!(tile_avx2, 4, 1),
+            (false, _, _) => per_kind!(tile_avx2, 1, 1),
+            (true, 4, 2) => per_kind!(tile_vnni, 4, 2),
+            (true, 4, _) => per_kind!(tile_vnni, 4, 1),
+            (true, _, 2) => per_kind!(tile_vnni, 1, 2),
+            (true, _, _) => per_kind!(tile_vnni, 1, 1),
+        };
+        table[kind as usize]
+    }
+}
+
+#[cfg(target_arch = "aarch64")]
+mod neon {
+    use std::arch::aarch64::*;
+
+    use super::super::block32::sdot;
+    use super::{f16_le, finish_q4k, min_sum, unpack_scales, Ctx, Kind, Tile};
+    use crate::quant::QK_K;
+
+    /// Dot of 16 signed bytes as four i32 lanes.
+    #[inline(always)]
+    unsafe fn dot16<const DOT: bool>(w: int8x16_t, a: int8x16_t) -> int32x4_t {
+        if DOT {
+            sdot(vdupq_n_s32(0), w, a)
+        } else {
+            // |w| <= 63 and |a| <= 127: two products fit an i16 lane.
+            vpaddlq_s16(vmlal_high_s8(
+                vmull_s8(vget_low_s8(w), vget_low_s8(a)),
+                w,
+                a,
+            ))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn dot32<const DOT: bool>(w: [int8x16_t; 2], a: [int8x16_t; 2]) -> int32x4_t {
+        vaddq_s32(dot16::<DOT>(w[0], a[0]), dot16::<DOT>(w[1], a[1]))
+    }
+
+    #[inline(always)]
+    unsafe fn tile_q4k<const R: usize, const C: usize, const DOT: bool, const Q5: bool>(
+        ctx: &Ctx,
+        j: usize,
+        i: usize,
+    ) {
+        let nsb = ctx.nsb;
+        let k = nsb * QK_K;
+        let mut acc = [[0.0f32; C]; R];
+        for sb in 0..nsb {
+            let mut d = [0.0f32; R];
+            let mut dmin = [0.0f32; R];
+            let mut sc = [[0i16; 8]; R];
+            let mut mn = [[0i16; 8]; R];
+            let mut qs = [std::ptr::null::<u8>(); R];
+            let mut qh = [std::ptr::null::<u8>(); R];
+            for r in 0..R {
+                let p = ctx
+                    .w
+                    .add((j + r) * ctx.row_bytes + sb * if Q5 { 176 } else { 144 });
+                let blk = std::slice::from_raw_parts(p, 16);
+                d[r] = f16_le(blk, 0);
+                dmin[r] = f16_le(blk, 2);
+                (sc[r], mn[r]) = unpack_scales(&blk[4..]);
+                if Q5 {
+                    qh[r] = p.add(16);
+                    qs[r] = p.add(48);
+                } else {
+                    qs[r] = p.add(16);
+                }
+            }
+            let mut iacc = [[vdupq_n_s32(0); C]; R];
+            for pp in 0..4 {
+                let mut lo = [[vdupq_n_s8(0); 2]; R];
+                let mut hi = [[vdupq_n_s8(0); 2]; R];
+                for r in 0..R {
+                    for h in 0..2 {
+                        let q = vld1q_u8(qs[r].add(32 * pp + 16 * h));
+                        let mut l = vandq_u8(q, vdupq_n_u8(0x0F));
+                        let mut u = vshrq_n_u8::<4>(q);
+                        if Q5 {
+                            let bits = vld1q_u8(qh[r].add(16 * h));
+                            let b0 = vtstq_u8(bits, vdupq_n_u8(1 << (2 * pp)));
+                            let b1 = vtstq_u8(bits, vdupq_n_u8(2 << (2 * pp)));
+                            l = vorrq_u8(l, vandq_u8(b0, vdupq_n_u8(16)));
+                            u = vorrq_u8(u, vandq_u8(b1, vdupq_n_u8(16)));
+                        }
+                        lo[r][h] = vreinterpretq_s8_u8(l);
+                        hi[r][h] = vreinterpretq_s8_u8(u);
+                    }
+                }
+                for c in 0..C {
+                    let pa = ctx.aq.add((i + c) * k + sb * QK_K + 64 * pp);
+                    let alo = [vld1q_s8(pa), vld1q_s8(pa.add(16))];
+                    let ahi = [vld1q_s8(pa.add(32)), vld1q_s8(pa.add(48))];
+                    for r in 0..R {
+                        let t =
+                            vmlaq_n_s32(iacc[r][c], dot32::<DOT>(lo[r], alo), sc[r][2 * pp] as i32);
+                        iacc[r][c] =
+                            vmlaq_n_s32(t, dot32::<DOT>(hi[r], ahi), sc[r][2 * pp + 1] as i32);
+                    }
+                }
+            }
+            for c in 0..C {
+                let bi = (i + c) * nsb + sb;
+                let da = *ctx.ad.add(bi);
+                let bs = std::slice::from_raw_parts(ctx.abs.add(bi * 16), 16);
+                for r in 0..R {
+                    let isum = vaddvq_s32(iacc[r][c]);
+                    acc[r][c] += finish_q4k(d[r], dmin[r], da, isum, min_sum(&mn[r], bs));
+                }
+            }
+        }
+        for r in 0..R {
+            for c in 0..C {
+                *ctx.out.add((i + c) * ctx.nr + j + r) = acc[r][c];
+            }
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn tile_q6k<const R: usize, const C: usize, const DOT: bool>(
+        ctx: &Ctx,
+        j: usize,
+        i: usize,
+    ) {
+        let nsb = ctx.nsb;
+        let k = nsb * QK_K;
+        let mut acc = [[0.0f32; C]; R];
+        for sb in 0..nsb {
+            let mut d = [0.0f32; R];
+            let mut blk = [std::ptr::null::<u8>(); R];
+            let mut iacc = [[vdupq_n_s32(0); C]; R];
+            let mut corr = [[0i32; C]; R];
+            for r in 0..R {
+                let p = ctx.w.add((j + r) * ctx.row_bytes + sb * 210);
+                blk[r] = p;
+                d[r] = f16_le(std::slice::from_raw_parts(p.add(208), 2), 0);
+                for c in 0..C {
+                    let bs = ctx.abs.add(((i + c) * nsb + sb) * 16);
+                    corr[r][c] = (0..16)
+                        .map(|kk| *p.add(192 + kk) as i8 as i32 * *bs.add(kk) as i32)
+                        .sum::<i32>();
+                }
+            }
+            for n in 0..2 {
+                for g in 0..4 {
+                    let mut q = [[vdupq_n_s8(0); 2]; R];
+                    for r in 0..R {
+                        let p = blk[r];
+                        for h in 0..2 {
+                            let ql = vld1q_u8(p.add(64 * n + 32 * (g & 1) + 16 * h));
+                            let qh = vld1q_u8(p.add(128 + 32 * n + 16 * h));
+                            let low = if g < 2 {
+                                vandq_u8(ql, vdupq_n_u8(0x0F))
+                            } else {
+                                vshrq_n_u8::<4>(ql)
+                            };
+                            let hm = vandq_u8(qh, vdupq_n_u8(3 << (2 * g)));
+                            let high = match g {
+                                0 => vshlq_n_u8::<4>(hm),
+                                1 => vshlq_n_u8::<2>(hm),
+                                2 => hm,
+                                _ => vshrq_n_u8::<2>(hm),
+                            };
+                            q[r][h] = vreinterpretq_s8_u8(vorrq_u8(low, high));
+                        }
+                    }
+                    for c in 0..C {
+                        let pa = ctx.aq.add((i + c) * k + sb * QK_K + 128 * n + 32 * g);
+                        let a = [vld1q_s8(pa), vld1q_s8(pa.add(16))];
+                        for r in 0..R {
+                            let s0 = *blk[r].add(192 + 8 * n + 2 * g) as i8 as i32;
+                            let s1 = *blk[r].add(193 + 8 * n + 2 * g) as i8 as i32;
+                            let t = vmlaq_n_s32(iacc[r][c], dot16::<DOT>(q[r][0], a[0]), s0);
+                            iacc[r][c] = vmlaq_n_s32(t, dot16::<DOT>(q[r][1], a[1]), s1);
+                        }
+                    }
+                }
+            }
+            for c in 0..C {
+                let da = *ctx.ad.add((i + c) * nsb + sb);
+                for r in 0..R {
+                    let isum = vaddvq_s32(iacc[r][c]) - 32 * corr[r][c];
+                    acc[r][c] += (d[r] * da) * isum as f32;
+                }
+            }
+        }
+        for r in 0..R {
+            for c in 0..C {
+                *ctx.out.add((i + c) * ctx.nr + j + r) = acc[r][c];
+            }
+        }
+    }
+
+    unsafe fn tile_neon<const R: usize, const C: usize>(kind: Kind, ctx: &Ctx, j: usize, i: usize) {
+        match kind {
+            Kind::Q4K => tile_q4k::<R, C, false, false>(ctx, j, i),
+            Kind::Q5K => tile_q4k::<R, C, false, true>(ctx, j, i),
+            Kind::Q6K => tile_q6k::<R, C, false>(ctx, j, i),
+        }
+    }
+
+    #[target_feature(enable = "dotprod")]
+    unsafe fn tile_dot<const R: usize, const C: usize>(kind: Kind, ctx: &Ctx, j: usize, i: usize) {
+        match kind {
+            Kind::Q4K => tile_q4k::<R, C, true, false>(ctx, j, i),
+            Kind::Q5K => tile_q4k::<R, C, true, true>(ctx, j, i),
+            Kind::Q6K => tile_q6k::<R, C, true>(ctx, j, i),
+        }
+    }
+
+    macro_rules! per_kind {
+        ($f:ident, $r:literal, $c:literal) => {{
+            unsafe fn q4k(ctx: &Ctx, j: usize, i: usize) {
+                $f::<$r, $c>(Kind::Q4K, ctx, j, i)
+            }
+            unsafe fn q5k(ctx: &Ctx, j: usize, i: usize) {
+                $f::<$r, $c>(Kind::Q5K, ctx, j, i)
+            }
+            unsafe fn q6k(ctx: &Ctx, j: usize, i: usize) {
+                $f::<$r, $c>(Kind::Q6K, ctx, j, i)
+            }
+            [q4k as Tile<Ctx>, q5k, q6k]
+        }};
+    }
+
+    pub(super) fn tile_fn<const DOT: bool>(kind: Kind, r: usize, c: usize) -> Tile<Ctx> {
+        let table = match (DOT, r, c) {
+            (false, 4, 2) => per_kind!(tile_neon, 4, 2),
+            (false, 4, _) => per_kind!(tile_neon, 4, 1),
+            (false, _, 2) => per_kind!(tile_neon, 1, 2),
+            (false, _, _) => per_kind!(tile_neon, 1, 1),
+            (true, 4, 2) => per_kind!(tile_dot, 4, 2),
+            (true, 4, _) => per_kind!(tile_dot, 4, 1),
+            (true, _, 2) => per_kind!(tile_dot, 1, 2),
+            (true, _, _) => per_kind!(tile_dot, 1, 1),
+        };
+        table[kind as usize]
+    }
+}

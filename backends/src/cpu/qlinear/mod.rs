@@ -1,0 +1,336 @@
+//! `linear` with weights that stay quantized in memory (ggml blocks, the
+//! layout of `Tensor::quant_bytes`), the way llama.cpp computes it: the
+//! activations are quantized once per call to int8 blocks (`act_quant`),
+//! then every (weight block, activation block) pair is an integer dot
+//! product scaled once in float.
+//!
+//! - `q4_0`, `q4_1`, `q8_0`: the 32-value block types, described for the
+//!   shared tile engine in `block32`;
+//! - `k_quants`: Q4_K, Q5_K, Q6_K against 256-value activation blocks.
+//!
+//! Every kernel has a scalar integer twin computing the same per-block
+//! integers (`Isa::Scalar`), and `linear_ref` (dequantize to f32, f32 dot)
+//! is the oracle for all. SIMD paths are chosen at run time: AVX2
+//! (`maddubs`/`madd`), AVX-512 VNNI (`vpdpbusd`/`vpdpwssd` on 256-bit
+//! vectors), NEON with `sdot` when the CPU has dotprod, plain NEON else.
+//! `MLLM_QLINEAR_ISA=scalar|avx2|avx512vnni|neon|neon-dot` forces a path
+//! (one the CPU has), for benchmarks and bisecting.
+//!
+//! Work is split over output features (weight rows) with rayon; within a
+//! task, tiles of 4 weight rows by 1-4 activation rows decode each weight
+//! block once per tile and keep its rows in L1 while the activation rows
+//! stream, which serves decode (m = 1..4, memory-bound) and prefill
+//! (m large, compute-bound) alike.
+
+// The kernels index small register tiles by row and column on purpose.
+#![allow(clippy::needless_range_loop)]
+
+pub mod act_quant;
+mod block32;
+mod k_quants;
+mod q4_0;
+mod q4_1;
+mod q8_0;
+
+use std::sync::OnceLock;
+
+use rayon::prelude::*;
+
+use self::act_quant::{ActQ8, ActQ8K};
+use crate::error::{invalid, shape_err, BackendError, Result};
+use crate::quant::{self, QuantType};
+use crate::tensor::FloatSlice;
+
+/// An instruction-set path for the quantized kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isa {
+    /// The scalar integer twins (portable, the reference for the others).
+    Scalar,
+    Avx2,
+    /// AVX-512 VNNI instructions on 256-bit vectors (AVX-512VL).
+    Avx512Vnni,
+    Neon,
+    /// NEON with the dotprod extension (`sdot`).
+    NeonDot,
+}
+
+impl Isa {
+    pub const ALL: [Isa; 5] = [
+        Isa::Scalar,
+        Isa::Avx2,
+        Isa::Avx512Vnni,
+        Isa::Neon,
+        Isa::NeonDot,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::Scalar => "scalar",
+            Isa::Avx2 => "avx2",
+            Isa::Avx512Vnni => "avx512vnni",
+            Isa::Neon => "neon",
+            Isa::NeonDot => "neon-dot",
+        }
+    }
+
+    /// Whether this CPU can run the path.
+    pub fn is_available(self) -> bool {
+        match self {
+            Isa::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => {
+                std::is_x86_feature_detected!("avx2")
+                    && std::is_x86_feature_detected!("fma")
+                    && std::is_x86_feature_detected!("f16c")
+            }
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512Vnni => {
+                Isa::Avx2.is_available()
+                    && std::is_x86_feature_detected!("avx512f")
+                    && std::is_x86_feature_detected!("avx512vl")
+                    && std::is_x86_feature_detected!("avx512vnni")
+            }
+            #[cfg(target_arch = "aarch64")]
+            Isa::Neon => true,
+            #[cfg(target_arch = "aarch64")]
+            Isa::NeonDot => std::arch::is_aarch64_feature_detected!("dotprod"),
+            #[allow(unreachable_patterns)]
+            _ => false,
+        }
+    }
+
+    /// Every path this CPU can run, the scalar one first.
+    pub fn available() -> Vec<Isa> {
+        Isa::ALL.into_iter().filter(|i| i.is_available()).collect()
+    }
+
+    /// The path `linear` uses: `MLLM_QLINEAR_ISA` if set (and available),
+    /// else the fastest available. Detected once.
+    pub fn best() -> Isa {
+        static BEST: OnceLock<Isa> = OnceLock::new();
+        *BEST.get_or_init(|| {
+            let forced = std::env::var("MLLM_QLINEAR_ISA").ok().and_then(|v| {
+                Isa::ALL
+                    .into_iter()
+                    .find(|i| i.name().eq_ignore_ascii_case(v.trim()))
+            });
+            match forced {
+                Some(i) if i.is_available() => i,
+                _ => *Isa::available().last().unwrap_or(&Isa::Scalar),
+            }
+        })
+    }
+}
+
+/// One tile of a kernel: `(ctx, first weight row, first activation row)`.
+pub(super) type Tile<X> = unsafe fn(&X, usize, usize);
+
+/// Walks `nr` weight rows by `m` activation rows in tiles of `rm` weight
+/// rows (1 for the rows left over) by up to `cm` activation rows.
+///
+/// # Safety
+/// `tile(r, c)` must be sound for every tile inside `nr x m` of `ctx`.
+#[allow(dead_code)] // unused where no SIMD path is compiled
+pub(super) unsafe fn drive<X>(
+    ctx: &X,
+    nr: usize,
+    m: usize,
+    rm: usize,
+    cm: usize,
+    tile: impl Fn(usize, usize) -> Tile<X>,
+) {
+    let mut j = 0;
+    while j < nr {
+        let r = if j + rm <= nr { rm } else { 1 };
+        let mut i = 0;
+        while i < m {
+            let c = cm.min(m - i);
+            tile(r, c)(ctx, j, i);
+            i += c;
+        }
+        j += r;
+    }
+}
+
+/// Quantized activations, in the form the weight type's kernels want.
+enum Act {
+    Q8(ActQ8),
+    Q8K(ActQ8K),
+}
+
+fn check_args(
+    x: &[f32],
+    m: usize,
+    k: usize,
+    w: &[u8],
+    ty: QuantType,
+    n: usize,
+    bias: Option<&[f32]>,
+) -> Result<usize> {
+    let bs = ty.block_size();
+    if !k.is_multiple_of(bs) {
+        return shape_err(
+            "linear",
+            format!("{k} input features are not whole {ty} blocks of {bs}"),
+        );
+    }
+    let row_bytes = k / bs * ty.type_size();
+    if n.checked_mul(row_bytes) != Some(w.len()) {
+        return shape_err(
+            "linear",
+            format!("{} bytes of {ty} do not hold a [{n}, {k}] weight", w.len()),
+        );
+    }
+    if m.checked_mul(k) != Some(x.len()) {
+        return shape_err("linear", format!("{} inputs are not [{m}, {k}]", x.len()));
+    }
+    if bias.is_some_and(|b| b.len() != n) {
+        return shape_err("linear", format!("bias does not have {n} values"));
+    }
+    Ok(row_bytes)
+}
+
+/// `out [m, n] = x [m, k] @ w^T + bias` for a weight of `n` rows of `ty`
+/// blocks, with the best kernels for this CPU.
+pub fn linear(
+    x: &[f32],
+    m: usize,
+    k: usize,
+    w: &[u8],
+    ty: QuantType,
+    n: usize,
+    bias: Option<&[f32]>,
+) -> Result<Vec<f32>> {
+    linear_with(Isa::best(), x, m, k, w, ty, n, bias)
+}
+
+/// Below this many multiply-adds one thread does the whole product: waking
+/// the pool costs more than it saves (measured: ~10 us to hand a
+/// `[1 x 1024] x [256 x 1024]^T` Q4_0 product to two threads, which one
+/// thread computes in ~12 us).
+const PAR_MACS: usize = 1 << 19;
+
+/// Weight rows per parallel task: a multiple of the 4-row tiles, about four
+/// tasks per thread.
+fn rows_per_task(n: usize) -> usize {
+    let threads = rayon::current_num_threads().max(1);
+    (n.div_ceil(threads * 4)).next_multiple_of(4).max(4)
+}
+
+/// `linear` with the kernels of `isa` (which must be available; the
+/// scalar twin otherwise).
+#[allow(clippy::too_many_arguments)]
+pub fn linear_with(
+    isa: Isa,
+    x: &[f32],
+    m: usize,
+    k: usize,
+    w: &[u8],
+    ty: QuantType,
+    n: usize,
+    bias: Option<&[f32]>,
+) -> Result<Vec<f32>> {
+    let row_bytes = check_args(x, m, k, w, ty, n, bias)?;
+    let isa = if isa.is_available() { isa } else { Isa::Scalar };
+    let mut out = vec![0.0f32; m * n];
+    if m == 0 || n == 0 {
+        return Ok(out);
+    }
+    let act = match ty {
+        QuantType::Q4_0 | QuantType::Q4_1 | QuantType::Q8_0 => Act::Q8(ActQ8::quantize(x, m, k)),
+        QuantType::Q4_K | QuantType::Q5_K | QuantType::Q6_K => Act::Q8K(ActQ8K::quantize(x, m, k)),
+    };
+    let run = |w: &[u8], nr: usize, out: &mut [f32]| match (&act, ty) {
+        (Act::Q8(a), QuantType::Q4_0) => block32::gemm::<q4_0::Q4_0>(isa, w, nr, a, out),
+        (Act::Q8(a), QuantType::Q4_1) => block32::gemm::<q4_1::Q4_1>(isa, w, nr, a, out),
+        (Act::Q8(a), QuantType::Q8_0) => block32::gemm::<q8_0::Q8_0>(isa, w, nr, a, out),
+        (Act::Q8K(a), QuantType::Q4_K) => k_quants::gemm(k_quants::Kind::Q4K, isa, w, nr, a, out),
+        (Act::Q8K(a), QuantType::Q5_K) => k_quants::gemm(k_quants::Kind::Q5K, isa, w, nr, a, out),
+        (Act::Q8K(a), QuantType::Q6_K) => k_quants::gemm(k_quants::Kind::Q6K, isa, w, nr, a, out),
+        _ => unreachable!("activations are quantized for the weight type"),
+    };
+    let tr = rows_per_task(n);
+    if m * n * k < PAR_MACS || tr >= n {
+        run(w, n, &mut out);
+    } else {
+        // Each task computes [m, rows] for its weight rows; the scatter
+        // costs m * n copies against m * n * k multiply-adds.
+        let parts: Vec<Vec<f32>> = w
+            .par_chunks(tr * row_bytes)
+            .map(|wc| {
+                let nr = wc.len() / row_bytes;
+                let mut part = vec![0.0f32; m * nr];
+                run(wc, nr, &mut part);
+                part
+            })
+            .collect();
+        for (t, part) in parts.iter().enumerate() {
+            let (j0, nr) = (t * tr, part.len() / m);
+            for i in 0..m {
+                out[i * n + j0..i * n + j0 + nr].copy_from_slice(&part[i * nr..(i + 1) * nr]);
+            }
+        }
+    }
+    if let Some(b) = bias {
+        for row in out.chunks_exact_mut(n) {
+            for (o, b) in row.iter_mut().zip(b) {
+                *o += b;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The oracle: dequantize the weight to f32, then the f32 reference linear.
+pub fn linear_ref(
+    x: &[f32],
+    m: usize,
+    k: usize,
+    w: &[u8],
+    ty: QuantType,
+    n: usize,
+    bias: Option<&[f32]>,
+) -> Result<Vec<f32>> {
+    check_args(x, m, k, w, ty, n, bias)?;
+    let wf = quant::dequantize(ty, w, n * k)
+        .map_err(|msg| BackendError::Invalid { op: "linear", msg })?;
+    Ok(super::linear::linear_ref(
+        x,
+        m,
+        k,
+        FloatSlice::F32(&wf),
+        n,
+        bias,
+    ))
+}
+
+/// Dequantizes rows `ids` of a `[vocab, d]` table of `ty` blocks into
+/// `out [ids.len(), d]` (the ids already checked against the vocabulary).
+pub fn embedding_rows(
+    w: &[u8],
+    ty: QuantType,
+    d: usize,
+    ids: &[i32],
+    out: &mut [f32],
+) -> Result<()> {
+    let Some(row_bytes) = crate::dtype::DType::Quant(ty).row_bytes(d) else {
+        return shape_err(
+            "embedding",
+            format!("rows of {d} are not whole {ty} blocks"),
+        );
+    };
+    if out.len() != ids.len() * d {
+        return invalid("embedding", "output does not fit the ids");
+    }
+    for (row, &id) in out.chunks_exact_mut(d.max(1)).zip(ids) {
+        let start = id as usize * row_bytes;
+        let Some(bytes) = w.get(start..start + row_bytes) else {
+            return invalid("embedding", format!("token id {id} is outside the table"));
+        };
+        quant::dequantize_into(ty, bytes, row).map_err(|msg| BackendError::Invalid {
+            op: "embedding",
+            msg,
+        })?;
+    }
+    Ok(())
+}

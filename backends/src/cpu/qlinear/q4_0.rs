@@ -1,0 +1,60 @@
+//! Q4_0 weights (`w = d * (q - 8)`, 18-byte blocks) against `ActQ8`
+//! activations. The kernels keep the unsigned nibble `q` (so it can be the
+//! unsigned operand of `maddubs`/`vpdpbusd`) and fold the `- 8` into the
+//! block's integer dot as `- 8 * sum(a)`, from the activation block sums.
+
+use super::block32::Block32;
+use crate::quant::{BlockQ4_0, QK};
+
+pub(super) struct Q4_0;
+
+impl Block32 for Q4_0 {
+    const SIZE: usize = BlockQ4_0::SIZE;
+    const HAS_MIN: bool = false;
+
+    #[inline(always)]
+    fn codes(b: &[u8]) -> [i32; QK] {
+        let mut c = [0i32; QK];
+        for (j, &q) in b[2..Self::SIZE].iter().enumerate() {
+            c[j] = (q & 0x0F) as i32 - 8;
+            c[j + QK / 2] = (q >> 4) as i32 - 8;
+        }
+        c
+    }
+
+    #[inline(always)]
+    fn dm(b: &[u8]) -> (f32, f32) {
+        (half::f16::from_le_bytes([b[0], b[1]]).to_f32(), 0.0)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load_x86(p: *const u8) -> std::arch::x86_64::__m256i {
+        super::block32::nibbles(p.add(2))
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn dot_x86<const VNNI: bool>(
+        w: std::arch::x86_64::__m256i,
+        a: std::arch::x86_64::__m256i,
+        sum_a: i32,
+    ) -> std::arch::x86_64::__m256i {
+        super::block32::dot_u8_i8::<VNNI>(w, a, -8 * sum_a)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn dm_x86(p: *const u8) -> (f32, f32) {
+        (super::block32::f16_at(p), 0.0)
+    }
+
+    #[cfg(target_arch = "aarch64")]
+    #[inline(always)]
+    unsafe fn load_neon(p: *const u8) -> [std::arch::aarch64::int8x16_t; 2] {
+        super::block32::nibbles_neon(p.add(2))
+    }
+
+    #[cfg(target_arch = "aarch64")]
+    const NEON_OFFSET: i32 = 8;
+}

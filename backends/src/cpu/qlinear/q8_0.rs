@@ -1,0 +1,73 @@
+//! Q8_0 weights (`w = d * q`, signed 8-bit `q`, 34-byte blocks) against
+//! `ActQ8` activations. Both operands are signed, so:
+//! - AVX2: `maddubs(|q|, a * sign(q))` (ggml's sign trick; activation codes
+//!   never reach -128, so negating them is exact);
+//! - AVX-512 VNNI: `vpdpbusd(q + 128, a) - 128 * sum(a)`, the offset folded
+//!   in from the activation block sums;
+//! - NEON: `sdot` (or widening multiplies) take signed bytes directly.
+
+use super::block32::Block32;
+use crate::quant::{BlockQ8_0, QK};
+
+pub(super) struct Q8_0;
+
+impl Block32 for Q8_0 {
+    const SIZE: usize = BlockQ8_0::SIZE;
+    const HAS_MIN: bool = false;
+
+    #[inline(always)]
+    fn codes(b: &[u8]) -> [i32; QK] {
+        let mut c = [0i32; QK];
+        for (c, &q) in c.iter_mut().zip(&b[2..Self::SIZE]) {
+            *c = q as i8 as i32;
+        }
+        c
+    }
+
+    #[inline(always)]
+    fn dm(b: &[u8]) -> (f32, f32) {
+        (half::f16::from_le_bytes([b[0], b[1]]).to_f32(), 0.0)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load_x86(p: *const u8) -> std::arch::x86_64::__m256i {
+        use std::arch::x86_64::*;
+        _mm256_loadu_si256(p.add(2) as *const __m256i)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn dot_x86<const VNNI: bool>(
+        w: std::arch::x86_64::__m256i,
+        a: std::arch::x86_64::__m256i,
+        sum_a: i32,
+    ) -> std::arch::x86_64::__m256i {
+        use std::arch::x86_64::*;
+        if VNNI {
+            let wu = _mm256_xor_si256(w, _mm256_set1_epi8(-128));
+            super::block32::dot_u8_i8::<true>(wu, a, -128 * sum_a)
+        } else {
+            // |q| <= 128 and |a| <= 127: pairs stay below i16 saturation.
+            let p16 = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(a, w));
+            _mm256_madd_epi16(p16, _mm256_set1_epi16(1))
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn dm_x86(p: *const u8) -> (f32, f32) {
+        (super::block32::f16_at(p), 0.0)
+    }
+
+    #[cfg(target_arch = "aarch64")]
+    #[inline(always)]
+    unsafe fn load_neon(p: *const u8) -> [std::arch::aarch64::int8x16_t; 2] {
+        use std::arch::aarch64::*;
+        let p = p.add(2) as *const i8;
+        [vld1q_s8(p), vld1q_s8(p.add(16))]
+    }
+
+    #[cfg(target_arch = "aarch64")]
+    const NEON_OFFSET: i32 = 0;
+}

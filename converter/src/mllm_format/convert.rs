@@ -1,0 +1,243 @@
+//! `convert`: a checkpoint (Hugging Face directory, PyTorch file, GGUF) to
+//! a `.mllm` file at a quantization type, streaming. The recipe fixes every
+//! tensor's stored type first, so the writer knows the whole layout; then
+//! tensors are converted a small window at a time, in parallel within the
+//! window (at most one tensor per thread and `WINDOW_BYTES` of work), and
+//! each window is written before the next is loaded, so memory stays near
+//! a few tensors however large the checkpoint.
+
+use std::path::{Path, PathBuf};
+
+use half::{bf16, f16};
+use mllm_backends::quant;
+use mllm_backends::{Buffer, DType, Tensor};
+use rayon::prelude::*;
+
+use super::kquant;
+use super::recipe::{type_names, Recipe};
+use super::source::SourceModel;
+use super::types::StoredType;
+use super::writer::{MllmWriter, PlannedTensor};
+use crate::error::{ConvertError, Result};
+
+/// Working memory a window may take (source values as f32 plus output).
+const WINDOW_BYTES: usize = 512 << 20;
+
+/// What a conversion did.
+#[derive(Clone, Debug)]
+pub struct ConvertSummary {
+    pub out: PathBuf,
+    pub tensors: usize,
+    /// Bytes of tensor data written.
+    pub data_bytes: u64,
+    pub params: u64,
+    /// Tensors stored in another type than the recipe asked, with both types.
+    pub fallbacks: Vec<(String, StoredType, StoredType)>,
+}
+
+/// Converts `src` to `out` (written as `out.tmp`, renamed when complete).
+/// `quant` names the type (`f16`, `bf16`, `q8_0`, `q4_0`, `q4_1`, `q4_k`,
+/// `q5_k`, `q6_k`, or `f32`); `recipe` is an optional recipe file whose
+/// rules come before the type's defaults. `progress(done, total)` is called
+/// after each tensor is written.
+pub fn convert(
+    src: &Path,
+    out: &Path,
+    quant: &str,
+    recipe: Option<&Path>,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<ConvertSummary> {
+    let ty = StoredType::parse(quant)
+        .filter(|t| *t != StoredType::I32)
+        .ok_or_else(|| {
+            ConvertError::Unsupported(format!(
+                "unknown type `{quant}`; choose one of f32, f16, bf16, q8_0, q4_0, q4_1, q4_k, q5_k, q6_k"
+            ))
+        })?;
+    let recipe = match recipe {
+        None => Recipe::default_for(ty),
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(|e| ConvertError::io(p, e))?;
+            Recipe::parse(&text, &p.display().to_string(), ty).map_err(ConvertError::Unsupported)?
+        }
+    };
+    if same_file(src, out) {
+        return Err(ConvertError::Unsupported(format!(
+            "{} is the source; choose another output path",
+            out.display()
+        )));
+    }
+    let source = SourceModel::open(src)?;
+    let weights = source.weights();
+    let mut planned = vec![];
+    let mut fallbacks = vec![];
+    for name in weights.names() {
+        let info = weights
+            .info(&name)
+            .ok_or_else(|| ConvertError::Corrupt(format!("tensor `{name}` vanished")))?;
+        let from = source
+            .source_type(&name)
+            .unwrap_or(StoredType::from(info.dtype));
+        let plan = recipe.plan(&name, from, &info.shape);
+        if plan.stored != plan.requested {
+            fallbacks.push((name.clone(), plan.requested, plan.stored));
+        }
+        planned.push(PlannedTensor {
+            name,
+            ty: plan.stored,
+            requested: plan.requested,
+            shape: info.shape,
+        });
+    }
+    let mut meta = source.metadata();
+    meta["recipe"] = recipe.to_json();
+    let mut writer = MllmWriter::create(out, &meta, &planned)?;
+
+    let total = planned.len();
+    let threads = rayon::current_num_threads().max(1);
+    // Peak bytes per element while converting: the source as f32 (4, when
+    // widened or dequantized), a copy for the quantizer (4), the output (<= 4).
+    let cost = |p: &PlannedTensor| p.shape.iter().product::<usize>().saturating_mul(12);
+    let (mut i, mut data_bytes, mut params) = (0, 0u64, 0u64);
+    while i < total {
+        let mut j = i + 1;
+        let mut bytes = cost(&planned[i]);
+        while j < total && j - i < threads && bytes + cost(&planned[j]) <= WINDOW_BYTES {
+            bytes += cost(&planned[j]);
+            j += 1;
+        }
+        let converted: Vec<Result<Vec<u8>>> = planned[i..j]
+            .par_iter()
+            .map(|p| convert_one(&source, p))
+            .collect();
+        for (k, (p, data)) in planned[i..j].iter().zip(converted).enumerate() {
+            let data = data?;
+            writer.write_next(&p.name, &data)?;
+            data_bytes += data.len() as u64;
+            params += p.shape.iter().product::<usize>() as u64;
+            progress(i + k + 1, total);
+        }
+        i = j;
+    }
+    let out = writer.finish()?;
+    Ok(ConvertSummary {
+        out,
+        tensors: total,
+        data_bytes,
+        params,
+        fallbacks,
+    })
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// One tensor's stored bytes.
+fn convert_one(source: &SourceModel, p: &PlannedTensor) -> Result<Vec<u8>> {
+    let fail =
+        |m: String| ConvertError::Unsupported(format!("tensor `{}` to {}: {m}", p.name, p.ty));
+    if p.ty.is_quant() && source.source_type(&p.name) == Some(p.ty) {
+        // Already in the requested blocks (a GGUF): copy, never re-quantize.
+        return source
+            .raw_blocks(&p.name)
+            .ok_or_else(|| fail("its blocks cannot be read".into()));
+    }
+    let t = source.weights().load(&p.name).map_err(fail)?;
+    match p.ty.norm() {
+        StoredType::Plain(DType::I32) => {
+            let v = t.i32s().map_err(|e| fail(e.to_string()))?;
+            Ok(v.iter().flat_map(|x| x.to_le_bytes()).collect())
+        }
+        StoredType::Plain(DType::F32) => {
+            let v = values_f32(&t).map_err(fail)?;
+            Ok(v.iter().flat_map(|x| x.to_le_bytes()).collect())
+        }
+        StoredType::Plain(DType::F16) => {
+            half_bytes(&t, DType::F16, |x| f16::from_f32(x).to_le_bytes()).map_err(fail)
+        }
+        StoredType::Plain(DType::BF16) => {
+            half_bytes(&t, DType::BF16, |x| bf16::from_f32(x).to_le_bytes()).map_err(fail)
+        }
+        StoredType::Quant(q) | StoredType::Plain(DType::Quant(q)) => {
+            let v = values_f32(&t).map_err(fail)?;
+            kquant::quantize(q, &v).map_err(fail)
+        }
+    }
+}
+
+/// A tensor's values as f32, dequantizing a quantized one (a source may
+/// hand out GGUF blocks as they are).
+fn values_f32(t: &Tensor) -> std::result::Result<Vec<f32>, String> {
+    let DType::Quant(q) = t.dtype() else {
+        return t.to_f32_vec().map_err(|e| e.to_string());
+    };
+    let Buffer::Bytes {
+        owner, start, len, ..
+    } = &**t.buffer()
+    else {
+        return Err(format!("a {q} tensor without block storage"));
+    };
+    let bytes = &owner.bytes()[*start..*start + *len];
+    let skip = t.offset() / q.block_size() * q.type_size();
+    let need = q.bytes_for(t.numel())?;
+    let blocks = bytes
+        .get(skip..skip + need)
+        .ok_or_else(|| format!("a {q} view outside its blocks"))?;
+    quant::dequantize(q, blocks, t.numel())
+}
+
+/// A tensor as 16-bit floats: its own bytes when it already is `dtype`,
+/// else rounded from f32 (to nearest even), refusing values the type
+/// cannot hold rather than writing infinities.
+fn half_bytes(
+    t: &Tensor,
+    dtype: DType,
+    conv: impl Fn(f32) -> [u8; 2],
+) -> std::result::Result<Vec<u8>, String> {
+    if t.dtype().is_quantized() {
+        let v = values_f32(t)?;
+        return half_bytes(
+            &Tensor::from_f32(v, t.shape().to_vec()).map_err(|e| e.to_string())?,
+            dtype,
+            conv,
+        );
+    }
+    let floats = t.floats().map_err(|e| e.to_string())?;
+    match floats {
+        mllm_backends::FloatSlice::F16(s) if dtype == DType::F16 => {
+            return Ok(s.iter().flat_map(|x| x.to_le_bytes()).collect())
+        }
+        mllm_backends::FloatSlice::BF16(s) if dtype == DType::BF16 => {
+            return Ok(s.iter().flat_map(|x| x.to_le_bytes()).collect())
+        }
+        _ => {}
+    }
+    let v = floats.to_vec();
+    let mut out = Vec::with_capacity(v.len() * 2);
+    for &x in &v {
+        let b = conv(x);
+        if x.is_finite() && f16_or_bf16_is_inf(dtype, b) {
+            return Err(format!(
+                "the value {x} is out of {dtype}'s range; keep this tensor in f32 or bf16 with a recipe rule"
+            ));
+        }
+        out.extend_from_slice(&b);
+    }
+    Ok(out)
+}
+
+fn f16_or_bf16_is_inf(dtype: DType, b: [u8; 2]) -> bool {
+    match dtype {
+        DType::F16 => f16::from_le_bytes(b).is_infinite(),
+        _ => bf16::from_le_bytes(b).is_infinite(),
+    }
+}
+
+/// The types `convert` accepts, for help texts.
+pub fn convert_types() -> String {
+    type_names()
+}

@@ -1,0 +1,289 @@
+//! Quantizers for the types `convert` writes: the 32-wide ggml types come
+//! from `mllm_backends::quant` (bit-exact with ggml); the K-quants (Q4_K,
+//! Q5_K, Q6_K) are written here, producing blocks in ggml's layout that
+//! `mllm_backends::quant`'s dequantizers read back.
+//!
+//! The K-quant search is this crate's own, simpler than llama.cpp's
+//! importance-weighted one: per sub-block a least-squares fit of scale (and
+//! min) refined by alternating code assignment and refitting, then the
+//! sub-block scales quantized to 6 (Q4_K/Q5_K) or 8 (Q6_K) bits against an
+//! f16 super-block scale, and the codes re-chosen for the quantized scales.
+//! Blocks are independent, so large tensors are split across threads.
+
+use half::f16;
+use mllm_backends::quant::{self, QuantType, QK_K};
+use rayon::prelude::*;
+
+/// Blocks per parallel task.
+const PAR_BLOCKS: usize = 256;
+
+/// Quantizes `x` (whole blocks of `ty`; the caller checked the rows fit) to
+/// `ty`'s blocks.
+pub fn quantize(ty: QuantType, x: &[f32]) -> Result<Vec<u8>, String> {
+    if let Some(i) = x.iter().position(|v| !v.is_finite()) {
+        return Err(format!(
+            "value {i} is {}; only finite values can be quantized",
+            x[i]
+        ));
+    }
+    let (bs, ts) = (ty.block_size(), ty.type_size());
+    let mut out = vec![0u8; ty.bytes_for(x.len())?];
+    let block_fn: fn(&[f32], &mut [u8]) -> Result<(), String> = match ty {
+        QuantType::Q4_0 | QuantType::Q4_1 | QuantType::Q8_0 => {
+            return quantize_32(ty, x, out);
+        }
+        QuantType::Q4_K => |x, o| {
+            rows(x, o, 144, |x, o| quantize_block_k(x, o, 15));
+            Ok(())
+        },
+        QuantType::Q5_K => |x, o| {
+            rows(x, o, 176, |x, o| quantize_block_k(x, o, 31));
+            Ok(())
+        },
+        QuantType::Q6_K => |x, o| {
+            rows(x, o, 210, quantize_block_q6_k);
+            Ok(())
+        },
+    };
+    out.par_chunks_mut(PAR_BLOCKS * ts)
+        .zip(x.par_chunks(PAR_BLOCKS * bs))
+        .try_for_each(|(o, x)| block_fn(x, o))?;
+    Ok(out)
+}
+
+fn quantize_32(ty: QuantType, x: &[f32], mut out: Vec<u8>) -> Result<Vec<u8>, String> {
+    let (bs, ts) = (ty.block_size(), ty.type_size());
+    out.par_chunks_mut(PAR_BLOCKS * ts)
+        .zip(x.par_chunks(PAR_BLOCKS * bs))
+        .try_for_each(|(o, x)| {
+            o.copy_from_slice(&quant::quantize(ty, x)?);
+            Ok::<(), String>(())
+        })?;
+    Ok(out)
+}
+
+fn rows(x: &[f32], out: &mut [u8], size: usize, f: impl Fn(&[f32; QK_K], &mut [u8])) {
+    for (x, o) in x.chunks_exact(QK_K).zip(out.chunks_exact_mut(size)) {
+        let x: &[f32; QK_K] = x.try_into().expect("chunks_exact gives QK_K values");
+        f(x, o);
+    }
+}
+
+fn round_clamp(v: f32, lo: i32, hi: i32) -> i32 {
+    (v.round() as i32).clamp(lo, hi)
+}
+
+/// Fits `x ≈ a q - b` with codes `q` in `0..=nmax`, `a >= 0`, `b >= 0`
+/// (the K-quants store a non-negative min that is subtracted).
+fn fit_affine(x: &[f32], nmax: i32) -> (f32, f32) {
+    let lo = x.iter().fold(0.0f32, |m, &v| m.min(v));
+    let hi = x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    if hi <= lo {
+        return (0.0, -lo);
+    }
+    let err = |a: f32, b: f32| -> f32 {
+        x.iter()
+            .map(|&v| {
+                let q = if a > 0.0 {
+                    round_clamp((v + b) / a, 0, nmax)
+                } else {
+                    0
+                };
+                let e = a * q as f32 - b - v;
+                e * e
+            })
+            .sum()
+    };
+    let (mut a, mut b) = ((hi - lo) / nmax as f32, -lo);
+    let mut best = (a, b, err(a, b));
+    let n = x.len() as f32;
+    for _ in 0..6 {
+        // Codes for the current fit, then the least-squares (a, b) for them.
+        let (mut sq, mut sqq, mut sx, mut sqx) = (0.0f32, 0.0f32, 0.0f32, 0.0f32);
+        for &v in x {
+            let q = round_clamp((v + b) / a, 0, nmax) as f32;
+            sq += q;
+            sqq += q * q;
+            sx += v;
+            sqx += q * v;
+        }
+        let det = n * sqq - sq * sq;
+        if det <= 0.0 {
+            break;
+        }
+        let mut na = (n * sqx - sq * sx) / det;
+        let mut nb = (na * sq - sx) / n;
+        if nb < 0.0 {
+            nb = 0.0;
+            na = sqx / sqq;
+        }
+        // A degenerate fit (all codes equal, NaN) ends the search.
+        let usable = na.is_finite() && nb.is_finite() && na > 0.0;
+        if !usable {
+            break;
+        }
+        (a, b) = (na, nb);
+        let e = err(a, b);
+        if e < best.2 {
+            best = (a, b, e);
+        }
+    }
+    (best.0, best.1)
+}
+
+/// Quantizes non-negative sub-block values to 6 bits against a shared f16
+/// scale; returns (scale, codes).
+fn quantize_6bit(v: &[f32; 8]) -> (f16, [u8; 8]) {
+    let max = v.iter().fold(0.0f32, |m, &s| m.max(s));
+    let d = f16::from_f32(max / 63.0);
+    let df = d.to_f32();
+    let mut q = [0u8; 8];
+    if df > 0.0 {
+        for (q, &s) in q.iter_mut().zip(v) {
+            *q = round_clamp(s / df, 0, 63) as u8;
+        }
+    }
+    (d, q)
+}
+
+/// Packs eight 6-bit scales and mins the way `scale_min_k4` unpacks them.
+fn pack_scales(sc: &[u8; 8], m: &[u8; 8]) -> [u8; 12] {
+    let mut s = [0u8; 12];
+    s[..4].copy_from_slice(&sc[..4]);
+    s[4..8].copy_from_slice(&m[..4]);
+    for j in 4..8 {
+        s[j + 4] = (sc[j] & 0x0F) | ((m[j] & 0x0F) << 4);
+        s[j - 4] |= (sc[j] >> 4) << 6;
+        s[j] |= (m[j] >> 4) << 6;
+    }
+    s
+}
+
+/// One Q4_K (`nmax` 15, 144 bytes) or Q5_K (`nmax` 31, 176 bytes) block.
+fn quantize_block_k(x: &[f32; QK_K], out: &mut [u8], nmax: i32) {
+    let mut scales = [0.0f32; 8];
+    let mut mins = [0.0f32; 8];
+    for (j, sub) in x.chunks_exact(32).enumerate() {
+        (scales[j], mins[j]) = fit_affine(sub, nmax);
+    }
+    let (d, sc) = quantize_6bit(&scales);
+    let (dmin, m) = quantize_6bit(&mins);
+    let (df, dminf) = (d.to_f32(), dmin.to_f32());
+    let mut codes = [0u8; QK_K];
+    for (j, (sub, c)) in x
+        .chunks_exact(32)
+        .zip(codes.chunks_exact_mut(32))
+        .enumerate()
+    {
+        let a = df * sc[j] as f32;
+        let b = dminf * m[j] as f32;
+        for (c, &v) in c.iter_mut().zip(sub) {
+            *c = if a > 0.0 {
+                round_clamp((v + b) / a, 0, nmax) as u8
+            } else {
+                0
+            };
+        }
+    }
+    out[..2].copy_from_slice(&d.to_le_bytes());
+    out[2..4].copy_from_slice(&dmin.to_le_bytes());
+    out[4..16].copy_from_slice(&pack_scales(&sc, &m));
+    // Byte 32 p + l of qs: weight 64 p + l (low nibble), 64 p + 32 + l (high).
+    let (qh, qs) = if nmax == 31 {
+        let (qh, qs) = out[16..176].split_at_mut(32);
+        (Some(qh), qs)
+    } else {
+        (None, &mut out[16..144])
+    };
+    qs.fill(0);
+    for (i, &c) in codes.iter().enumerate() {
+        let (p, r) = (i / 64, i % 64);
+        qs[32 * p + r % 32] |= (c & 0x0F) << if r < 32 { 0 } else { 4 };
+    }
+    if let Some(qh) = qh {
+        qh.fill(0);
+        for (i, &c) in codes.iter().enumerate() {
+            qh[i % 32] |= ((c >> 4) & 1) << (i / 32);
+        }
+    }
+}
+
+/// Fits `x ≈ s q` with codes `q` in `-32..=31`.
+fn fit_symmetric(x: &[f32]) -> f32 {
+    let Some(&m) = x.iter().max_by(|a, b| a.abs().total_cmp(&b.abs())) else {
+        return 0.0;
+    };
+    if m == 0.0 {
+        return 0.0;
+    }
+    let err = |s: f32| -> f32 {
+        x.iter()
+            .map(|&v| {
+                let e = s * round_clamp(v / s, -32, 31) as f32 - v;
+                e * e
+            })
+            .sum()
+    };
+    let mut best = (0.0f32, f32::INFINITY);
+    // The largest value on the roomier negative side (-32), or on +31.
+    for start in [m / -32.0, m / 31.0] {
+        let mut s = start;
+        for _ in 0..4 {
+            let e = err(s);
+            if e < best.1 {
+                best = (s, e);
+            }
+            let (mut sqx, mut sqq) = (0.0f32, 0.0f32);
+            for &v in x {
+                let q = round_clamp(v / s, -32, 31) as f32;
+                sqx += q * v;
+                sqq += q * q;
+            }
+            if sqq == 0.0 {
+                break;
+            }
+            s = sqx / sqq;
+        }
+    }
+    best.0
+}
+
+/// One Q6_K block (210 bytes): sixteen 16-value sub-blocks.
+fn quantize_block_q6_k(x: &[f32; QK_K], out: &mut [u8]) {
+    let mut s = [0.0f32; 16];
+    for (j, sub) in x.chunks_exact(16).enumerate() {
+        s[j] = fit_symmetric(sub);
+    }
+    let max = s.iter().fold(0.0f32, |m, &v| m.max(v.abs()));
+    let d = f16::from_f32(max / 127.0);
+    let df = d.to_f32();
+    let mut sc = [0i8; 16];
+    if df > 0.0 {
+        for (q, &v) in sc.iter_mut().zip(&s) {
+            *q = round_clamp(v / df, -128, 127) as i8;
+        }
+    }
+    let (ql, rest) = out.split_at_mut(128);
+    let (qh, rest) = rest.split_at_mut(64);
+    ql.fill(0);
+    qh.fill(0);
+    for (i, &v) in x.iter().enumerate() {
+        let a = df * sc[i / 16] as f32;
+        let q = if a != 0.0 {
+            round_clamp(v / a, -32, 31)
+        } else {
+            0
+        };
+        let q = (q + 32) as u8;
+        // Half n, column c (which quarter of the half), lane l.
+        let (n, r) = (i / 128, i % 128);
+        let (c, l) = (r / 32, r % 32);
+        let byte = 64 * n + l + if c % 2 == 1 { 32 } else { 0 };
+        ql[byte] |= (q & 0x0F) << if c >= 2 { 4 } else { 0 };
+        qh[32 * n + l] |= (q >> 4) << (2 * c);
+    }
+    for (b, &q) in rest[..16].iter_mut().zip(&sc) {
+        *b = q as u8;
+    }
+    rest[16..18].copy_from_slice(&d.to_le_bytes());
+}
