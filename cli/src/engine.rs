@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use mllm_backends::{CpuBackend, Tensor};
-use mllm_interpreter::{Eager, KvCache, Model, Sampler, Value};
+use mllm_interpreter::{Eager, Executor, KvCache, Model, Sampler, Value};
 
 use crate::{color, CliError, CliResult};
 
@@ -19,6 +19,8 @@ pub struct Engine {
     pub cached: Vec<u32>,
     /// The model's context length, when its config says.
     pub max_context: Option<usize>,
+    /// How many ids the last `feed` actually computed (the rest were cached).
+    pub last_computed: usize,
 }
 
 impl Engine {
@@ -31,6 +33,7 @@ impl Engine {
             cache: Rc::new(RefCell::new(KvCache::new())),
             cached: vec![],
             max_context,
+            last_computed: 0,
         }
     }
 
@@ -41,38 +44,18 @@ impl Engine {
     }
 
     fn forward(&mut self, ids: &[u32], start: usize) -> CliResult<Vec<f32>> {
-        let n = ids.len();
         if let Some(max) = self.max_context {
-            if start + n > max {
+            if start + ids.len() > max {
                 return Err(CliError(format!(
                     "error: the conversation needs {} tokens but the model's context is {max} tokens; shorten the prompt or start a new chat",
-                    start + n
+                    start + ids.len()
                 )));
             }
         }
-        let input = Tensor::from_i32(ids.iter().map(|&t| t as i32).collect(), vec![n])?;
-        let pos = Tensor::from_i32((start..start + n).map(|p| p as i32).collect(), vec![n])?;
-        let out = self
-            .model
-            .forward(
-                &mut self.exec,
-                vec![
-                    ("input_ids", Value::Tensor(input)),
-                    ("positions", Value::Tensor(pos)),
-                    ("cache", Value::Cache(self.cache.clone())),
-                    ("last_only", Value::Bool(true)),
-                ],
-            )
-            .map_err(|e| CliError(e.render(&self.model.program.sources, color())))?;
-        match out {
-            Value::Tensor(t) if t.rank() == 2 && t.shape()[0] >= 1 => {
-                let rows = t.shape()[0];
-                Ok(t.narrow0(rows - 1, rows)?.to_f32_vec()?)
-            }
-            other => Err(CliError(format!(
-                "error: the script's forward returned {other:?}, expected logits [seq, vocab]"
-            ))),
-        }
+        let ids: Vec<i32> = ids.iter().map(|&t| t as i32).collect();
+        let t = run_forward(&self.model, &mut self.exec, &self.cache, &ids, start, true)?;
+        let rows = t.shape()[0];
+        Ok(t.narrow0(rows - 1, rows)?.to_f32_vec()?)
     }
 
     /// Makes the cache hold exactly `ids`, reusing the longest prefix it
@@ -95,6 +78,7 @@ impl Engine {
         self.cached.truncate(common);
         let logits = self.forward(&ids[common..], common)?;
         self.cached.extend_from_slice(&ids[common..]);
+        self.last_computed = ids.len() - common;
         Ok(logits)
     }
 
@@ -104,6 +88,38 @@ impl Engine {
         let logits = self.forward(&[token], start)?;
         self.cached.push(token);
         Ok(logits)
+    }
+}
+
+/// Runs the entry `forward` on `ids` at positions `start..` against `cache`;
+/// returns the logits `[rows, vocab]` (one row with `last_only`).
+pub fn run_forward(
+    model: &Model,
+    exec: &mut dyn Executor,
+    cache: &Rc<RefCell<KvCache>>,
+    ids: &[i32],
+    start: usize,
+    last_only: bool,
+) -> CliResult<Tensor> {
+    let n = ids.len();
+    let input = Tensor::from_i32(ids.to_vec(), vec![n])?;
+    let pos = Tensor::from_i32((start..start + n).map(|p| p as i32).collect(), vec![n])?;
+    let out = model
+        .forward(
+            exec,
+            vec![
+                ("input_ids", Value::Tensor(input)),
+                ("positions", Value::Tensor(pos)),
+                ("cache", Value::Cache(cache.clone())),
+                ("last_only", Value::Bool(last_only)),
+            ],
+        )
+        .map_err(|e| CliError(e.render(&model.program.sources, color())))?;
+    match out {
+        Value::Tensor(t) if t.rank() == 2 && t.shape()[0] >= 1 => Ok(t),
+        other => Err(CliError(format!(
+            "error: the script's forward returned {other:?}, expected logits [seq, vocab]"
+        ))),
     }
 }
 
@@ -219,13 +235,6 @@ pub fn generate(
     interrupt: &AtomicBool,
 ) -> CliResult<GenStats> {
     let t0 = Instant::now();
-    let before = engine
-        .cached
-        .iter()
-        .zip(req.prompt)
-        .take_while(|(a, b)| a == b)
-        .count()
-        .min(req.prompt.len().saturating_sub(1));
     let mut logits = engine.feed(req.prompt)?;
     let prompt_secs = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
@@ -262,7 +271,7 @@ pub fn generate(
     }
     Ok(GenStats {
         prompt_tokens: req.prompt.len(),
-        prompt_computed: req.prompt.len() - before,
+        prompt_computed: engine.last_computed,
         prompt_secs,
         generated,
         gen_secs: t1.elapsed().as_secs_f64(),

@@ -38,6 +38,15 @@ fn ids_of(v: Option<&Json>) -> Vec<u32> {
     }
 }
 
+/// Adds the tokenizer's end-of-sequence ids to those the configs named.
+fn add_tokenizer_eos(eos: &mut Vec<u32>, tokenizer: Option<&Tokenizer>) {
+    for &e in tokenizer.map_or(&[][..], |t| t.eos_ids()) {
+        if !eos.contains(&e) {
+            eos.push(e);
+        }
+    }
+}
+
 fn read_json(path: &Path) -> CliResult<Option<Json>> {
     match std::fs::read_to_string(path) {
         Ok(t) => serde_json::from_str(&t)
@@ -111,13 +120,7 @@ fn open_hf(dir: &Path) -> CliResult<ModelFiles> {
     if eos.is_empty() {
         eos = ids_of(hf.config.get("eos_token_id"));
     }
-    if let Some(t) = &tokenizer {
-        for &e in t.eos_ids() {
-            if !eos.contains(&e) {
-                eos.push(e);
-            }
-        }
-    }
+    add_tokenizer_eos(&mut eos, tokenizer.as_ref());
     let HfModelDir {
         config,
         config_path,
@@ -159,13 +162,7 @@ fn open_gguf(path: &Path) -> CliResult<ModelFiles> {
         (None, _) => None,
     };
     let mut eos = ids_of(config.get("eos_token_id"));
-    if let Some(t) = &tokenizer {
-        for &e in t.eos_ids() {
-            if !eos.contains(&e) {
-                eos.push(e);
-            }
-        }
-    }
+    add_tokenizer_eos(&mut eos, tokenizer.as_ref());
     let weights = Box::new(GgufWeights::new(g)?);
     Ok(ModelFiles {
         path: path.to_path_buf(),
@@ -203,13 +200,7 @@ fn open_mllm(path: &Path) -> CliResult<ModelFiles> {
     if eos.is_empty() {
         eos = ids_of(config.get("eos_token_id"));
     }
-    if let Some(t) = &tokenizer {
-        for &e in t.eos_ids() {
-            if !eos.contains(&e) {
-                eos.push(e);
-            }
-        }
-    }
+    add_tokenizer_eos(&mut eos, tokenizer.as_ref());
     Ok(ModelFiles {
         path: path.to_path_buf(),
         config,

@@ -121,7 +121,7 @@ fn bad_inputs_get_clear_errors() {
                 "--input-ids",
                 "1",
             ],
-            "is not a directory",
+            "/nonexistent/dir does not exist",
         ),
         (
             &[

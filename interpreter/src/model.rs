@@ -10,7 +10,7 @@ use serde_json::Value as Json;
 
 use crate::bind::{Binder, ParamRecord};
 use crate::error::{RtError, RtResult};
-use crate::eval::{Ctx, Interp};
+use crate::eval::Interp;
 use crate::executor::Executor;
 use crate::value::{ConfigValue, Instance, Value};
 
@@ -185,12 +185,6 @@ impl Model {
             .at(f.source, p.span));
         }
         let mut it = Interp::new(prog, exec);
-        let _ = Ctx {
-            frame: vec![],
-            inst: None,
-            cfg: None,
-            source: 0,
-        };
         it.call_function(f, Some(self.root.clone()), vec![], kwargs)
     }
 }

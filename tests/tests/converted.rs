@@ -4,40 +4,13 @@
 
 mod common;
 
-use std::cell::RefCell;
-use std::rc::Rc;
-
 use common::*;
-use mllm_backends::{CpuBackend, Tensor};
 use mllm_cli::model_files::{self, load_model};
-use mllm_interpreter::{Eager, KvCache, Value};
 
 fn logits_of(path: &str, ids: &[i32]) -> (Vec<f32>, usize) {
     let files = model_files::open(path).unwrap_or_else(|e| panic!("{}", e.0));
     let model = load_model(&files, None).unwrap_or_else(|e| panic!("{}", e.0));
-    let mut exec = Eager {
-        backend: CpuBackend,
-    };
-    let n = ids.len();
-    let out = model
-        .forward(
-            &mut exec,
-            vec![
-                (
-                    "input_ids",
-                    Value::Tensor(Tensor::from_i32(ids.to_vec(), vec![n]).expect("ids")),
-                ),
-                (
-                    "positions",
-                    Value::Tensor(Tensor::from_i32((0..n as i32).collect(), vec![n]).expect("pos")),
-                ),
-                ("cache", Value::Cache(Rc::new(RefCell::new(KvCache::new())))),
-            ],
-        )
-        .unwrap_or_else(|e| panic!("{}", e.render(&model.program.sources, false)));
-    let Value::Tensor(t) = out else {
-        panic!("logits")
-    };
+    let t = full_logits(&model, ids);
     (t.to_f32_vec().expect("f32"), t.shape()[1])
 }
 

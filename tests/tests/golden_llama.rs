@@ -31,16 +31,7 @@ fn greedy_and_cached_decode_match() {
         let c = case(name);
         let r = reference(&c);
         let mut m = load_with(&script("llama"), &c);
-        let cache = new_cache();
-        let mut logits = m.step(&cache, &r.input_ids, 0, true).expect("prefill");
-        let mut got = vec![];
-        let mut pos = r.input_ids.len();
-        while got.len() < r.greedy.len() {
-            let next = m.argmax_last(&logits).expect("argmax");
-            got.push(next);
-            logits = m.step(&cache, &[next], pos, true).expect("decode");
-            pos += 1;
-        }
+        let got = greedy(&mut m, &r.input_ids, r.greedy.len());
         assert_eq!(got, r.greedy, "{name}: greedy ids differ from transformers");
     }
 }

@@ -23,16 +23,7 @@ fn prefill_and_greedy_match_transformers() {
         let err = max_abs(&data(&logits), &r.logits);
         eprintln!("{case}: prefill max-abs error vs transformers = {err:.3e}");
         assert!(err <= 1e-4, "{case}: max-abs error {err}");
-        let cache = new_cache();
-        let mut logits = m.step(&cache, &r.input_ids, 0, true).expect("prefill");
-        let mut got = vec![];
-        let mut pos = r.input_ids.len();
-        while got.len() < r.greedy.len() {
-            let next = m.argmax_last(&logits).expect("argmax");
-            got.push(next);
-            logits = m.step(&cache, &[next], pos, true).expect("decode");
-            pos += 1;
-        }
+        let got = greedy(&mut m, &r.input_ids, r.greedy.len());
         assert_eq!(got, r.greedy, "{case}: greedy ids differ");
         let cfg: serde_json::Value = serde_json::from_str(
             &std::fs::read_to_string(fixture(case).join("config.json")).expect("config"),

@@ -71,17 +71,7 @@ fn greedy_generation_matches_transformers() {
     for case in QWEN3_CASES {
         let r = reference(case);
         let mut m = load_case(case);
-        let cache = new_cache();
-        let mut logits = m.step(&cache, &r.input_ids, 0, true).expect("prefill");
-        assert_eq!(logits.shape()[0], 1, "last_only returns one row");
-        let mut got = vec![];
-        let mut pos = r.input_ids.len();
-        while got.len() < r.greedy.len() {
-            let next = m.argmax_last(&logits).expect("argmax");
-            got.push(next);
-            logits = m.step(&cache, &[next], pos, true).expect("decode");
-            pos += 1;
-        }
+        let got = greedy(&mut m, &r.input_ids, r.greedy.len());
         assert_eq!(got, r.greedy, "{case}: greedy ids differ from transformers");
     }
 }

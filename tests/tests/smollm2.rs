@@ -6,13 +6,8 @@
 
 mod common;
 
-use std::cell::RefCell;
-use std::rc::Rc;
-
 use common::*;
-use mllm_backends::{CpuBackend, Tensor};
 use mllm_cli::model_files::{self, load_model, ModelFiles};
-use mllm_interpreter::{Eager, KvCache, Value};
 
 fn gguf_path() -> String {
     let p = root().join(".cache/gguf/SmolLM2-135M-Instruct.Q4_1.gguf");
@@ -120,29 +115,8 @@ fn prompt_logits_agree_with_transformers() {
 
     let f = files();
     let model = load_model(&f, None).unwrap_or_else(|e| panic!("{}", e.0));
-    let mut exec = Eager {
-        backend: CpuBackend,
-    };
     let n = ids.len();
-    let out = model
-        .forward(
-            &mut exec,
-            vec![
-                (
-                    "input_ids",
-                    Value::Tensor(Tensor::from_i32(ids.clone(), vec![n]).expect("ids")),
-                ),
-                (
-                    "positions",
-                    Value::Tensor(Tensor::from_i32((0..n as i32).collect(), vec![n]).expect("pos")),
-                ),
-                ("cache", Value::Cache(Rc::new(RefCell::new(KvCache::new())))),
-            ],
-        )
-        .unwrap_or_else(|e| panic!("{}", e.render(&model.program.sources, false)));
-    let Value::Tensor(logits) = out else {
-        panic!("logits expected")
-    };
+    let logits = full_logits(&model, &ids);
     let vocab = logits.shape()[1];
     let all = logits.to_f32_vec().expect("f32");
     let mut worst = 1.0f64;

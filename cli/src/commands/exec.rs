@@ -7,11 +7,11 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use mllm_backends::{CpuBackend, Op, Tensor};
-use mllm_converter::HfModelDir;
-use mllm_interpreter::{Eager, Executor, KvCache, Model, Value};
+use mllm_interpreter::{Eager, Executor, KvCache, Model};
 
-use crate::commands::check::check_script;
-use crate::{color, CliError, CliResult};
+use crate::engine::run_forward;
+use crate::model_files;
+use crate::CliResult;
 
 pub struct ExecArgs {
     pub script: String,
@@ -42,60 +42,23 @@ pub fn parse_ids(s: &str) -> Result<Vec<i32>, String> {
     Ok(ids)
 }
 
-/// A model loaded from a script and a Hugging Face directory, ready to run.
+/// A model loaded from a script and a checkpoint, ready to run.
 pub struct Loaded {
     pub model: Model,
     pub exec: Eager<CpuBackend>,
-    pub eos: Vec<i32>,
+    pub eos: Vec<u32>,
 }
 
-pub fn load(script: &str, model_dir: &str) -> CliResult<Loaded> {
-    let prog = check_script(script)?;
-    let dir = HfModelDir::open(Path::new(model_dir))?;
-    let mut exec = Eager {
-        backend: CpuBackend,
-    };
-    let prog = Rc::new(prog);
-    let origin = dir.config_path.display().to_string();
-    let model = Model::load(
-        prog.clone(),
-        &dir.config,
-        &origin,
-        Some(&dir.weights),
-        &mut exec,
-    )
-    .map_err(|errs| {
-        let n = errs.len();
-        let mut out: Vec<String> = errs
-            .iter()
-            .take(20)
-            .map(|e| e.render(&prog.sources, color()))
-            .collect();
-        if n > 20 {
-            out.push(format!("... and {} more", n - 20));
-        }
-        out.push(format!(
-            "error: cannot load {model_dir} with {script} ({n} problem{})",
-            if n == 1 { "" } else { "s" }
-        ));
-        CliError(out.join("\n"))
-    })?;
-    let eos = eos_ids(&dir.config);
-    Ok(Loaded { model, exec, eos })
-}
-
-fn eos_ids(config: &serde_json::Value) -> Vec<i32> {
-    match config.get("eos_token_id") {
-        Some(serde_json::Value::Number(n)) => {
-            n.as_i64().map(|v| vec![v as i32]).unwrap_or_default()
-        }
-        Some(serde_json::Value::Array(a)) => a
-            .iter()
-            .filter_map(|v| v.as_i64())
-            .map(|v| v as i32)
-            .collect(),
-        _ => vec![],
-    }
+pub fn load(script: &str, model_path: &str) -> CliResult<Loaded> {
+    let files = model_files::open(model_path)?;
+    let model = model_files::load_model(&files, Some(script))?;
+    Ok(Loaded {
+        model,
+        exec: Eager {
+            backend: CpuBackend,
+        },
+        eos: files.eos,
+    })
 }
 
 impl Loaded {
@@ -107,27 +70,7 @@ impl Loaded {
         start: usize,
         last_only: bool,
     ) -> CliResult<Tensor> {
-        let n = ids.len();
-        let input = Tensor::from_i32(ids.to_vec(), vec![n])?;
-        let pos = Tensor::from_i32((start..start + n).map(|p| p as i32).collect(), vec![n])?;
-        let out = self
-            .model
-            .forward(
-                &mut self.exec,
-                vec![
-                    ("input_ids", Value::Tensor(input)),
-                    ("positions", Value::Tensor(pos)),
-                    ("cache", Value::Cache(cache.clone())),
-                    ("last_only", Value::Bool(last_only)),
-                ],
-            )
-            .map_err(|e| CliError(e.render(&self.model.program.sources, color())))?;
-        match out {
-            Value::Tensor(t) if t.rank() == 2 => Ok(t),
-            other => Err(CliError(format!(
-                "error: the script's forward returned {other:?}, expected logits [seq, vocab]"
-            ))),
-        }
+        run_forward(&self.model, &mut self.exec, cache, ids, start, last_only)
     }
 
     pub fn argmax_last(&mut self, logits: &Tensor) -> CliResult<i32> {
@@ -169,7 +112,8 @@ pub fn run(a: ExecArgs) -> CliResult<()> {
         let start = a.input_ids.len();
         for pos in start..start + a.max_new_tokens {
             line.push(next);
-            let done = line.len() == a.max_new_tokens || (a.stop_at_eos && m.eos.contains(&next));
+            let done =
+                line.len() == a.max_new_tokens || (a.stop_at_eos && m.eos.contains(&(next as u32)));
             if done {
                 break;
             }

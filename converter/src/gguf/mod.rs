@@ -26,6 +26,7 @@ pub use config::hf_config;
 pub use names::{gguf_name, hf_name};
 pub use types::GgmlType;
 pub use value::MetaValue;
+pub(crate) use weights::unpermute_rows;
 pub use weights::GgufWeights;
 
 /// One tensor as the file describes it.

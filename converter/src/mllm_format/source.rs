@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 use super::types::StoredType;
 use crate::error::{ConvertError, Result};
-use crate::gguf::{hf_config, GgufFile, GgufWeights};
+use crate::gguf::{hf_config, unpermute_rows, GgufFile, GgufWeights};
 use crate::pytorch::PytorchCheckpoint;
 use crate::safetensors_dir::SafetensorsDir;
 use crate::tokenizer::GgufVocab;
@@ -367,21 +367,4 @@ fn gguf_block_part(name: &str) -> Option<&str> {
     let (_, tail) = rest.split_once('.')?;
     tail.strip_suffix(".weight")
         .or_else(|| tail.strip_suffix(".bias"))
-}
-
-/// Inverse of llama.cpp's per-head Q/K row interleave: within each head of
-/// `hd` rows, stored row `2 i + j` is Hugging Face row `j * hd / 2 + i`.
-fn unpermute_rows(src: &[u8], row: usize, n_head: usize) -> Vec<u8> {
-    let rows = src.len().checked_div(row).unwrap_or(0);
-    let hd = rows / n_head.max(1);
-    let mut out = Vec::with_capacity(src.len());
-    for h in 0..n_head {
-        for j in 0..2 {
-            for i in 0..hd / 2 {
-                let r = h * hd + 2 * i + j;
-                out.extend_from_slice(&src[r * row..(r + 1) * row]);
-            }
-        }
-    }
-    out
 }

@@ -101,3 +101,28 @@ pub fn max_abs(a: &[f32], b: &[f32]) -> f32 {
 pub fn data(t: &Tensor) -> Vec<f32> {
     t.to_f32_vec().expect("f32 data")
 }
+
+/// Greedy decoding through the KV cache: prefill `prompt`, then `n` tokens.
+pub fn greedy(m: &mut Loaded, prompt: &[i32], n: usize) -> Vec<i32> {
+    let cache = new_cache();
+    let mut logits = m.step(&cache, prompt, 0, true).expect("prefill");
+    assert_eq!(logits.shape()[0], 1, "last_only returns one row");
+    let mut got = vec![];
+    let mut pos = prompt.len();
+    while got.len() < n {
+        let next = m.argmax_last(&logits).expect("argmax");
+        got.push(next);
+        logits = m.step(&cache, &[next], pos, true).expect("decode");
+        pos += 1;
+    }
+    got
+}
+
+/// Logits of every position of `ids` (a fresh cache), `[seq, vocab]`.
+pub fn full_logits(model: &mllm_interpreter::Model, ids: &[i32]) -> Tensor {
+    let mut exec = mllm_interpreter::Eager {
+        backend: mllm_backends::CpuBackend,
+    };
+    mllm_cli::engine::run_forward(model, &mut exec, &new_cache(), ids, 0, false)
+        .unwrap_or_else(|e| panic!("{}", e.0))
+}
