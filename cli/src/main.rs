@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 use mllm_cli::commands;
 use mllm_cli::commands::run::SamplingArgs;
+use mllm_cli::model_files;
 
 #[derive(Parser)]
 #[command(
@@ -44,6 +45,9 @@ enum Cmd {
         /// Worker threads (default: all cores).
         #[arg(long, short = 't')]
         threads: Option<usize>,
+        /// Widen quantized weights to f32 on load (exact f32 numerics, slower).
+        #[arg(long)]
+        dequantize: bool,
     },
     /// Answer one prompt, streaming the text.
     Run {
@@ -64,6 +68,9 @@ enum Cmd {
         sampling: SamplingArgs,
         #[arg(long, short = 't')]
         threads: Option<usize>,
+        /// Widen quantized weights to f32 on load (exact f32 numerics, slower).
+        #[arg(long)]
+        dequantize: bool,
     },
     /// Multi-turn chat in the terminal.
     Chat {
@@ -76,6 +83,9 @@ enum Cmd {
         sampling: SamplingArgs,
         #[arg(long, short = 't')]
         threads: Option<usize>,
+        /// Widen quantized weights to f32 on load (exact f32 numerics, slower).
+        #[arg(long)]
+        dequantize: bool,
     },
     /// Convert a checkpoint (HF directory, PyTorch .bin/.pt, GGUF) to one self-contained .mllm file.
     Convert {
@@ -120,6 +130,9 @@ enum Cmd {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Widen quantized weights to f32 on load (exact f32 numerics, slower).
+        #[arg(long)]
+        dequantize: bool,
     },
     /// Write a Hugging Face directory with random weights and a real architecture's sizes.
     RandomCheckpoint {
@@ -186,6 +199,7 @@ fn run(cli: Cli) -> i32 {
             max_new_tokens,
             stop_at_eos,
             threads,
+            dequantize,
         } => {
             mllm_cli::set_threads(threads);
             match commands::exec::parse_ids(&input_ids) {
@@ -196,6 +210,7 @@ fn run(cli: Cli) -> i32 {
                     logits_out,
                     max_new_tokens,
                     stop_at_eos,
+                    load: model_files::LoadOptions { dequantize },
                 }),
                 Err(e) => Err(mllm_cli::CliError(format!("error: {e}"))),
             }
@@ -208,6 +223,7 @@ fn run(cli: Cli) -> i32 {
             raw,
             sampling,
             threads,
+            dequantize,
         } => {
             mllm_cli::set_threads(threads);
             commands::run::run(commands::run::RunArgs {
@@ -217,6 +233,7 @@ fn run(cli: Cli) -> i32 {
                 system,
                 raw,
                 sampling,
+                load: model_files::LoadOptions { dequantize },
             })
         }
         Cmd::Chat {
@@ -225,6 +242,7 @@ fn run(cli: Cli) -> i32 {
             system,
             sampling,
             threads,
+            dequantize,
         } => {
             mllm_cli::set_threads(threads);
             commands::chat::run(commands::chat::ChatArgs {
@@ -232,6 +250,7 @@ fn run(cli: Cli) -> i32 {
                 model,
                 system,
                 sampling,
+                load: model_files::LoadOptions { dequantize },
             })
         }
         Cmd::Convert {
@@ -254,6 +273,7 @@ fn run(cli: Cli) -> i32 {
             repetitions,
             threads,
             json,
+            dequantize,
         } => {
             mllm_cli::set_threads(threads);
             let threads = threads.unwrap_or_else(rayon::current_num_threads);
@@ -265,6 +285,7 @@ fn run(cli: Cli) -> i32 {
                 reps: repetitions,
                 threads,
                 json,
+                load: model_files::LoadOptions { dequantize },
             })
         }
         Cmd::RandomCheckpoint {

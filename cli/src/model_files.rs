@@ -83,16 +83,31 @@ fn hf_chat_template(
     Ok(None)
 }
 
+/// How weights are loaded.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LoadOptions {
+    /// Widen quantized weights (GGUF, .mllm) to f32 on load: exact f32
+    /// matmuls on the dequantized values, as transformers runs a GGUF, at
+    /// 4 bytes per weight and f32 speed. The default keeps the blocks and runs
+    /// the quantized kernels (activations rounded to 8 bits per matmul, as
+    /// llama.cpp does).
+    pub dequantize: bool,
+}
+
 pub fn open(path: &str) -> CliResult<ModelFiles> {
+    open_with(path, LoadOptions::default())
+}
+
+pub fn open_with(path: &str, opts: LoadOptions) -> CliResult<ModelFiles> {
     let p = Path::new(path);
     if p.is_file() && mllm_converter::mllm_format::is_mllm_file(p) {
-        return open_mllm(p);
+        return open_mllm(p, opts);
     }
     if p.is_file()
         && p.extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
     {
-        return open_gguf(p);
+        return open_gguf(p, opts);
     }
     if p.is_dir() {
         return open_hf(p);
@@ -139,7 +154,7 @@ fn open_hf(dir: &Path) -> CliResult<ModelFiles> {
     })
 }
 
-fn open_gguf(path: &Path) -> CliResult<ModelFiles> {
+fn open_gguf(path: &Path, opts: LoadOptions) -> CliResult<ModelFiles> {
     let g = GgufFile::open(path)?;
     let config = mllm_converter::gguf::hf_config(&g)?;
     let tokenizer = match GgufVocab::from_gguf(&g) {
@@ -163,7 +178,8 @@ fn open_gguf(path: &Path) -> CliResult<ModelFiles> {
     };
     let mut eos = ids_of(config.get("eos_token_id"));
     add_tokenizer_eos(&mut eos, tokenizer.as_ref());
-    let weights = Box::new(GgufWeights::new(g)?);
+    let mut weights = Box::new(GgufWeights::new(g)?);
+    weights.set_dequantize(opts.dequantize);
     Ok(ModelFiles {
         path: path.to_path_buf(),
         config,
@@ -177,8 +193,9 @@ fn open_gguf(path: &Path) -> CliResult<ModelFiles> {
 
 /// A self-contained .mllm file: config, tokenizer, template and EOS ids
 /// come from its metadata.
-fn open_mllm(path: &Path) -> CliResult<ModelFiles> {
-    let f = mllm_converter::mllm_format::MllmFile::open(path)?;
+fn open_mllm(path: &Path, opts: LoadOptions) -> CliResult<ModelFiles> {
+    let mut f = mllm_converter::mllm_format::MllmFile::open(path)?;
+    f.set_dequantize(opts.dequantize);
     let origin = format!("the metadata of {}", path.display());
     let tokenizer = match f.tokenizer_json() {
         Some(json) => Some(Tokenizer::from_json_str(json, &origin)?),

@@ -128,7 +128,16 @@ fn llama_permute(hf: &[f32], rows: usize, n_head: usize) -> Vec<f32> {
 
 /// Checks every tensor of `gguf` against the HF safetensors `hf`.
 fn check_against_hf(gguf: &str, hf: &str, heads: Option<(usize, usize)>) {
-    let w = GgufWeights::open(&fixture(gguf)).unwrap();
+    for dequantize in [false, true] {
+        check_against_hf_as(gguf, hf, heads, dequantize);
+    }
+}
+
+/// Quantized 2-D tensors load as blocks by default and as f32 with
+/// `set_dequantize(true)`; their values are the same either way.
+fn check_against_hf_as(gguf: &str, hf: &str, heads: Option<(usize, usize)>, dequantize: bool) {
+    let mut w = GgufWeights::open(&fixture(gguf)).unwrap();
+    w.set_dequantize(dequantize);
     let st = SafetensorsDir::open(&fixture(hf)).unwrap();
     assert_eq!(w.names(), st.names());
     for name in st.names() {
@@ -162,7 +171,15 @@ fn check_against_hf(gguf: &str, hf: &str, heads: Option<(usize, usize)>) {
                 }
             }
             Some(q) => {
-                assert_eq!(info.dtype, DType::F32, "{name}: quantized loads as f32");
+                let want_dtype = if dequantize || want.shape().len() != 2 {
+                    DType::F32
+                } else {
+                    DType::Quant(q)
+                };
+                assert_eq!(
+                    info.dtype, want_dtype,
+                    "{name}: quantized loads as {want_dtype}"
+                );
                 // Exact: quantize the HF tensor as llama.cpp would (after
                 // permuting), dequantize, un-permute.
                 let rows = want.shape()[0];

@@ -158,10 +158,21 @@ fn bf16_i32_and_k_quant_tensors_load() {
         [7, -9],
         "names outside the table stay as they are"
     );
+    let id_of = |ty: &str| match ty {
+        "Q4_K" => 12,
+        "Q5_K" => 13,
+        _ => 14,
+    };
     for ty in ["Q4_K", "Q5_K", "Q6_K"] {
         let name = format!("blk.0.{ty}.weight");
-        assert_eq!(w.info(&name).unwrap().dtype, DType::F32);
+        let q = mllm_backends::quant::QuantType::from_ggml_type_id(id_of(ty)).unwrap();
+        assert_eq!(
+            w.info(&name).unwrap().dtype,
+            DType::Quant(q),
+            "blocks by default"
+        );
         let t = w.load(&name).unwrap();
+        assert_eq!(t.dtype(), DType::Quant(q));
         assert_eq!(t.shape(), [3, 256]);
         let want: Vec<f32> = fixture(&format!("quant/{ty}.dequant"))
             .chunks(4)

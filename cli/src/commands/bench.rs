@@ -17,6 +17,7 @@ pub struct BenchArgs {
     pub reps: usize,
     pub threads: usize,
     pub json: bool,
+    pub load: model_files::LoadOptions,
 }
 
 fn stats(xs: &[f64]) -> (f64, f64) {
@@ -39,7 +40,7 @@ fn ids(n: usize, vocab: usize, salt: usize) -> Vec<u32> {
 
 pub fn run(a: BenchArgs) -> CliResult<()> {
     let t0 = Instant::now();
-    let files = model_files::open(&a.model)?;
+    let files = model_files::open_with(&a.model, a.load)?;
     let model = load_model(&files, a.script.as_deref())?;
     let load_secs = t0.elapsed().as_secs_f64();
     let vocab = files

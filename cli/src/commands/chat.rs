@@ -19,13 +19,14 @@ pub struct ChatArgs {
     pub model: String,
     pub system: Option<String>,
     pub sampling: SamplingArgs,
+    pub load: model_files::LoadOptions,
 }
 
 /// Set while an answer streams; Ctrl-C then stops the answer instead of the program.
 static GENERATING: AtomicBool = AtomicBool::new(false);
 
 pub fn run(a: ChatArgs) -> CliResult<()> {
-    let files = model_files::open(&a.model)?;
+    let files = model_files::open_with(&a.model, a.load)?;
     let tok = files.tokenizer()?;
     if files.chat_template.is_none() {
         return Err(CliError(format!(

@@ -20,6 +20,7 @@ pub struct ExecArgs {
     pub logits_out: Option<String>,
     pub max_new_tokens: usize,
     pub stop_at_eos: bool,
+    pub load: model_files::LoadOptions,
 }
 
 /// Parses `1,2,3` into token ids.
@@ -50,7 +51,15 @@ pub struct Loaded {
 }
 
 pub fn load(script: &str, model_path: &str) -> CliResult<Loaded> {
-    let files = model_files::open(model_path)?;
+    load_with(script, model_path, model_files::LoadOptions::default())
+}
+
+pub fn load_with(
+    script: &str,
+    model_path: &str,
+    opts: model_files::LoadOptions,
+) -> CliResult<Loaded> {
+    let files = model_files::open_with(model_path, opts)?;
     let model = model_files::load_model(&files, Some(script))?;
     Ok(Loaded {
         model,
@@ -95,7 +104,7 @@ pub fn write_logits(path: &str, logits: &Tensor) -> CliResult<()> {
 
 pub fn run(a: ExecArgs) -> CliResult<()> {
     let t0 = Instant::now();
-    let mut m = load(&a.script, &a.model)?;
+    let mut m = load_with(&a.script, &a.model, a.load)?;
     let load_s = t0.elapsed().as_secs_f64();
     let cache = Rc::new(RefCell::new(KvCache::new()));
     let t1 = Instant::now();

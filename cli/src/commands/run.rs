@@ -70,11 +70,12 @@ pub struct RunArgs {
     pub system: Option<String>,
     pub raw: bool,
     pub sampling: SamplingArgs,
+    pub load: model_files::LoadOptions,
 }
 
 pub fn run(a: RunArgs) -> CliResult<()> {
     let t0 = Instant::now();
-    let files = model_files::open(&a.model)?;
+    let files = model_files::open_with(&a.model, a.load)?;
     let tok = files.tokenizer()?;
     let model = load_model(&files, a.script.as_deref())?;
     let load_secs = t0.elapsed().as_secs_f64();

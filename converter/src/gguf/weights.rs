@@ -1,6 +1,7 @@
 //! `GgufWeights`: a GGUF file's tensors under Hugging Face names, as a
 //! `WeightSource`. F32/F16/BF16/I32 tensors borrow the mapping; quantized
-//! ones are dequantized to F32 on load by the reference kernels. For
+//! 2-D weights stay as borrowed ggml blocks for the quantized kernels (or are
+//! widened to F32 on load with `set_dequantize(true)`). For
 //! architectures whose llama.cpp converter permuted the Q/K rows (Llama's
 //! rotary layout), `load` undoes the permutation so the tensor equals the
 //! Hugging Face one.
@@ -37,6 +38,8 @@ struct Entry {
 pub struct GgufWeights {
     file: GgufFile,
     entries: BTreeMap<String, Entry>,
+    /// Quantized 2-D weights load as blocks (default) or widened to f32.
+    keep_quantized: bool,
 }
 
 impl std::fmt::Debug for GgufWeights {
@@ -136,7 +139,22 @@ impl GgufWeights {
                 )));
             }
         }
-        Ok(GgufWeights { file, entries })
+        Ok(GgufWeights {
+            file,
+            entries,
+            keep_quantized: true,
+        })
+    }
+
+    /// With `true`, quantized weights are widened to f32 on load (exact f32
+    /// matmuls on the dequantized values, as transformers runs a GGUF); the
+    /// default keeps 2-D weights as blocks for the quantized kernels.
+    pub fn set_dequantize(&mut self, dequantize: bool) {
+        self.keep_quantized = !dequantize;
+    }
+
+    fn keeps_blocks(&self, shape: &[usize]) -> bool {
+        self.keep_quantized && shape.len() == 2
     }
 
     pub fn file(&self) -> &GgufFile {
@@ -196,12 +214,14 @@ impl WeightSource for GgufWeights {
 
     fn info(&self, name: &str) -> Option<TensorInfo> {
         let e = self.entries.get(name)?;
+        let shape = self.file.tensor_infos()[e.index].shape.clone();
         Some(TensorInfo {
             dtype: match e.kind {
                 Kind::Raw(d) => d,
+                Kind::Quant(q) if self.keeps_blocks(&shape) => DType::Quant(q),
                 Kind::Quant(_) => DType::F32,
             },
-            shape: self.file.tensor_infos()[e.index].shape.clone(),
+            shape,
         })
     }
 
@@ -231,6 +251,20 @@ impl WeightSource for GgufWeights {
                 let bytes = unpermute_rows(self.file.tensor_data(t), row * d.size(), h);
                 let owner: Arc<dyn ByteOwner> = Arc::new(OwnedBytes(bytes));
                 Tensor::from_bytes(owner, 0, t.len, *d, shape).map_err(|err| fail(err.to_string()))
+            }
+            (Kind::Quant(q), None) if self.keeps_blocks(&shape) => {
+                Tensor::from_bytes(self.file.owner(), t.offset, t.len, DType::Quant(*q), shape)
+                    .map_err(|err| fail(err.to_string()))
+            }
+            (Kind::Quant(q), Some(h)) if self.keeps_blocks(&shape) => {
+                // Whole rows move, so the blocks inside each row stay intact.
+                let dt = DType::Quant(*q);
+                let row_bytes = dt
+                    .row_bytes(row)
+                    .ok_or_else(|| fail(format!("rows of {row} are not whole {q} blocks")))?;
+                let bytes = unpermute_rows(self.file.tensor_data(t), row_bytes, h);
+                let owner: Arc<dyn ByteOwner> = Arc::new(OwnedBytes(bytes));
+                Tensor::from_bytes(owner, 0, t.len, dt, shape).map_err(|err| fail(err.to_string()))
             }
             (Kind::Quant(q), heads) => {
                 let mut v =

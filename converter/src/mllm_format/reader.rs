@@ -65,6 +65,9 @@ pub struct MllmFile {
     recipe: Recipe,
     tensors: Vec<TensorEntry>,
     index: BTreeMap<String, usize>,
+    /// Whether `load` hands out quantized 2-D weights as blocks (the default)
+    /// or widened to f32 (see `set_dequantize`).
+    keep_quantized: bool,
 }
 
 impl std::fmt::Debug for MllmFile {
@@ -131,7 +134,17 @@ impl MllmFile {
             recipe,
             tensors,
             index,
+            keep_quantized: true,
         })
+    }
+
+    /// With `true`, quantized weights are widened to f32 on load, so every
+    /// matmul runs in f32 on the exact dequantized values (what transformers
+    /// computes when it loads a GGUF); slower, and it needs 32 bits per weight
+    /// of memory. The default keeps them as blocks for the quantized kernels,
+    /// which round activations to 8 bits per matmul as llama.cpp does.
+    pub fn set_dequantize(&mut self, dequantize: bool) {
+        self.keep_quantized = !dequantize;
     }
 
     pub fn path(&self) -> &Path {
@@ -255,35 +268,29 @@ impl MllmFile {
             .map_err(|e| format!("{}: tensor `{name}`: {e}", self.path.display()))
     }
 
-    /// A quantized tensor as `load` hands it out today: dequantized to f32,
-    /// which every op accepts. Once the interpreter binds quantized weights,
-    /// this becomes `load_stored` (and `loaded_dtype` returns the block type).
+    /// A quantized tensor as `load` hands it out: 2-D weights as zero-copy
+    /// blocks for the quantized kernels, unless `set_dequantize(true)`; other
+    /// shapes (none today: the converter keeps 1-D tensors in f32) widened.
     fn load_quantized(&self, t: &TensorEntry, q: QuantType) -> std::result::Result<Tensor, String> {
-        // Default: widen to f32, so results equal the f32 reference exactly.
-        // MLLM_KEEP_QUANTIZED=1 keeps 2-D weights as zero-copy blocks that run
-        // on the quantized kernels (int8 activations, llama.cpp-like numerics);
-        // making that the default waits on golden references with matching
-        // tolerances (see the closing note of this change).
-        if keep_quantized() && t.shape.len() == 2 {
+        if self.keeps_blocks(t) {
             return self.load_stored(&t.name);
         }
         let v = quant::dequantize(q, self.tensor_bytes(t), t.numel())?;
         Tensor::from_f32(v, t.shape.clone()).map_err(|e| e.to_string())
     }
 
-    /// The dtype `load` returns for a stored type.
-    fn loaded_dtype(ty: StoredType) -> DType {
-        match ty {
+    fn keeps_blocks(&self, t: &TensorEntry) -> bool {
+        self.keep_quantized && t.shape.len() == 2
+    }
+
+    /// The dtype `load` returns for a tensor.
+    fn loaded_dtype(&self, t: &TensorEntry) -> DType {
+        match t.ty {
             StoredType::Plain(d) => d,
-            StoredType::Quant(q) if keep_quantized() => DType::Quant(q),
+            StoredType::Quant(q) if self.keeps_blocks(t) => DType::Quant(q),
             StoredType::Quant(_) => DType::F32,
         }
     }
-}
-
-/// Whether quantized 2-D weights stay quantized when loaded.
-fn keep_quantized() -> bool {
-    std::env::var_os("MLLM_KEEP_QUANTIZED").is_some_and(|v| v != "0")
 }
 
 /// Checks that the sections fit the file and each other; returns the end
@@ -430,7 +437,7 @@ impl WeightSource for MllmFile {
     fn info(&self, name: &str) -> Option<TensorInfo> {
         let t = self.tensor(name)?;
         Some(TensorInfo {
-            dtype: Self::loaded_dtype(t.ty),
+            dtype: self.loaded_dtype(t),
             shape: t.shape.clone(),
         })
     }
