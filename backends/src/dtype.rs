@@ -93,6 +93,10 @@ impl DType {
                 QuantType::Q4_K => "q4_k",
                 QuantType::Q5_K => "q5_k",
                 QuantType::Q6_K => "q6_k",
+                QuantType::W4A16 { group: 32 } => "w4a16_g32",
+                QuantType::W4A16 { group: 64 } => "w4a16_g64",
+                QuantType::W4A16 { .. } => "w4a16_g128",
+                QuantType::W8A8 { .. } => "w8a8",
             },
         }
     }

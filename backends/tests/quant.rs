@@ -77,6 +77,7 @@ fn dequantize_matches_gguf_py_for_every_type() {
             QuantType::Q4_K => quant::dequantize_row_q4_k,
             QuantType::Q5_K => quant::dequantize_row_q5_k,
             QuantType::Q6_K => quant::dequantize_row_q6_k,
+            QuantType::W4A16 { .. } | QuantType::W8A8 { .. } => unreachable!("not in ggml"),
         };
         f(&blocks, &mut row).unwrap();
         assert_bits_eq(ty.name(), &row, &want);
@@ -242,4 +243,49 @@ proptest! {
             prop_assert_eq!(ok.is_ok(), fits, "{} with {} bytes, {} values", ty, bytes.len(), n);
         }
     }
+}
+
+/// mllm's own types: W4A16 with groups of 32 is Q4_0 byte for byte; every
+/// group size and W8A8 reconstruct within half a quantization step.
+#[test]
+fn w4a16_and_w8a8_round_trip() {
+    let x: Vec<f32> = (0..4 * 384)
+        .map(|i| ((i * 7919 % 1000) as f32 / 500.0 - 1.0) * (1.0 + (i % 13) as f32))
+        .collect();
+    let g32 = QuantType::w4a16(32).unwrap();
+    assert_eq!(
+        quant::quantize(g32, &x).unwrap(),
+        quant::quantize(QuantType::Q4_0, &x).unwrap()
+    );
+    for g in quant::W4A16_GROUPS {
+        let ty = QuantType::w4a16(g).unwrap();
+        assert_eq!(ty.bits_per_weight(), 4.0 + 16.0 / g as f64);
+        let back = quant::dequantize(ty, &quant::quantize(ty, &x).unwrap(), x.len()).unwrap();
+        for (grp, (a, b)) in x.chunks(g).zip(back.chunks(g)).enumerate() {
+            let amax = a.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            // d = amax / 8 in f16; the opposite extreme may clip at 7 * d.
+            let step = amax / 8.0 * 1.001;
+            for (p, q) in a.iter().zip(b) {
+                assert!((p - q).abs() <= step, "g{g} group {grp}: {p} -> {q}");
+            }
+        }
+        assert_eq!(QuantType::from_type_id(ty.ggml_type_id(), 384), Some(ty));
+    }
+    let ty = QuantType::w8a8(384).unwrap();
+    assert_eq!(ty.type_size(), 388);
+    let q = quant::quantize(ty, &x).unwrap();
+    assert_eq!(q.len(), 4 * 388);
+    let back = quant::dequantize(ty, &q, x.len()).unwrap();
+    for (a, b) in x.chunks(384).zip(back.chunks(384)) {
+        let half_step = a.iter().fold(0.0f32, |m, v| m.max(v.abs())) / 127.0 / 2.0 * 1.001;
+        for (p, q) in a.iter().zip(b) {
+            assert!((p - q).abs() <= half_step, "{p} -> {q}");
+        }
+    }
+    assert_eq!(QuantType::from_type_id(ty.ggml_type_id(), 384), Some(ty));
+    assert_eq!(QuantType::from_type_id(ty.ggml_type_id(), 0), None);
+    assert!(QuantType::w4a16(48).is_none());
+    // Lengths that are not whole rows are errors, not panics.
+    assert!(quant::dequantize(ty, &q[..q.len() - 1], x.len()).is_err());
+    assert!(quant::quantize(ty, &x[..383]).is_err());
 }

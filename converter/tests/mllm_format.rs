@@ -164,7 +164,21 @@ fn check_round_trip(src_dir: &Path, ty: &str) {
     assert_eq!(f.tokenizer_json(), None);
 }
 
-const TYPES: [&str; 8] = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q4_k", "q6_k"];
+const TYPES: [&str; 13] = [
+    "f32",
+    "f16",
+    "bf16",
+    "q8_0",
+    "q4_0",
+    "q4_1",
+    "q4_k",
+    "q5_k",
+    "q6_k",
+    "w8a8",
+    "w4a16_g32",
+    "w4a16_g64",
+    "w4a16",
+];
 
 #[test]
 fn qwen3_f32_round_trips_at_every_type() {

@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use mllm_backends::weights::WeightSource;
 use mllm_cli::model_files::{self, load_model};
 
 fn logits_of(path: &str, ids: &[i32], dequantize: bool) -> (Vec<f32>, usize) {
@@ -42,6 +43,10 @@ fn every_type_meets_its_cosine_target() {
         ("q4_k", 0.99),
         ("q4_1", 0.99),
         ("q4_0", 0.99),
+        ("w8a8", 0.999),
+        ("w4a16_g32", 0.99),
+        ("w4a16_g64", 0.99),
+        ("w4a16_g128", 0.99),
     ];
     let case = "quant_scaled_f32";
     let r = reference(case);
@@ -50,6 +55,11 @@ fn every_type_meets_its_cosine_target() {
         let out = dir.path().join(format!("{case}-{ty}.mllm"));
         mllm_converter::mllm_format::convert(&fixture(case), &out, ty, None, |_, _| {})
             .unwrap_or_else(|e| panic!("{case} {ty}: {e}"));
+        let file = mllm_converter::mllm_format::MllmFile::open(&out).expect("open");
+        for name in file.names() {
+            let e = file.tensor(&name).expect("entry");
+            assert_eq!(e.ty, e.requested, "{ty}: {name} fell back");
+        }
         let path = out.to_str().expect("utf-8");
         let (got, vocab) = logits_of(path, &r.input_ids, false);
         let cos = worst_cosine(&got, &r.logits, vocab);

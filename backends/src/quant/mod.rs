@@ -14,6 +14,8 @@ pub mod k_quants;
 pub mod q4_0;
 pub mod q4_1;
 pub mod q8_0;
+pub mod w4a16;
+pub mod w8a8;
 
 use rayon::prelude::*;
 
@@ -31,7 +33,8 @@ pub const QK: usize = 32;
 /// Elements per super-block of the K-quants (ggml's `QK_K`).
 pub const QK_K: usize = 256;
 
-/// The quantized block formats mllm can read, named as ggml names them.
+/// The quantized block formats mllm can read: ggml's (named as ggml names
+/// them) and mllm's own weight-only / per-channel types.
 #[allow(non_camel_case_types)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum QuantType {
@@ -41,7 +44,24 @@ pub enum QuantType {
     Q4_K,
     Q5_K,
     Q6_K,
+    /// 4-bit weights in groups of `group` (32, 64 or 128) with f16 scales,
+    /// f32 activations (`w4a16`).
+    W4A16 {
+        group: u16,
+    },
+    /// int8 weights with one f32 scale per row of `k`, int8 activations per
+    /// token (`w8a8`). The block is the whole row.
+    W8A8 {
+        k: u32,
+    },
 }
+
+/// Groups W4A16 supports.
+pub const W4A16_GROUPS: [usize; 3] = [32, 64, 128];
+/// Type ids of mllm's own types in a .mllm tensor table: outside ggml's
+/// numbering (GGUF files never hold them). W4A16 adds its group size.
+pub const W4A16_ID_BASE: u32 = 1000;
+pub const W8A8_ID: u32 = 1200;
 
 impl QuantType {
     pub const ALL: [QuantType; 6] = [
@@ -53,11 +73,33 @@ impl QuantType {
         QuantType::Q6_K,
     ];
 
+    /// W4A16 with `group` values per scale, if the group is supported.
+    pub fn w4a16(group: usize) -> Option<QuantType> {
+        W4A16_GROUPS.contains(&group).then_some(QuantType::W4A16 {
+            group: group as u16,
+        })
+    }
+
+    /// W8A8 for rows of `k` values (`k` >= 1).
+    pub fn w8a8(k: usize) -> Option<QuantType> {
+        u32::try_from(k)
+            .ok()
+            .filter(|&k| k >= 1)
+            .map(|k| QuantType::W8A8 { k })
+    }
+
+    /// One of ggml's types (which GGUF files may hold).
+    pub fn is_ggml(self) -> bool {
+        !matches!(self, QuantType::W4A16 { .. } | QuantType::W8A8 { .. })
+    }
+
     /// Elements per block.
     pub fn block_size(self) -> usize {
         match self {
             QuantType::Q4_0 | QuantType::Q4_1 | QuantType::Q8_0 => QK,
             QuantType::Q4_K | QuantType::Q5_K | QuantType::Q6_K => QK_K,
+            QuantType::W4A16 { group } => group as usize,
+            QuantType::W8A8 { k } => k as usize,
         }
     }
 
@@ -70,6 +112,8 @@ impl QuantType {
             QuantType::Q4_K => std::mem::size_of::<BlockQ4K>(),
             QuantType::Q5_K => std::mem::size_of::<BlockQ5K>(),
             QuantType::Q6_K => std::mem::size_of::<BlockQ6K>(),
+            QuantType::W4A16 { group } => w4a16::group_bytes(group as usize),
+            QuantType::W8A8 { k } => w8a8::row_bytes(k as usize),
         }
     }
 
@@ -87,10 +131,17 @@ impl QuantType {
             QuantType::Q4_K => "Q4_K",
             QuantType::Q5_K => "Q5_K",
             QuantType::Q6_K => "Q6_K",
+            QuantType::W4A16 { group: 32 } => "W4A16_G32",
+            QuantType::W4A16 { group: 64 } => "W4A16_G64",
+            QuantType::W4A16 { group: 128 } => "W4A16_G128",
+            QuantType::W4A16 { .. } => "W4A16",
+            QuantType::W8A8 { .. } => "W8A8",
         }
     }
 
-    /// The `ggml_type` number GGUF files store for this type.
+    /// The `ggml_type` number GGUF files store for this type; for mllm's own
+    /// types, the id a .mllm table stores (`W4A16_ID_BASE + group`,
+    /// `W8A8_ID`), outside ggml's numbering.
     pub fn ggml_type_id(self) -> u32 {
         match self {
             QuantType::Q4_0 => 2,
@@ -99,16 +150,30 @@ impl QuantType {
             QuantType::Q4_K => 12,
             QuantType::Q5_K => 13,
             QuantType::Q6_K => 14,
+            QuantType::W4A16 { group } => W4A16_ID_BASE + group as u32,
+            QuantType::W8A8 { .. } => W8A8_ID,
         }
     }
 
+    /// ggml's types only (what a GGUF file may name).
     pub fn from_ggml_type_id(id: u32) -> Option<QuantType> {
         QuantType::ALL.into_iter().find(|t| t.ggml_type_id() == id)
     }
 
-    /// Whether `quantize` implements this type (the K-quant quantizers come later).
+    /// Any type by its table id; W8A8 takes its row length from the
+    /// tensor's innermost dimension `cols`.
+    pub fn from_type_id(id: u32, cols: usize) -> Option<QuantType> {
+        match id {
+            W8A8_ID => QuantType::w8a8(cols),
+            _ if id > W4A16_ID_BASE => QuantType::w4a16((id - W4A16_ID_BASE) as usize),
+            _ => QuantType::from_ggml_type_id(id),
+        }
+    }
+
+    /// Whether `quantize` implements this type (the K-quant quantizers live
+    /// in the converter).
     pub fn can_quantize(self) -> bool {
-        matches!(self, QuantType::Q4_0 | QuantType::Q4_1 | QuantType::Q8_0)
+        !matches!(self, QuantType::Q4_K | QuantType::Q5_K | QuantType::Q6_K)
     }
 
     /// Bytes taken by `n_elements` values; they must fill whole blocks.
@@ -125,14 +190,17 @@ impl QuantType {
             .ok_or_else(|| format!("{}: {n_elements} values is too many", self.name()))
     }
 
-    fn dequantize_fn(self) -> fn(&[u8], &mut [f32]) -> Result<(), String> {
+    /// Dequantizes whole blocks of this type.
+    fn dequantize_blocks(self, bytes: &[u8], out: &mut [f32]) -> Result<(), String> {
         match self {
-            QuantType::Q4_0 => dequantize_row_q4_0,
-            QuantType::Q4_1 => dequantize_row_q4_1,
-            QuantType::Q8_0 => dequantize_row_q8_0,
-            QuantType::Q4_K => dequantize_row_q4_k,
-            QuantType::Q5_K => dequantize_row_q5_k,
-            QuantType::Q6_K => dequantize_row_q6_k,
+            QuantType::Q4_0 => dequantize_row_q4_0(bytes, out),
+            QuantType::Q4_1 => dequantize_row_q4_1(bytes, out),
+            QuantType::Q8_0 => dequantize_row_q8_0(bytes, out),
+            QuantType::Q4_K => dequantize_row_q4_k(bytes, out),
+            QuantType::Q5_K => dequantize_row_q5_k(bytes, out),
+            QuantType::Q6_K => dequantize_row_q6_k(bytes, out),
+            QuantType::W4A16 { group } => w4a16::dequantize_row_w4a16(group as usize, bytes, out),
+            QuantType::W8A8 { k } => w8a8::dequantize_row_w8a8(k as usize, bytes, out),
         }
     }
 }
@@ -176,13 +244,14 @@ const PAR_BLOCKS: usize = 1024;
 pub fn dequantize_into(ty: QuantType, bytes: &[u8], out: &mut [f32]) -> Result<(), String> {
     let (bs, ts) = (ty.block_size(), ty.type_size());
     let blocks = block_count(ty.name(), bs, ts, bytes.len(), out.len())?;
-    let f = ty.dequantize_fn();
-    if blocks <= PAR_BLOCKS {
-        return f(bytes, out);
+    // Blocks per task: W8A8's block is a whole row, so fewer of them.
+    let per_task = (PAR_BLOCKS * QK).div_ceil(bs).max(1);
+    if blocks <= per_task {
+        return ty.dequantize_blocks(bytes, out);
     }
-    out.par_chunks_mut(PAR_BLOCKS * bs)
-        .zip(bytes.par_chunks(PAR_BLOCKS * ts))
-        .try_for_each(|(o, b)| f(b, o))
+    out.par_chunks_mut(per_task * bs)
+        .zip(bytes.par_chunks(per_task * ts))
+        .try_for_each(|(o, b)| ty.dequantize_blocks(b, o))
 }
 
 /// Dequantizes `n_elements` values of type `ty` from `bytes`, which must be
@@ -212,6 +281,8 @@ pub fn quantize(ty: QuantType, x: &[f32]) -> Result<Vec<u8>, String> {
         QuantType::Q4_0 => quantize_row_q4_0_ref(x, &mut out)?,
         QuantType::Q4_1 => quantize_row_q4_1_ref(x, &mut out)?,
         QuantType::Q8_0 => quantize_row_q8_0_ref(x, &mut out)?,
+        QuantType::W4A16 { group } => w4a16::quantize_row_w4a16(group as usize, x, &mut out)?,
+        QuantType::W8A8 { k } => w8a8::quantize_row_w8a8(k as usize, x, &mut out)?,
         QuantType::Q4_K | QuantType::Q5_K | QuantType::Q6_K => {
             return Err(format!(
                 "{ty}: quantizing to K-quants is not implemented yet"

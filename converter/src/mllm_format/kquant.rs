@@ -29,7 +29,11 @@ pub fn quantize(ty: QuantType, x: &[f32]) -> Result<Vec<u8>, String> {
     let (bs, ts) = (ty.block_size(), ty.type_size());
     let mut out = vec![0u8; ty.bytes_for(x.len())?];
     let block_fn: fn(&[f32], &mut [u8]) -> Result<(), String> = match ty {
-        QuantType::Q4_0 | QuantType::Q4_1 | QuantType::Q8_0 => {
+        QuantType::Q4_0
+        | QuantType::Q4_1
+        | QuantType::Q8_0
+        | QuantType::W4A16 { .. }
+        | QuantType::W8A8 { .. } => {
             return quantize_32(ty, x, out);
         }
         QuantType::Q4_K => |x, o| {

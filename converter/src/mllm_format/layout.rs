@@ -249,9 +249,10 @@ fn decode_entry(c: &mut Cursor) -> Result<RawEntry, String> {
 /// Checks an entry's type and shape agree with its byte length, and returns
 /// the stored and requested types.
 pub fn check_entry_type(e: &RawEntry) -> Result<(StoredType, StoredType), String> {
-    let ty =
-        StoredType::from_ggml_id(e.ty).ok_or_else(|| format!("unknown stored type id {}", e.ty))?;
-    let requested = StoredType::from_ggml_id(e.requested)
+    let cols = e.dims.last().map_or(1, |&c| c as usize);
+    let ty = StoredType::from_ggml_id(e.ty, cols)
+        .ok_or_else(|| format!("unknown stored type id {}", e.ty))?;
+    let requested = StoredType::from_ggml_id(e.requested, cols)
         .ok_or_else(|| format!("unknown requested type id {}", e.requested))?;
     e.dims
         .iter()

@@ -81,13 +81,14 @@ impl Recipe {
     /// to which quality is most sensitive, at q8_0 for the 32-wide 4-bit
     /// types and q6_k for the K-quants; q4_k also keeps attention values and
     /// MLP down projections at q6_k (as llama.cpp's Q4_K_M does); everything
-    /// else at `ty`.
+    /// else at `ty`. w4a16 keeps those two at q8_0 as well; w8a8 (8 bits
+    /// already) applies everywhere.
     pub fn default_rules(ty: StoredType) -> Vec<Rule> {
         use QuantType as Q;
         let q = StoredType::Quant;
         let mut rules = vec![];
         let precise = match ty {
-            StoredType::Quant(Q::Q4_0 | Q::Q4_1) => Some(q(Q::Q8_0)),
+            StoredType::Quant(Q::Q4_0 | Q::Q4_1 | Q::W4A16 { .. }) => Some(q(Q::Q8_0)),
             StoredType::Quant(Q::Q4_K | Q::Q5_K) => Some(q(Q::Q6_K)),
             _ => None,
         };
@@ -173,7 +174,7 @@ impl Recipe {
                 requested: StoredType::F32,
             };
         }
-        let requested = self.requested(name).unwrap_or(source);
+        let requested = self.requested(name).unwrap_or(source).for_shape(shape);
         Plan {
             stored: fitting(requested, source, shape),
             requested,
@@ -239,6 +240,13 @@ fn fitting(want: StoredType, source: StoredType, shape: &[usize]) -> StoredType 
         }
         t = match t {
             StoredType::Quant(QuantType::Q4_K) => StoredType::Quant(QuantType::Q4_1),
+            StoredType::Quant(QuantType::W4A16 { group: 128 }) => {
+                StoredType::Quant(QuantType::W4A16 { group: 64 })
+            }
+            StoredType::Quant(QuantType::W4A16 { group: 64 }) => {
+                StoredType::Quant(QuantType::W4A16 { group: 32 })
+            }
+            StoredType::Quant(QuantType::W4A16 { .. }) => StoredType::Quant(QuantType::Q8_0),
             StoredType::Quant(QuantType::Q5_K | QuantType::Q6_K) => {
                 StoredType::Quant(QuantType::Q8_0)
             }

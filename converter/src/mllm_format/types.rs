@@ -28,8 +28,12 @@ impl StoredType {
     pub const BF16: StoredType = StoredType::Plain(DType::BF16);
     pub const I32: StoredType = StoredType::Plain(DType::I32);
 
-    /// Every type version 1 files may hold.
-    pub const ALL: [StoredType; 10] = [
+    /// `w8a8` as recipes name it: the row length is filled in per tensor
+    /// (`for_shape`), since a W8A8 block is a whole row.
+    pub const W8A8: StoredType = StoredType::Quant(QuantType::W8A8 { k: 0 });
+
+    /// Every type version 1 files may hold (W8A8 with its row left open).
+    pub const ALL: [StoredType; 14] = [
         StoredType::F32,
         StoredType::F16,
         StoredType::BF16,
@@ -40,7 +44,22 @@ impl StoredType {
         StoredType::Quant(QuantType::Q4_K),
         StoredType::Quant(QuantType::Q5_K),
         StoredType::Quant(QuantType::Q6_K),
+        StoredType::Quant(QuantType::W4A16 { group: 32 }),
+        StoredType::Quant(QuantType::W4A16 { group: 64 }),
+        StoredType::Quant(QuantType::W4A16 { group: 128 }),
+        StoredType::W8A8,
     ];
+
+    /// This type for a tensor of `shape`: W8A8 takes the row length.
+    pub fn for_shape(self, shape: &[usize]) -> StoredType {
+        match self.norm() {
+            StoredType::Quant(QuantType::W8A8 { .. }) => {
+                let row = shape.last().copied().unwrap_or(1);
+                QuantType::w8a8(row).map_or(self, StoredType::Quant)
+            }
+            t => t,
+        }
+    }
 
     /// The canonical form: a block type as `Quant`, never `Plain(DType::Quant)`.
     pub fn norm(self) -> StoredType {
@@ -69,8 +88,12 @@ impl StoredType {
         }
     }
 
-    pub fn from_ggml_id(id: u32) -> Option<StoredType> {
-        StoredType::ALL.into_iter().find(|t| t.ggml_id() == id)
+    /// The type a table id names for a tensor whose rows hold `cols` values.
+    pub fn from_ggml_id(id: u32, cols: usize) -> Option<StoredType> {
+        StoredType::ALL
+            .into_iter()
+            .find(|t| t.ggml_id() == id)
+            .map(|t| t.for_shape(&[cols]))
     }
 
     /// Lower-case name, as recipes and `mllm inspect` spell it.
@@ -83,12 +106,19 @@ impl StoredType {
             StoredType::Quant(QuantType::Q4_K) => "q4_k",
             StoredType::Quant(QuantType::Q5_K) => "q5_k",
             StoredType::Quant(QuantType::Q6_K) => "q6_k",
+            StoredType::Quant(QuantType::W4A16 { group: 32 }) => "w4a16_g32",
+            StoredType::Quant(QuantType::W4A16 { group: 64 }) => "w4a16_g64",
+            StoredType::Quant(QuantType::W4A16 { .. }) => "w4a16_g128",
+            StoredType::Quant(QuantType::W8A8 { .. }) => "w8a8",
         }
     }
 
     /// Parses a name (case-insensitive; `float16`-style spellings too).
     pub fn parse(s: &str) -> Option<StoredType> {
         let s = s.to_ascii_lowercase();
+        if s == "w4a16" {
+            return Some(StoredType::Quant(QuantType::W4A16 { group: 128 }));
+        }
         StoredType::ALL
             .into_iter()
             .find(|t| t.name() == s)
@@ -125,7 +155,7 @@ impl StoredType {
             .ok_or_else(|| format!("shape {shape:?} overflows"))?;
         let bs = self.block_size() as u64;
         let row = shape.last().copied().unwrap_or(1);
-        if bs > 1 && !row.is_multiple_of(bs) {
+        if bs == 0 || (bs > 1 && !row.is_multiple_of(bs)) {
             return Err(format!(
                 "rows of {row} values are not a whole number of {}-value {} blocks",
                 bs,

@@ -50,7 +50,7 @@ const PAR_VALUES: usize = 1 << 16;
 /// Plain adds vectorise, where `f32::round` is a library call on baseline
 /// x86-64. `as` saturates and maps NaN to 0.
 #[inline(always)]
-fn round_to_i8(v: f32) -> i8 {
+pub(super) fn round_to_i8(v: f32) -> i8 {
     const MAGIC: f32 = 12_582_912.0;
     ((v + MAGIC) - MAGIC) as i8
 }

@@ -6,7 +6,10 @@
 //!
 //! - `q4_0`, `q4_1`, `q8_0`: the 32-value block types, described for the
 //!   shared tile engine in `block32`;
-//! - `k_quants`: Q4_K, Q5_K, Q6_K against 256-value activation blocks.
+//! - `k_quants`: Q4_K, Q5_K, Q6_K against 256-value activation blocks;
+//! - `w8a8`: per-row int8 weights against activations quantized per token;
+//! - `w4a16`: grouped 4-bit weights against f32 activations (no activation
+//!   rounding at all).
 //!
 //! Every kernel has a scalar integer twin computing the same per-block
 //! integers (`Isa::Scalar`), and `linear_ref` (dequantize to f32, f32 dot)
@@ -31,12 +34,15 @@ mod k_quants;
 mod q4_0;
 mod q4_1;
 mod q8_0;
+mod w4a16;
+mod w8a8;
 
 use std::sync::OnceLock;
 
 use rayon::prelude::*;
 
 use self::act_quant::{ActQ8, ActQ8K};
+use self::w8a8::ActTok;
 use crate::error::{invalid, shape_err, BackendError, Result};
 use crate::quant::{self, QuantType};
 use crate::tensor::FloatSlice;
@@ -153,9 +159,12 @@ pub(super) unsafe fn drive<X>(
 }
 
 /// Quantized activations, in the form the weight type's kernels want.
-enum Act {
+enum Act<'a> {
     Q8(ActQ8),
     Q8K(ActQ8K),
+    Tok(ActTok),
+    /// W4A16 reads the f32 activations as they are.
+    F32(&'a [f32]),
 }
 
 fn check_args(
@@ -239,6 +248,8 @@ pub fn linear_with(
     let act = match ty {
         QuantType::Q4_0 | QuantType::Q4_1 | QuantType::Q8_0 => Act::Q8(ActQ8::quantize(x, m, k)),
         QuantType::Q4_K | QuantType::Q5_K | QuantType::Q6_K => Act::Q8K(ActQ8K::quantize(x, m, k)),
+        QuantType::W8A8 { .. } => Act::Tok(ActTok::quantize(x, m, k)),
+        QuantType::W4A16 { .. } => Act::F32(x),
     };
     let run = |w: &[u8], nr: usize, out: &mut [f32]| match (&act, ty) {
         (Act::Q8(a), QuantType::Q4_0) => block32::gemm::<q4_0::Q4_0>(isa, w, nr, a, out),
@@ -247,6 +258,10 @@ pub fn linear_with(
         (Act::Q8K(a), QuantType::Q4_K) => k_quants::gemm(k_quants::Kind::Q4K, isa, w, nr, a, out),
         (Act::Q8K(a), QuantType::Q5_K) => k_quants::gemm(k_quants::Kind::Q5K, isa, w, nr, a, out),
         (Act::Q8K(a), QuantType::Q6_K) => k_quants::gemm(k_quants::Kind::Q6K, isa, w, nr, a, out),
+        (Act::Tok(a), QuantType::W8A8 { .. }) => w8a8::gemm(isa, w, nr, a, out),
+        (Act::F32(x), QuantType::W4A16 { group }) => {
+            w4a16::gemm(isa, group as usize, w, nr, k, x, m, out)
+        }
         _ => unreachable!("activations are quantized for the weight type"),
     };
     let tr = rows_per_task(n);
