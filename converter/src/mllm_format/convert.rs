@@ -4,7 +4,9 @@
 //! tensors are converted a small window at a time, in parallel within the
 //! window (at most one tensor per thread and `WINDOW_BYTES` of work), and
 //! each window is written before the next is loaded, so memory stays near
-//! a few tensors however large the checkpoint.
+//! a few tensors however large the checkpoint. Within a tensor, values are
+//! widened to f32 one band of rows at a time (`BAND_VALUES`), so the working
+//! copy is a band, and only the stored output is whole.
 
 use std::path::{Path, PathBuf};
 
@@ -22,6 +24,8 @@ use crate::error::{ConvertError, Result};
 
 /// Working memory a window may take (source values as f32 plus output).
 const WINDOW_BYTES: usize = 512 << 20;
+/// Values widened to f32 at a time within a tensor (16 MiB of f32).
+const BAND_VALUES: usize = 1 << 22;
 
 /// What a conversion did.
 #[derive(Clone, Debug)]
@@ -95,9 +99,12 @@ pub fn convert(
 
     let total = planned.len();
     let threads = rayon::current_num_threads().max(1);
-    // Peak bytes per element while converting: the source as f32 (4, when
-    // widened or dequantized), a copy for the quantizer (4), the output (<= 4).
-    let cost = |p: &PlannedTensor| p.shape.iter().product::<usize>().saturating_mul(12);
+    // Peak bytes per element while converting: the output (<= 4) plus a
+    // band of f32 values (`by_rows`).
+    let cost = |p: &PlannedTensor| {
+        let n = p.shape.iter().product::<usize>();
+        n.saturating_mul(4).saturating_add(n.min(BAND_VALUES) * 4)
+    };
     let (mut i, mut data_bytes, mut params) = (0, 0u64, 0u64);
     while i < total {
         let mut j = i + 1;
@@ -147,26 +154,55 @@ fn convert_one(source: &SourceModel, p: &PlannedTensor) -> Result<Vec<u8>> {
             .ok_or_else(|| fail("its blocks cannot be read".into()));
     }
     let t = source.weights().load(&p.name).map_err(fail)?;
+    let shape: Vec<u64> = p.shape.iter().map(|&d| d as u64).collect();
+    let len = p.ty.byte_len(&shape).map_err(fail)? as usize;
     match p.ty.norm() {
         StoredType::Plain(DType::I32) => {
             let v = t.i32s().map_err(|e| fail(e.to_string()))?;
             Ok(v.iter().flat_map(|x| x.to_le_bytes()).collect())
         }
-        StoredType::Plain(DType::F32) => {
-            let v = values_f32(&t).map_err(fail)?;
+        StoredType::Plain(DType::F32) => by_rows(&t, len, |b| {
+            let v = values_f32(b)?;
             Ok(v.iter().flat_map(|x| x.to_le_bytes()).collect())
-        }
-        StoredType::Plain(DType::F16) => {
-            half_bytes(&t, DType::F16, |x| f16::from_f32(x).to_le_bytes()).map_err(fail)
-        }
-        StoredType::Plain(DType::BF16) => {
-            half_bytes(&t, DType::BF16, |x| bf16::from_f32(x).to_le_bytes()).map_err(fail)
-        }
+        })
+        .map_err(fail),
+        StoredType::Plain(DType::F16) => by_rows(&t, len, |b| {
+            half_bytes(b, DType::F16, |x| f16::from_f32(x).to_le_bytes())
+        })
+        .map_err(fail),
+        StoredType::Plain(DType::BF16) => by_rows(&t, len, |b| {
+            half_bytes(b, DType::BF16, |x| bf16::from_f32(x).to_le_bytes())
+        })
+        .map_err(fail),
         StoredType::Quant(q) | StoredType::Plain(DType::Quant(q)) => {
-            let v = values_f32(&t).map_err(fail)?;
-            kquant::quantize(q, &v).map_err(fail)
+            by_rows(&t, len, |b| kquant::quantize(q, &values_f32(b)?)).map_err(fail)
         }
     }
+}
+
+/// `f` applied to bands of whole rows of `t` (about `BAND_VALUES` values
+/// each, zero-copy views), the results joined into `len` bytes: the f32
+/// copy a conversion needs is one band, not the tensor.
+fn by_rows(
+    t: &Tensor,
+    len: usize,
+    f: impl Fn(&Tensor) -> std::result::Result<Vec<u8>, String>,
+) -> std::result::Result<Vec<u8>, String> {
+    let cols = t.shape().last().copied().unwrap_or(1).max(1);
+    let rows = t.numel() / cols;
+    if t.shape().len() < 2 || t.numel() <= BAND_VALUES {
+        return f(t);
+    }
+    let flat = t.reshaped(vec![rows, cols]).map_err(|e| e.to_string())?;
+    let band = (BAND_VALUES / cols).max(1);
+    let mut out = Vec::with_capacity(len);
+    for r in (0..rows).step_by(band) {
+        let part = flat
+            .narrow0(r, (r + band).min(rows))
+            .map_err(|e| e.to_string())?;
+        out.extend(f(&part)?);
+    }
+    Ok(out)
 }
 
 /// A tensor's values as f32, dequantizing a quantized one (a source may
