@@ -41,6 +41,12 @@ enum Cmd {
         /// Stop decoding at the model's eos_token_id.
         #[arg(long)]
         stop_at_eos: bool,
+        /// Images for a vision-language script: a safetensors file with
+        /// `pixel_values` (f32 [patches, C*T*P*P]) and `image_grid_thw`
+        /// ([images, 3]) as the Hugging Face processor outputs them; the
+        /// ids must already hold each image's placeholder tokens.
+        #[arg(long)]
+        pixel_values: Option<String>,
         /// Worker threads (default: all cores).
         #[arg(long, short = 't')]
         threads: Option<usize>,
@@ -185,6 +191,7 @@ fn run(cli: Cli) -> i32 {
             logits_out,
             max_new_tokens,
             stop_at_eos,
+            pixel_values,
             threads,
         } => {
             mllm_cli::set_threads(threads);
@@ -196,6 +203,7 @@ fn run(cli: Cli) -> i32 {
                     logits_out,
                     max_new_tokens,
                     stop_at_eos,
+                    pixel_values,
                 }),
                 Err(e) => Err(mllm_cli::CliError(format!("error: {e}"))),
             }
