@@ -267,3 +267,27 @@ fn mismatched_images_are_clear_errors() {
     };
     assert!(err.contains("image_grid_thw"), "{err}");
 }
+
+/// Without images the script runs through the text-only path every other
+/// command uses (1-D positions, no pixel values), as transformers does.
+#[test]
+fn text_only_prompt_matches_transformers() {
+    for config in CONFIGS {
+        let r = Ref::open(config, "text_only");
+        let ids = r.i32s("input_ids");
+        let mut m = load_vl(config);
+        let logits = m.step(&new_cache(), &ids, 0, false).expect("forward");
+        let err = max_abs(&data(&logits), &r.f32s("logits"));
+        eprintln!("{config}/text_only: prefill max-abs error vs transformers = {err:.3e}");
+        assert!(
+            err <= 1e-4,
+            "{config}/text_only: max-abs error {err} exceeds 1e-4"
+        );
+        let want = r.i32s("greedy_ids");
+        assert_eq!(
+            greedy(&mut m, &ids, want.len()),
+            want,
+            "{config}/text_only: greedy ids"
+        );
+    }
+}
