@@ -291,3 +291,49 @@ fn text_only_prompt_matches_transformers() {
         );
     }
 }
+
+/// `mllm convert` handles the vision tower too (the 5-D patch kernel keeps
+/// a float type when its rows are not whole blocks): the converted file
+/// runs the two-image prompt alone, with logits close to the f32 reference.
+#[test]
+fn converted_checkpoint_runs_images() {
+    let (config, prompt) = ("p16_m2_tied_published", "two_images");
+    let r = Ref::open(config, prompt);
+    let want = r.f32s("logits");
+    let ids = r.i32s("input_ids");
+    let dir = tempfile::tempdir().expect("tmp");
+    for (ty, bound) in [("f16", 0.9999), ("q8_0", 0.997)] {
+        let out = dir.path().join(format!("vl-{ty}.mllm"));
+        mllm_converter::mllm_format::convert(
+            &fixture(&format!("qwen3_vl/{config}")),
+            &out,
+            ty,
+            None,
+            |_, _| {},
+        )
+        .unwrap_or_else(|e| panic!("{ty}: {e}"));
+        let mut m =
+            match mllm_cli::commands::exec::load(&script("qwen3_vl"), out.to_str().expect("utf-8"))
+            {
+                Ok(m) => m,
+                Err(e) => panic!("{ty}: {}", e.0),
+            };
+        let (logits, _) = m
+            .prefill_images(&new_cache(), &ids, &r.images(config, prompt), false)
+            .unwrap_or_else(|e| panic!("{}", e.0));
+        let got = data(&logits);
+        let vocab = got.len() / ids.len();
+        let worst = got
+            .chunks(vocab)
+            .zip(want.chunks(vocab))
+            .map(|(x, y)| {
+                let dot: f64 = x.iter().zip(y).map(|(p, q)| *p as f64 * *q as f64).sum();
+                let nx: f64 = x.iter().map(|p| (*p as f64).powi(2)).sum::<f64>().sqrt();
+                let ny: f64 = y.iter().map(|q| (*q as f64).powi(2)).sum::<f64>().sqrt();
+                dot / (nx * ny)
+            })
+            .fold(1.0, f64::min);
+        eprintln!("{config} {ty}: worst per-position cosine vs f32 reference = {worst:.6}");
+        assert!(worst >= bound, "{ty}: cosine {worst} < {bound}");
+    }
+}
