@@ -5,12 +5,16 @@ use std::path::{Path, PathBuf};
 
 use mllm_dsl::Resolver;
 
-pub const STDLIB: &[(&str, &str)] = &[("nn", include_str!("../../stdlib/nn.mdl"))];
+pub const STDLIB: &[(&str, &str)] = &[
+    ("nn", include_str!("../../stdlib/nn.mdl")),
+    ("vision", include_str!("../../stdlib/vision.mdl")),
+];
 
 pub const MODELS: &[(&str, &str)] = &[
     ("qwen3", include_str!("../../models/qwen3.mdl")),
     ("llama", include_str!("../../models/llama.mdl")),
     ("qwen2", include_str!("../../models/qwen2.mdl")),
+    ("qwen3_vl", include_str!("../../models/qwen3_vl.mdl")),
 ];
 
 /// The built-in script serving a checkpoint: the one that declares a module

@@ -42,6 +42,12 @@ enum Cmd {
         /// Stop decoding at the model's eos_token_id.
         #[arg(long)]
         stop_at_eos: bool,
+        /// Images for a vision-language script: a safetensors file with
+        /// `pixel_values` (f32 [patches, C*T*P*P]) and `image_grid_thw`
+        /// ([images, 3]) as the Hugging Face processor outputs them; the
+        /// ids must already hold each image's placeholder tokens.
+        #[arg(long)]
+        pixel_values: Option<String>,
         /// Worker threads (default: all cores).
         #[arg(long, short = 't')]
         threads: Option<usize>,
@@ -198,6 +204,7 @@ fn run(cli: Cli) -> i32 {
             logits_out,
             max_new_tokens,
             stop_at_eos,
+            pixel_values,
             threads,
             dequantize,
         } => {
@@ -211,6 +218,7 @@ fn run(cli: Cli) -> i32 {
                     max_new_tokens,
                     stop_at_eos,
                     load: model_files::LoadOptions { dequantize },
+                    pixel_values,
                 }),
                 Err(e) => Err(mllm_cli::CliError(format!("error: {e}"))),
             }

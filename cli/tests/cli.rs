@@ -71,6 +71,91 @@ fn exec_prints_greedy_ids_and_writes_logits() {
     assert_eq!(t.shape(), [n, 131]);
 }
 
+/// `mllm exec` with `--pixel-values`: the reference file of a Qwen3-VL
+/// fixture holds `pixel_values` and `image_grid_thw` as the HF processor
+/// outputs them (and more, which exec ignores).
+#[test]
+fn exec_with_images_matches_transformers() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let out_path = dir.path().join("logits.safetensors");
+    let fixture = root().join("tests/fixtures/qwen3_vl/p8_m3_untied_ropeparams");
+    let reference = fixture.join("reference_two_images.safetensors");
+    let bytes = std::fs::read(&reference).expect("reference");
+    let st = safetensors::SafeTensors::deserialize(&bytes).expect("safetensors");
+    let i32s = |name: &str| -> Vec<i32> {
+        st.tensor(name)
+            .expect(name)
+            .data()
+            .chunks_exact(4)
+            .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    };
+    let join = |v: &[i32]| {
+        v.iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let prompt = i32s("input_ids");
+    let greedy = i32s("greedy_ids");
+    // The built-in script by name (embedded in the binary).
+    let out = mllm(&[
+        "exec",
+        "qwen3_vl",
+        "--model",
+        fixture.to_str().expect("utf-8"),
+        "--input-ids",
+        &join(&prompt),
+        "--pixel-values",
+        reference.to_str().expect("utf-8"),
+        "--max-new-tokens",
+        &greedy.len().to_string(),
+        "--logits-out",
+        out_path.to_str().expect("utf-8"),
+        "--threads",
+        "2",
+    ]);
+    assert!(out.status.success(), "exec failed: {}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout).trim(),
+        join(&greedy),
+        "greedy ids after the images"
+    );
+    let got = std::fs::read(&out_path).expect("logits file");
+    let got = safetensors::SafeTensors::deserialize(&got).expect("safetensors");
+    let f32s = |t: safetensors::tensor::TensorView| -> Vec<f32> {
+        t.data()
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    };
+    let a = f32s(got.tensor("logits").expect("logits"));
+    let b = f32s(st.tensor("logits").expect("logits"));
+    assert_eq!(a.len(), b.len());
+    let err = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max);
+    assert!(err <= 1e-4, "exec logits differ from transformers by {err}");
+
+    // Too few image tokens for the grids: a clear error, not a panic.
+    let out = mllm(&[
+        "exec",
+        "qwen3_vl",
+        "--model",
+        fixture.to_str().expect("utf-8"),
+        "--input-ids",
+        "1,2,3",
+        "--pixel-values",
+        reference.to_str().expect("utf-8"),
+    ]);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains("image_grid_thw"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
 #[test]
 fn exec_runs_the_builtin_script_from_any_folder() {
     let dir = tempfile::tempdir().expect("tmp");
@@ -95,7 +180,13 @@ fn exec_runs_the_builtin_script_from_any_folder() {
 
 #[test]
 fn check_accepts_shipped_scripts_and_reports_all_errors() {
-    let out = mllm(&["check", "models/qwen3.mdl", "stdlib/nn.mdl"]);
+    let out = mllm(&[
+        "check",
+        "models/qwen3.mdl",
+        "models/qwen3_vl.mdl",
+        "stdlib/nn.mdl",
+        "stdlib/vision.mdl",
+    ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let dir = tempfile::tempdir().expect("tmp");
     let bad = dir.path().join("bad.mdl");

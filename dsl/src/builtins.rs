@@ -82,6 +82,7 @@ builtins! {
     Float = "float"("x") req 1: "a number as float, or a tensor cast to f32";
     Int = "int"("x") req 1: "a number as int (truncating), or a tensor cast to i32";
     Item = "item"("x") req 1: "the number held by a one-element tensor";
+    ToList = "to_list"("x") req 1: "the values of a tensor as a list of numbers (nested per dimension; ints for i32)";
     Shape = "shape"("x") req 1: "the shape of a tensor as a list of ints";
     Size = "size"("x", "dim") req 2: "the size of one dimension (negative counts from the end)";
     Len = "len"("x") req 1: "length of a list, tuple, string or the first dimension of a tensor";

@@ -582,6 +582,7 @@ pub fn call(
             None => unreachable!("required"),
         },
         Builtin::Shape => Ok(shape_list(a.tensor(0)?.shape())),
+        Builtin::ToList => to_list(&a.tensor(0)?),
         Builtin::Item => {
             let x = a.tensor(0)?;
             let v = x.item()?;
@@ -763,6 +764,34 @@ pub fn call(
             }
         }
     }
+}
+
+/// A tensor's values as nested lists (ints for i32, floats otherwise); a
+/// 0-d tensor gives its number.
+fn to_list(x: &Tensor) -> RtResult<Value> {
+    let vals: Vec<Value> = if x.dtype() == DType::I32 {
+        x.i32s()?.iter().map(|&v| Value::Int(v as i64)).collect()
+    } else {
+        x.to_f32_vec()?
+            .into_iter()
+            .map(|v| Value::Float(v as f64))
+            .collect()
+    };
+    fn nest(vals: &[Value], shape: &[usize]) -> Value {
+        match shape {
+            [] => vals.first().cloned().unwrap_or(Value::None),
+            [_] => Value::List(Rc::new(vals.to_vec())),
+            [n, rest @ ..] => {
+                let step = rest.iter().product::<usize>();
+                Value::List(Rc::new(
+                    (0..*n)
+                        .map(|i| nest(&vals[i * step..(i + 1) * step], rest))
+                        .collect(),
+                ))
+            }
+        }
+    }
+    Ok(nest(&vals, x.shape()))
 }
 
 fn to_tensor_like(v: &Value, like: &Tensor) -> RtResult<Tensor> {

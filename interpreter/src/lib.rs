@@ -18,6 +18,7 @@ pub mod error;
 pub mod eval;
 pub mod executor;
 pub mod model;
+pub mod mrope;
 pub mod sampler;
 pub mod value;
 

@@ -1,0 +1,135 @@
+//! 3D rotary positions (temporal, height, width) of a multimodal prompt, as
+//! Qwen3-VL's `get_rope_index` in transformers computes them.
+//!
+//! Text tokens get the same position on all three rows, counting on from the
+//! previous token. An image's `t * (h/m) * (w/m)` placeholder tokens (`m` the
+//! spatial merge size) take `start + (ti, hi, wi)` over the merged grid in
+//! (t, h, w) order, where `start` is the position the next text token would
+//! have had; text after the image continues at `start + max(h, w) / m` (so
+//! positions do not advance one per image token). Decoding after the prompt
+//! continues at `seq_len + delta`, `delta = max(position) + 1 - seq_len`.
+
+/// Positions `[3][seq]` and the offset for tokens appended later.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MropePositions {
+    pub rows: [Vec<i32>; 3],
+    pub delta: i64,
+}
+
+/// `ids`: the prompt with each image already expanded to its placeholder
+/// tokens (`image_token_id`); `grids`: the images' `(t, h, w)` patch grids
+/// in prompt order; `merge`: the vision tower's spatial merge size.
+/// Consecutive placeholder tokens are split between images by grid size, so
+/// images need no separator between them.
+pub fn mrope_positions(
+    ids: &[i32],
+    image_token_id: i32,
+    grids: &[[i64; 3]],
+    merge: i64,
+) -> Result<MropePositions, String> {
+    if merge <= 0 {
+        return Err(format!("spatial merge size must be positive, got {merge}"));
+    }
+    let mut rows: [Vec<i32>; 3] = Default::default();
+    let mut next = 0i64; // the position of the next text token
+    let mut images = grids.iter().enumerate();
+    let mut i = 0;
+    while i < ids.len() {
+        if ids[i] != image_token_id {
+            for r in rows.iter_mut() {
+                r.push(to_i32(next)?);
+            }
+            next += 1;
+            i += 1;
+            continue;
+        }
+        let Some((k, &[t, h, w])) = images.next() else {
+            return Err(format!(
+                "token {i} is an image token ({image_token_id}) but all {} image grids are used",
+                grids.len()
+            ));
+        };
+        if t <= 0 || h <= 0 || w <= 0 || h % merge != 0 || w % merge != 0 {
+            return Err(format!(
+                "image {k}: grid (t, h, w) = ({t}, {h}, {w}) is not positive with h and w divisible by the merge size {merge}"
+            ));
+        }
+        let (gh, gw) = (h / merge, w / merge);
+        let n = (t * gh * gw) as usize;
+        let run = ids[i..]
+            .iter()
+            .take_while(|&&x| x == image_token_id)
+            .count();
+        if run < n {
+            return Err(format!(
+                "image {k} (grid {t}x{h}x{w}, merge {merge}) needs {n} image tokens at token {i}, found {run}"
+            ));
+        }
+        for ti in 0..t {
+            for hi in 0..gh {
+                for wi in 0..gw {
+                    rows[0].push(to_i32(next + ti)?);
+                    rows[1].push(to_i32(next + hi)?);
+                    rows[2].push(to_i32(next + wi)?);
+                }
+            }
+        }
+        next += h.max(w) / merge;
+        i += n;
+    }
+    if let Some((k, _)) = images.next() {
+        return Err(format!(
+            "{} image grids given but only {k} images' tokens are in the prompt",
+            grids.len()
+        ));
+    }
+    let max = rows.iter().flatten().copied().max().unwrap_or(-1) as i64;
+    Ok(MropePositions {
+        delta: max + 1 - ids.len() as i64,
+        rows,
+    })
+}
+
+fn to_i32(p: i64) -> Result<i32, String> {
+    i32::try_from(p).map_err(|_| format!("position {p} does not fit in i32"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_only_counts_up() {
+        let p = mrope_positions(&[5, 6, 7], 9, &[], 2).unwrap();
+        assert_eq!(p.rows[0], [0, 1, 2]);
+        assert_eq!(p.rows[2], [0, 1, 2]);
+        assert_eq!(p.delta, 0);
+    }
+
+    #[test]
+    fn image_then_text() {
+        // 2 text tokens, an image of 4x6 patches (2x3 merged), then text.
+        let ids = [1, 2, 9, 9, 9, 9, 9, 9, 3];
+        let p = mrope_positions(&ids, 9, &[[1, 4, 6]], 2).unwrap();
+        assert_eq!(p.rows[0], [0, 1, 2, 2, 2, 2, 2, 2, 5]);
+        assert_eq!(p.rows[1], [0, 1, 2, 2, 2, 3, 3, 3, 5]);
+        assert_eq!(p.rows[2], [0, 1, 2, 3, 4, 2, 3, 4, 5]);
+        assert_eq!(p.delta, 6 - 9);
+    }
+
+    #[test]
+    fn adjacent_images_split_by_grid() {
+        let ids = [9, 9, 9];
+        let p = mrope_positions(&ids, 9, &[[1, 2, 2], [1, 2, 4]], 2).unwrap();
+        assert_eq!(p.rows[2], [0, 1, 2]);
+        assert_eq!(p.rows[0], [0, 1, 1]);
+    }
+
+    #[test]
+    fn mismatches_are_errors() {
+        assert!(mrope_positions(&[9, 9], 9, &[[1, 2, 2]], 2).is_err());
+        assert!(mrope_positions(&[9], 9, &[[1, 2, 2], [1, 2, 2]], 2).is_err());
+        assert!(mrope_positions(&[9, 9], 9, &[[1, 2, 4]], 3).is_err());
+        assert!(mrope_positions(&[1], 9, &[[1, 2, 2]], 2).is_err());
+    }
+}
