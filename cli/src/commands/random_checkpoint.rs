@@ -41,14 +41,118 @@ pub fn preset(name: &str) -> Option<serde_json::Value> {
             "rope_scaling": {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
             "hidden_act": "silu", "bos_token_id": 128000, "eos_token_id": 128001,
         }),
+        // Qwen3-VL-2B-Instruct's published sizes (text like Qwen3-1.7B).
+        "qwen3-vl-2b" => json!({
+            "architectures": ["Qwen3VLForConditionalGeneration"], "model_type": "qwen3_vl",
+            "image_token_id": 151655, "video_token_id": 151656,
+            "vision_start_token_id": 151652, "vision_end_token_id": 151653,
+            "tie_word_embeddings": true,
+            "text_config": {
+                "model_type": "qwen3_vl_text", "vocab_size": 151936, "hidden_size": 2048,
+                "intermediate_size": 6144, "num_hidden_layers": 28, "num_attention_heads": 16,
+                "num_key_value_heads": 8, "head_dim": 128, "rms_norm_eps": 1e-6,
+                "rope_theta": 5000000.0, "max_position_embeddings": 262144,
+                "rope_scaling": {"rope_type": "default", "mrope_section": [24, 20, 20], "mrope_interleaved": true},
+                "hidden_act": "silu", "attention_bias": false, "tie_word_embeddings": true,
+                "bos_token_id": 151643, "eos_token_id": 151645,
+            },
+            "vision_config": {
+                "model_type": "qwen3_vl", "depth": 24, "hidden_size": 1024, "intermediate_size": 4096,
+                "num_heads": 16, "out_hidden_size": 2048, "patch_size": 16, "spatial_merge_size": 2,
+                "temporal_patch_size": 2, "in_channels": 3, "num_position_embeddings": 2304,
+                "deepstack_visual_indexes": [5, 11, 17], "hidden_act": "gelu_pytorch_tanh",
+            },
+        }),
         _ => return None,
     })
 }
 
-pub const PRESETS: &[&str] = &["qwen3-0.6b", "qwen3-1.7b", "smollm2-135m", "llama-3.2-1b"];
+pub const PRESETS: &[&str] = &[
+    "qwen3-0.6b",
+    "qwen3-1.7b",
+    "smollm2-135m",
+    "llama-3.2-1b",
+    "qwen3-vl-2b",
+];
 
-/// Tensor names and shapes of a Qwen3/Llama-layout checkpoint.
+/// Tensor names and shapes of a checkpoint: a Qwen3/Llama-layout decoder,
+/// or Qwen3-VL's vision tower plus its text decoder.
 fn tensors(c: &serde_json::Value) -> Vec<(String, Vec<usize>)> {
+    if c["model_type"] != "qwen3_vl" {
+        return decoder(c, "model.");
+    }
+    let mut text = c["text_config"].clone();
+    text["model_type"] = json!("qwen3");
+    let mut t = vision(&c["vision_config"]);
+    t.extend(decoder(&text, "model.language_model."));
+    t
+}
+
+/// Qwen3-VL's vision tower (`model.visual.*`).
+fn vision(v: &serde_json::Value) -> Vec<(String, Vec<usize>)> {
+    let g = |k: &str| v[k].as_u64().unwrap_or(0) as usize;
+    let (h, inter, depth, out) = (
+        g("hidden_size"),
+        g("intermediate_size"),
+        g("depth"),
+        g("out_hidden_size"),
+    );
+    let (p, tp, m) = (
+        g("patch_size"),
+        g("temporal_patch_size"),
+        g("spatial_merge_size"),
+    );
+    let merged = h * m * m;
+    let mut t = vec![
+        (
+            "model.visual.patch_embed.proj.weight".to_string(),
+            vec![h, g("in_channels"), tp, p, p],
+        ),
+        ("model.visual.patch_embed.proj.bias".to_string(), vec![h]),
+        (
+            "model.visual.pos_embed.weight".to_string(),
+            vec![g("num_position_embeddings"), h],
+        ),
+    ];
+    for i in 0..depth {
+        let b = format!("model.visual.blocks.{i}.");
+        for (name, shape) in [
+            ("attn.qkv.weight", vec![3 * h, h]),
+            ("attn.qkv.bias", vec![3 * h]),
+            ("attn.proj.weight", vec![h, h]),
+            ("attn.proj.bias", vec![h]),
+            ("mlp.linear_fc1.weight", vec![inter, h]),
+            ("mlp.linear_fc1.bias", vec![inter]),
+            ("mlp.linear_fc2.weight", vec![h, inter]),
+            ("mlp.linear_fc2.bias", vec![h]),
+            ("norm1.weight", vec![h]),
+            ("norm1.bias", vec![h]),
+            ("norm2.weight", vec![h]),
+            ("norm2.bias", vec![h]),
+        ] {
+            t.push((format!("{b}{name}"), shape));
+        }
+    }
+    let deepstack = v["deepstack_visual_indexes"]
+        .as_array()
+        .map_or(0, |a| a.len());
+    let mergers = std::iter::once(("model.visual.merger.".to_string(), h)).chain(
+        (0..deepstack).map(|i| (format!("model.visual.deepstack_merger_list.{i}."), merged)),
+    );
+    for (pre, norm) in mergers {
+        t.push((format!("{pre}norm.weight"), vec![norm]));
+        t.push((format!("{pre}norm.bias"), vec![norm]));
+        t.push((format!("{pre}linear_fc1.weight"), vec![merged, merged]));
+        t.push((format!("{pre}linear_fc1.bias"), vec![merged]));
+        t.push((format!("{pre}linear_fc2.weight"), vec![out, merged]));
+        t.push((format!("{pre}linear_fc2.bias"), vec![out]));
+    }
+    t
+}
+
+/// A Qwen3/Llama-layout decoder under `prefix` (`model.` or
+/// `model.language_model.`); `lm_head` when untied.
+fn decoder(c: &serde_json::Value, prefix: &str) -> Vec<(String, Vec<usize>)> {
     let g = |k: &str| c[k].as_u64().unwrap_or(0) as usize;
     let (h, inter, layers, heads, kv, vocab) = (
         g("hidden_size"),
@@ -63,9 +167,9 @@ fn tensors(c: &serde_json::Value) -> Vec<(String, Vec<usize>)> {
         .map(|v| v as usize)
         .unwrap_or(h / heads.max(1));
     let qk_norm = c["model_type"] == "qwen3";
-    let mut t = vec![("model.embed_tokens.weight".to_string(), vec![vocab, h])];
+    let mut t = vec![(format!("{prefix}embed_tokens.weight"), vec![vocab, h])];
     for i in 0..layers {
-        let p = format!("model.layers.{i}.");
+        let p = format!("{prefix}layers.{i}.");
         t.push((format!("{p}self_attn.q_proj.weight"), vec![heads * hd, h]));
         t.push((format!("{p}self_attn.k_proj.weight"), vec![kv * hd, h]));
         t.push((format!("{p}self_attn.v_proj.weight"), vec![kv * hd, h]));
@@ -80,7 +184,7 @@ fn tensors(c: &serde_json::Value) -> Vec<(String, Vec<usize>)> {
         t.push((format!("{p}input_layernorm.weight"), vec![h]));
         t.push((format!("{p}post_attention_layernorm.weight"), vec![h]));
     }
-    t.push(("model.norm.weight".to_string(), vec![h]));
+    t.push((format!("{prefix}norm.weight"), vec![h]));
     if c["tie_word_embeddings"] != true {
         t.push(("lm_head.weight".to_string(), vec![vocab, h]));
     }
@@ -121,7 +225,10 @@ pub fn run(
         )));
     };
     if let Some(n) = layers {
-        config["num_hidden_layers"] = json!(n);
+        match config.get_mut("text_config") {
+            Some(text) => text["num_hidden_layers"] = json!(n),
+            None => config["num_hidden_layers"] = json!(n),
+        }
     }
     let (st_dtype, bytes_per) = match dtype {
         "bf16" => ("BF16", 2),
