@@ -213,6 +213,17 @@ fn default_recipes_and_fallbacks() {
     let (_d, f) = convert_to(&fixture("qwen3/untied_bf16_ropeparams"), "q8_0", None);
     let e = f.tensor("model.layers.0.mlp.up_proj.weight").unwrap();
     assert_eq!((e.requested.name(), e.ty.name()), ("q8_0", "bf16"));
+    // Qwen3-VL at a 4-bit type: the vision tower stays at 8 bits (its 5-D
+    // patch kernel, rows of 16, at f16), the text decoder goes to 4 bits.
+    let (_d, f) = convert_to(&fixture("qwen3_vl/p16_m2_tied_published"), "q4_0", None);
+    let ty = |n: &str| f.tensor(n).unwrap().ty.name();
+    assert_eq!(ty("model.visual.blocks.0.attn.qkv.weight"), "q8_0");
+    assert_eq!(ty("model.visual.merger.linear_fc1.weight"), "q8_0");
+    assert_eq!(ty("model.visual.patch_embed.proj.weight"), "f16");
+    assert_eq!(
+        ty("model.language_model.layers.0.mlp.up_proj.weight"),
+        "q4_0"
+    );
 }
 
 #[test]

@@ -82,11 +82,21 @@ impl Recipe {
     /// types and q6_k for the K-quants; q4_k also keeps attention values and
     /// MLP down projections at q6_k (as llama.cpp's Q4_K_M does); everything
     /// else at `ty`. w4a16 keeps those two at q8_0 as well; w8a8 (8 bits
-    /// already) applies everywhere.
+    /// already) applies everywhere. Below 8 bits, vision towers get q8_0.
     pub fn default_rules(ty: StoredType) -> Vec<Rule> {
         use QuantType as Q;
         let q = StoredType::Quant;
         let mut rules = vec![];
+        // Vision towers (Qwen-VL's `model.visual.*`) stay at >= 8 bits: their
+        // errors reach every image token, and they are a small part of
+        // the weights.
+        let below_8_bits = matches!(
+            ty,
+            StoredType::Quant(Q::Q4_0 | Q::Q4_1 | Q::Q4_K | Q::Q5_K | Q::Q6_K | Q::W4A16 { .. })
+        );
+        if below_8_bits {
+            rules.push(rule("model.visual.*", q(Q::Q8_0)));
+        }
         let precise = match ty {
             StoredType::Quant(Q::Q4_0 | Q::Q4_1 | Q::W4A16 { .. }) => Some(q(Q::Q8_0)),
             StoredType::Quant(Q::Q4_K | Q::Q5_K) => Some(q(Q::Q6_K)),
