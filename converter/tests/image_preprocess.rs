@@ -153,7 +153,7 @@ fn configs_read_like_transformers() {
     .unwrap();
     let c = VisionPreprocessConfig::from_model_dir(dir.path()).unwrap();
     assert_eq!((c.min_pixels, c.max_pixels, c.patch_size), (100, 5000, 14));
-    assert_eq!(c.image_mean[0], 0.481_454_66);
+    assert_eq!(c.image_mean[0], 0.48145466_f64 as f32);
     // Without a preprocessor config: config.json's vision_config.
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
@@ -277,9 +277,8 @@ fn write_gray_png(path: &Path, width: u32, height: u32) {
     ihdr.extend_from_slice(&[8, 0, 0, 0, 0]);
     bytes.truncate(8);
     bytes.extend(png_chunk(b"IHDR", &ihdr));
-    let raw: Vec<u8> = (0..height)
-        .flat_map(|_| std::iter::once(0u8).chain(std::iter::repeat(0u8).take(width as usize)))
-        .collect();
+    // Each row: filter byte 0 (none), then `width` zero pixels.
+    let raw = vec![0u8; (width as usize + 1) * height as usize];
     // zlib stream with one stored block (raw is < 65536 bytes here).
     let mut z = vec![0x78, 0x01, 0x01];
     z.extend_from_slice(&(raw.len() as u16).to_le_bytes());
@@ -366,10 +365,35 @@ proptest! {
     }
 
     #[test]
+    fn mutated_real_files_never_panic(
+        file in prop::sample::select(vec![
+            "tiny_5x3.png", "rocket_exif6.jpg", "chelsea.webp", "lossless_61x45.webp",
+        ]),
+        edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
+        cut in any::<prop::sample::Index>(),
+        truncate in any::<bool>(),
+    ) {
+        let mut bytes = std::fs::read(fixtures().join("images").join(file)).unwrap();
+        for (at, v) in edits {
+            let i = at.index(bytes.len());
+            bytes[i] = v;
+        }
+        if truncate {
+            bytes.truncate(cut.index(bytes.len()));
+        }
+        // Either an image or an error; a panic fails the test.
+        if let Ok(img) = decode_bytes(&bytes, "fuzz") {
+            prop_assert_eq!(img.data.len(), img.height * img.width * 3);
+        }
+    }
+
+    #[test]
     fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
         let _ = decode_bytes(&bytes, "fuzz");
-        let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
-        png.extend_from_slice(&bytes);
-        let _ = decode_bytes(&png, "fuzz");
+        let signatures: [&[u8]; 3] = [b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"RIFF\x00\x01\x00\x00WEBPVP8 "];
+        for sig in signatures {
+            let data = [sig, &bytes[..]].concat();
+            let _ = decode_bytes(&data, "fuzz");
+        }
     }
 }

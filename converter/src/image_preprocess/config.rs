@@ -12,6 +12,11 @@ use crate::error::{ConvertError, Result};
 /// (the value every Qwen-VL checkpoint uses).
 pub const RESAMPLE_BICUBIC: u64 = 3;
 
+/// transformers' defaults when a config has no mean/std (Python floats,
+/// rounded to f32 when torch builds the tensors, as here).
+const OPENAI_CLIP_MEAN: [f64; 3] = [0.48145466, 0.4578275, 0.40821073];
+const OPENAI_CLIP_STD: [f64; 3] = [0.26862954, 0.26130258, 0.27577711];
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct VisionPreprocessConfig {
     pub patch_size: usize,
@@ -58,8 +63,8 @@ impl VisionPreprocessConfig {
             merge_size: 2,
             min_pixels: 56 * 56,
             max_pixels: 28 * 28 * 1280,
-            image_mean: [0.481_454_66, 0.457_827_5, 0.408_210_73],
-            image_std: [0.268_629_54, 0.261_302_58, 0.275_777_11],
+            image_mean: OPENAI_CLIP_MEAN.map(|x| x as f32),
+            image_std: OPENAI_CLIP_STD.map(|x| x as f32),
             rescale_factor: 1.0 / 255.0,
             do_resize: true,
             do_rescale: true,
@@ -133,7 +138,7 @@ impl VisionPreprocessConfig {
         }
         if let Some(v) = json.get("image_std").filter(|v| !v.is_null()) {
             c.image_std = triple(v, "image_std", what)?;
-            if c.image_std.iter().any(|&s| s == 0.0) {
+            if c.image_std.contains(&0.0) {
                 return Err(ConvertError::Corrupt(format!(
                     "{what}: image_std has a zero entry"
                 )));
