@@ -178,6 +178,18 @@ enum Cmd {
         #[arg(long)]
         enable_thinking: Option<bool>,
     },
+    /// Turn images into a vision encoder's pixel_values and image_grid_thw (Qwen-VL).
+    VisionPreprocess {
+        /// Model directory with preprocessor_config.json (or config.json's vision_config).
+        #[arg(long, short = 'm')]
+        model: String,
+        /// A PNG, JPEG or WebP file; repeat for several images (concatenated in order).
+        #[arg(long = "image", required = true)]
+        images: Vec<String>,
+        /// The safetensors file to write.
+        #[arg(long)]
+        out: String,
+    },
 }
 
 fn main() {
@@ -314,6 +326,9 @@ fn run(cli: Cli) -> i32 {
             no_generation_prompt,
             enable_thinking,
         } => commands::template::run(&model, &messages, !no_generation_prompt, enable_thinking),
+        Cmd::VisionPreprocess { model, images, out } => {
+            commands::vision_preprocess::run(&model, &images, &out)
+        }
     };
     match result {
         Ok(()) => 0,

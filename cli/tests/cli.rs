@@ -644,3 +644,71 @@ fn convert_inspect_and_run_a_self_contained_file() {
     assert_eq!(r.status.code(), Some(1), "{}", text(&r.stderr));
     assert!(!text(&r.stderr).contains("panicked"), "{}", text(&r.stderr));
 }
+
+#[test]
+fn vision_preprocess_writes_pixel_values_and_grids() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let out_path = dir.path().join("pv.safetensors");
+    let fixtures = root().join("tests/fixtures/vision");
+    let r = mllm(&[
+        "vision-preprocess",
+        "--model",
+        "tests/fixtures/vision/small",
+        "--image",
+        "tests/fixtures/vision/images/odd_173x67.png",
+        "--image",
+        "tests/fixtures/vision/images/rgba_70x50.png",
+        "--out",
+        out_path.to_str().expect("utf-8"),
+    ]);
+    assert!(r.status.success(), "{}", text(&r.stderr));
+    assert!(
+        text(&r.stdout).contains("image_grid_thw 1,4,10"),
+        "{}",
+        text(&r.stdout)
+    );
+    let bytes = std::fs::read(&out_path).expect("out file");
+    let st = safetensors::SafeTensors::deserialize(&bytes).expect("safetensors");
+    let pv = st.tensor("pixel_values").expect("pixel_values");
+    let grid = st.tensor("image_grid_thw").expect("image_grid_thw");
+    assert_eq!(pv.dtype(), safetensors::Dtype::F32);
+    assert_eq!(grid.dtype(), safetensors::Dtype::I64);
+    assert_eq!(grid.shape(), [2, 3]);
+    // The reference: transformers' output for each image, concatenated.
+    let rbytes = std::fs::read(fixtures.join("reference.safetensors")).expect("reference");
+    let reference = safetensors::SafeTensors::deserialize(&rbytes).expect("reference");
+    let mut want_pv = Vec::new();
+    let mut want_grid = Vec::new();
+    for case in ["odd_png", "rgba_png"] {
+        let levels = reference.tensor(&format!("{case}.levels")).expect("levels");
+        want_pv.extend(levels.data().iter().map(|&l| (l as f32 - 127.5) / 127.5));
+        want_grid.extend_from_slice(
+            reference
+                .tensor(&format!("{case}.image_grid_thw"))
+                .expect("grid")
+                .data(),
+        );
+    }
+    assert_eq!(pv.shape(), [want_pv.len() / 1536, 1536]);
+    assert_eq!(grid.data(), &want_grid[..]);
+    let got: Vec<f32> = pv
+        .data()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
+        .collect();
+    // PNG input: bit-identical to transformers.
+    assert!(got == want_pv, "pixel_values differ from the reference");
+    // Bad input: a clear error naming the file, exit code 1, no panic.
+    let r = mllm(&[
+        "vision-preprocess",
+        "--model",
+        "tests/fixtures/vision/small",
+        "--image",
+        "README.md",
+        "--out",
+        out_path.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r.stderr));
+    assert!(text(&r.stderr).contains("README.md"), "{}", text(&r.stderr));
+    assert!(!text(&r.stderr).contains("panicked"), "{}", text(&r.stderr));
+}

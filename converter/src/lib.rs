@@ -3,13 +3,15 @@
 //! (metadata, tensors, the GGUF->HF name table), PyTorch zip checkpoints
 //! through a restricted unpickler, tokenizers and chat templates, and the
 //! self-contained `.mllm` format (reader, writer, streaming `convert`,
-//! recipes; spec in FORMAT.md). It uses the backends' tensor and quant block
-//! types but never the interpreter.
+//! recipes; spec in FORMAT.md), and image preprocessing for vision encoders
+//! (image files to Qwen-VL `pixel_values`). It uses the backends' tensor and
+//! quant block types but never the interpreter.
 
 pub mod chat_template;
 pub mod error;
 pub mod gguf;
 pub mod hf_dir;
+pub mod image_preprocess;
 pub mod mllm_format;
 pub mod pytorch;
 pub mod safetensors_dir;

@@ -10,3 +10,4 @@ pub mod random_checkpoint;
 pub mod run;
 pub mod template;
 pub mod tokenize;
+pub mod vision_preprocess;
