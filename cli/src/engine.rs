@@ -21,6 +21,9 @@ pub struct Engine {
     pub max_context: Option<usize>,
     /// How many ids the last `feed` actually computed (the rest were cached).
     pub last_computed: usize,
+    /// Rotary position of token `i` is `i + pos_offset`: 0 for text, the
+    /// rope delta after a prompt with images (`feed_images`).
+    pos_offset: i64,
 }
 
 impl Engine {
@@ -34,6 +37,7 @@ impl Engine {
             cached: vec![],
             max_context,
             last_computed: 0,
+            pos_offset: 0,
         }
     }
 
@@ -41,19 +45,55 @@ impl Engine {
     pub fn reset(&mut self) {
         self.cache = Rc::new(RefCell::new(KvCache::new()));
         self.cached.clear();
+        self.pos_offset = 0;
+    }
+
+    /// Computes a prompt with images from scratch (ids hold each image's
+    /// placeholder tokens) and returns the logits after the last id; later
+    /// `step`s continue at the rope positions the images left.
+    pub fn feed_images(
+        &mut self,
+        ids: &[u32],
+        images: &crate::images::Images,
+        spec: &crate::images::ImageTokens,
+    ) -> CliResult<Vec<f32>> {
+        if ids.is_empty() {
+            return Err(CliError("error: empty prompt".into()));
+        }
+        self.check_context(ids.len())?;
+        self.reset();
+        let ids32: Vec<i32> = ids.iter().map(|&t| t as i32).collect();
+        let (t, delta) = crate::images::run_forward_images(
+            &self.model,
+            &mut self.exec,
+            &self.cache,
+            &ids32,
+            images,
+            spec,
+            true,
+        )?;
+        self.pos_offset = delta;
+        self.cached = ids.to_vec();
+        self.last_computed = ids.len();
+        let rows = t.shape()[0];
+        Ok(t.narrow0(rows - 1, rows)?.to_f32_vec()?)
+    }
+
+    fn check_context(&self, tokens: usize) -> CliResult<()> {
+        match self.max_context {
+            Some(max) if tokens > max => Err(CliError(format!(
+                "error: the conversation needs {tokens} tokens but the model's context is {max} tokens; shorten the prompt or start a new chat"
+            ))),
+            _ => Ok(()),
+        }
     }
 
     fn forward(&mut self, ids: &[u32], start: usize) -> CliResult<Vec<f32>> {
-        if let Some(max) = self.max_context {
-            if start + ids.len() > max {
-                return Err(CliError(format!(
-                    "error: the conversation needs {} tokens but the model's context is {max} tokens; shorten the prompt or start a new chat",
-                    start + ids.len()
-                )));
-            }
-        }
+        self.check_context(start + ids.len())?;
         let ids: Vec<i32> = ids.iter().map(|&t| t as i32).collect();
-        let t = run_forward(&self.model, &mut self.exec, &self.cache, &ids, start, true)?;
+        let pos = usize::try_from(start as i64 + self.pos_offset)
+            .map_err(|_| CliError("error: a negative rotary position".into()))?;
+        let t = run_forward(&self.model, &mut self.exec, &self.cache, &ids, pos, true)?;
         let rows = t.shape()[0];
         Ok(t.narrow0(rows - 1, rows)?.to_f32_vec()?)
     }
@@ -63,6 +103,11 @@ impl Engine {
     pub fn feed(&mut self, ids: &[u32]) -> CliResult<Vec<f32>> {
         if ids.is_empty() {
             return Err(CliError("error: empty prompt".into()));
+        }
+        if self.pos_offset != 0 {
+            // The cache holds a prompt with images, which text ids cannot
+            // reproduce: start over.
+            self.reset();
         }
         let mut common = self
             .cached
@@ -221,6 +266,8 @@ pub struct GenRequest<'a> {
     pub max_new_tokens: usize,
     pub eos: &'a [u32],
     pub stops: Vec<String>,
+    /// Images whose placeholder tokens `prompt` holds.
+    pub images: Option<(&'a crate::images::Images, &'a crate::images::ImageTokens)>,
 }
 
 /// Runs prompt + generation. `detok` turns each new token into a text chunk
@@ -235,7 +282,10 @@ pub fn generate(
     interrupt: &AtomicBool,
 ) -> CliResult<GenStats> {
     let t0 = Instant::now();
-    let mut logits = engine.feed(req.prompt)?;
+    let mut logits = match req.images {
+        Some((images, spec)) => engine.feed_images(req.prompt, images, spec)?,
+        None => engine.feed(req.prompt)?,
+    };
     let prompt_secs = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
     let mut filter = StopFilter::new(req.stops);

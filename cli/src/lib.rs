@@ -5,6 +5,7 @@
 pub mod assets;
 pub mod commands;
 pub mod engine;
+pub mod images;
 pub mod model_files;
 pub mod prompt;
 

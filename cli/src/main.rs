@@ -70,6 +70,10 @@ enum Cmd {
         /// Send the prompt as plain text, without the chat template.
         #[arg(long)]
         raw: bool,
+        /// An image shown with the prompt (PNG, JPEG, WebP; repeatable) for
+        /// vision-language models such as Qwen3-VL.
+        #[arg(long = "image")]
+        images: Vec<String>,
         #[command(flatten)]
         sampling: SamplingArgs,
         #[arg(long, short = 't')]
@@ -241,6 +245,7 @@ fn run(cli: Cli) -> i32 {
             prompt,
             system,
             raw,
+            images,
             sampling,
             threads,
             dequantize,
@@ -250,6 +255,7 @@ fn run(cli: Cli) -> i32 {
                 script,
                 model,
                 prompt,
+                images,
                 system,
                 raw,
                 sampling,

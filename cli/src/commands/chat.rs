@@ -89,6 +89,7 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
                 max_new_tokens: a.sampling.max_new_tokens,
                 eos: &files.eos,
                 stops: a.sampling.stop.clone(),
+                images: None,
             },
             &mut |t| Ok(dec.step(t)?),
             &mut |s| {

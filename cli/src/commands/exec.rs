@@ -7,13 +7,14 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use mllm_backends::{CpuBackend, Op, Tensor};
-use mllm_interpreter::mrope::mrope_positions;
-use mllm_interpreter::{Eager, Executor, KvCache, Model, Value};
+use mllm_interpreter::{Eager, Executor, KvCache, Model};
 use serde_json::Value as Json;
 
 use crate::engine::run_forward;
+pub use crate::images::{read_images, Images};
+use crate::images::{run_forward_images, ImageTokens};
 use crate::model_files;
-use crate::{color, CliError, CliResult};
+use crate::{CliError, CliResult};
 
 pub struct ExecArgs {
     pub script: String,
@@ -25,81 +26,6 @@ pub struct ExecArgs {
     pub load: model_files::LoadOptions,
     /// A safetensors file with `pixel_values` and `image_grid_thw`.
     pub pixel_values: Option<String>,
-}
-
-/// Images of a prompt as the Hugging Face processor outputs them:
-/// `pixel_values` f32 [patches, C*T*P*P] and one (t, h, w) patch grid each.
-pub struct Images {
-    pub pixel_values: Tensor,
-    pub grid_thw: Vec<[i64; 3]>,
-}
-
-/// Reads `pixel_values` (f32) and `image_grid_thw` (i64 or i32 [images, 3]).
-pub fn read_images(path: &str) -> CliResult<Images> {
-    let err = |m: String| CliError(format!("error: {path}: {m}"));
-    let bytes = std::fs::read(path).map_err(|e| err(e.to_string()))?;
-    let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| err(e.to_string()))?;
-    let pv = st
-        .tensor("pixel_values")
-        .map_err(|_| err("no tensor `pixel_values`".into()))?;
-    if pv.dtype() != safetensors::Dtype::F32 || pv.shape().len() != 2 {
-        return Err(err(format!(
-            "`pixel_values` must be f32 [patches, C*T*P*P], found {:?} {:?}",
-            pv.dtype(),
-            pv.shape()
-        )));
-    }
-    let data = pv
-        .data()
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
-    let pixel_values = Tensor::from_f32(data, pv.shape().to_vec())?;
-    let g = st
-        .tensor("image_grid_thw")
-        .map_err(|_| err("no tensor `image_grid_thw`".into()))?;
-    let flat: Vec<i64> = match g.dtype() {
-        safetensors::Dtype::I64 => g
-            .data()
-            .chunks_exact(8)
-            .map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
-            .collect(),
-        safetensors::Dtype::I32 => g
-            .data()
-            .chunks_exact(4)
-            .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64)
-            .collect(),
-        d => {
-            return Err(err(format!(
-                "`image_grid_thw` must be i64 or i32, found {d:?}"
-            )))
-        }
-    };
-    if g.shape().len() != 2 || g.shape()[1] != 3 || g.shape()[0] == 0 {
-        return Err(err(format!(
-            "`image_grid_thw` must be [images, 3], found {:?}",
-            g.shape()
-        )));
-    }
-    let grid_thw = flat.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect();
-    Ok(Images {
-        pixel_values,
-        grid_thw,
-    })
-}
-
-fn config_int(config: &Json, path: &[&str], default: Option<i64>) -> CliResult<i64> {
-    let mut v = Some(config);
-    for k in path {
-        v = v.and_then(|x| x.get(k));
-    }
-    match (v.and_then(|x| x.as_i64()), default) {
-        (Some(x), _) | (None, Some(x)) => Ok(x),
-        (None, None) => Err(CliError(format!(
-            "error: config.json has no integer `{}`, which a prompt with images needs",
-            path.join(".")
-        ))),
-    }
 }
 
 /// Parses `1,2,3` into token ids.
@@ -164,9 +90,8 @@ impl Loaded {
     }
 
     /// Prefills a prompt with images (ids already hold each image's
-    /// placeholder tokens) at multimodal rotary positions; returns the logits
-    /// and the offset `delta` at which decoding continues (token `i` of the
-    /// sequence sits at position `i + delta`).
+    /// placeholder tokens); returns the logits and the offset `delta` at
+    /// which decoding continues (token `i` sits at position `i + delta`).
     pub fn prefill_images(
         &mut self,
         cache: &Rc<RefCell<KvCache>>,
@@ -174,57 +99,16 @@ impl Loaded {
         images: &Images,
         last_only: bool,
     ) -> CliResult<(Tensor, i64)> {
-        let token = config_int(&self.config, &["image_token_id"], None)?;
-        let merge = config_int(
-            &self.config,
-            &["vision_config", "spatial_merge_size"],
-            Some(2),
-        )?;
-        let token = i32::try_from(token)
-            .map_err(|_| CliError(format!("error: image_token_id {token} is out of range")))?;
-        let p = mrope_positions(ids, token, &images.grid_thw, merge).map_err(|e| {
-            CliError(format!(
-                "error: image tokens and image_grid_thw disagree: {e}"
-            ))
-        })?;
-        let n = ids.len();
-        let rows: Vec<i32> = p.rows.concat();
-        let grids: Vec<i32> = images
-            .grid_thw
-            .iter()
-            .flatten()
-            .map(|&v| i32::try_from(v).unwrap_or(i32::MAX))
-            .collect();
-        let k = images.grid_thw.len();
-        let out = self
-            .model
-            .forward(
-                &mut self.exec,
-                vec![
-                    (
-                        "input_ids",
-                        Value::Tensor(Tensor::from_i32(ids.to_vec(), vec![n])?),
-                    ),
-                    (
-                        "positions",
-                        Value::Tensor(Tensor::from_i32(rows, vec![3, n])?),
-                    ),
-                    ("cache", Value::Cache(cache.clone())),
-                    ("pixel_values", Value::Tensor(images.pixel_values.clone())),
-                    (
-                        "image_grid_thw",
-                        Value::Tensor(Tensor::from_i32(grids, vec![k, 3])?),
-                    ),
-                    ("last_only", Value::Bool(last_only)),
-                ],
-            )
-            .map_err(|e| CliError(e.render(&self.model.program.sources, color())))?;
-        match out {
-            Value::Tensor(t) if t.rank() == 2 && t.shape()[0] >= 1 => Ok((t, p.delta)),
-            other => Err(CliError(format!(
-                "error: the script's forward returned {other:?}, expected logits [seq, vocab]"
-            ))),
-        }
+        let spec = ImageTokens::from_config(&self.config)?;
+        run_forward_images(
+            &self.model,
+            &mut self.exec,
+            cache,
+            ids,
+            images,
+            &spec,
+            last_only,
+        )
     }
 
     pub fn argmax_last(&mut self, logits: &Tensor) -> CliResult<i32> {

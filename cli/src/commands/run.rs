@@ -67,6 +67,8 @@ pub struct RunArgs {
     pub script: Option<String>,
     pub model: String,
     pub prompt: String,
+    /// Image files shown with the prompt, in order (vision-language models).
+    pub images: Vec<String>,
     pub system: Option<String>,
     pub raw: bool,
     pub sampling: SamplingArgs,
@@ -79,7 +81,23 @@ pub fn run(a: RunArgs) -> CliResult<()> {
     let tok = files.tokenizer()?;
     let model = load_model(&files, a.script.as_deref())?;
     let load_secs = t0.elapsed().as_secs_f64();
-    let ids = if a.raw || files.chat_template.is_none() {
+    let images = if a.images.is_empty() {
+        None
+    } else {
+        Some(crate::images::from_files(&files, &a.images)?)
+    };
+    let ids = if let Some((imgs, spec)) = &images {
+        let text = crate::images::prompt_text(
+            &files,
+            a.system.as_deref(),
+            &a.prompt,
+            imgs,
+            spec,
+            a.raw,
+            a.sampling.enable_thinking,
+        )?;
+        tok.encode(&text, false)?
+    } else if a.raw || files.chat_template.is_none() {
         if !a.raw {
             eprintln!(
                 "note: {} has no chat template; sending the prompt as plain text",
@@ -109,6 +127,7 @@ pub fn run(a: RunArgs) -> CliResult<()> {
             max_new_tokens: a.sampling.max_new_tokens,
             eos: &files.eos,
             stops: a.sampling.stop.clone(),
+            images: images.as_ref().map(|(i, s)| (i, s)),
         },
         &mut |t| Ok(dec.step(t)?),
         &mut |s| {

@@ -1,0 +1,338 @@
+//! Images in prompts (Qwen-VL style): the processor's output
+//! (`pixel_values` + `image_grid_thw`) read from a file or made from image
+//! files, placeholder expansion in prompt text, and the prefill that feeds
+//! them to a script's `forward` at multimodal rotary positions.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use mllm_backends::Tensor;
+use mllm_interpreter::mrope::mrope_positions;
+use mllm_interpreter::{Executor, KvCache, Model, Value};
+use serde_json::Value as Json;
+
+use crate::model_files::ModelFiles;
+use crate::{color, CliError, CliResult};
+
+/// Images of a prompt as the Hugging Face processor outputs them:
+/// `pixel_values` f32 [patches, C*T*P*P] and one (t, h, w) patch grid each.
+pub struct Images {
+    pub pixel_values: Tensor,
+    pub grid_thw: Vec<[i64; 3]>,
+}
+
+/// Reads `pixel_values` (f32) and `image_grid_thw` (i64 or i32 [images, 3]).
+pub fn read_images(path: &str) -> CliResult<Images> {
+    let err = |m: String| CliError(format!("error: {path}: {m}"));
+    let bytes = std::fs::read(path).map_err(|e| err(e.to_string()))?;
+    let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| err(e.to_string()))?;
+    let pv = st
+        .tensor("pixel_values")
+        .map_err(|_| err("no tensor `pixel_values`".into()))?;
+    if pv.dtype() != safetensors::Dtype::F32 || pv.shape().len() != 2 {
+        return Err(err(format!(
+            "`pixel_values` must be f32 [patches, C*T*P*P], found {:?} {:?}",
+            pv.dtype(),
+            pv.shape()
+        )));
+    }
+    let data = pv
+        .data()
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    let pixel_values = Tensor::from_f32(data, pv.shape().to_vec())?;
+    let g = st
+        .tensor("image_grid_thw")
+        .map_err(|_| err("no tensor `image_grid_thw`".into()))?;
+    let flat: Vec<i64> = match g.dtype() {
+        safetensors::Dtype::I64 => g
+            .data()
+            .chunks_exact(8)
+            .map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+            .collect(),
+        safetensors::Dtype::I32 => g
+            .data()
+            .chunks_exact(4)
+            .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64)
+            .collect(),
+        d => {
+            return Err(err(format!(
+                "`image_grid_thw` must be i64 or i32, found {d:?}"
+            )))
+        }
+    };
+    if g.shape().len() != 2 || g.shape()[1] != 3 || g.shape()[0] == 0 {
+        return Err(err(format!(
+            "`image_grid_thw` must be [images, 3], found {:?}",
+            g.shape()
+        )));
+    }
+    let grid_thw = flat.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect();
+    Ok(Images {
+        pixel_values,
+        grid_thw,
+    })
+}
+
+fn config_int(config: &Json, path: &[&str], default: Option<i64>) -> CliResult<i64> {
+    let mut v = Some(config);
+    for k in path {
+        v = v.and_then(|x| x.get(k));
+    }
+    match (v.and_then(|x| x.as_i64()), default) {
+        (Some(x), _) | (None, Some(x)) => Ok(x),
+        (None, None) => Err(CliError(format!(
+            "error: config.json has no integer `{}`, which a prompt with images needs",
+            path.join(".")
+        ))),
+    }
+}
+
+/// Which tokens stand for images, from the model's config.
+#[derive(Clone, Debug)]
+pub struct ImageTokens {
+    /// The placeholder (`<|image_pad|>`), repeated once per merged patch.
+    pub image: i32,
+    pub vision_start: Option<i32>,
+    pub vision_end: Option<i32>,
+    /// Patches merged into one token per side.
+    pub merge: i64,
+}
+
+impl ImageTokens {
+    pub fn from_config(config: &Json) -> CliResult<ImageTokens> {
+        let id = |path: &[&str]| -> CliResult<Option<i32>> {
+            match config_int(config, path, Some(-1))? {
+                -1 => Ok(None),
+                v => i32::try_from(v).map(Some).map_err(|_| {
+                    CliError(format!("error: {} {v} is out of range", path.join(".")))
+                }),
+            }
+        };
+        let image = id(&["image_token_id"])?.ok_or_else(|| {
+            CliError(
+                "error: config.json has no `image_token_id`; this model does not take images"
+                    .into(),
+            )
+        })?;
+        Ok(ImageTokens {
+            image,
+            vision_start: id(&["vision_start_token_id"])?,
+            vision_end: id(&["vision_end_token_id"])?,
+            merge: config_int(config, &["vision_config", "spatial_merge_size"], Some(2))?,
+        })
+    }
+
+    /// Placeholder tokens image `grid` takes: one per merged patch.
+    pub fn count(&self, grid: [i64; 3]) -> usize {
+        let m = self.merge.max(1);
+        (grid[0] * grid[1] * grid[2] / (m * m)).max(0) as usize
+    }
+}
+
+/// Runs the entry `forward` on a prompt with images at multimodal rotary
+/// positions; returns the logits and the offset `delta` at which decoding
+/// continues (token `i` of the sequence sits at position `i + delta`).
+pub fn run_forward_images(
+    model: &Model,
+    exec: &mut dyn Executor,
+    cache: &Rc<RefCell<KvCache>>,
+    ids: &[i32],
+    images: &Images,
+    spec: &ImageTokens,
+    last_only: bool,
+) -> CliResult<(Tensor, i64)> {
+    let p = mrope_positions(ids, spec.image, &images.grid_thw, spec.merge).map_err(|e| {
+        CliError(format!(
+            "error: image tokens and image_grid_thw disagree: {e}"
+        ))
+    })?;
+    let n = ids.len();
+    let rows: Vec<i32> = p.rows.concat();
+    let grids: Vec<i32> = images
+        .grid_thw
+        .iter()
+        .flatten()
+        .map(|&v| i32::try_from(v).unwrap_or(i32::MAX))
+        .collect();
+    let k = images.grid_thw.len();
+    let out = model
+        .forward(
+            exec,
+            vec![
+                (
+                    "input_ids",
+                    Value::Tensor(Tensor::from_i32(ids.to_vec(), vec![n])?),
+                ),
+                (
+                    "positions",
+                    Value::Tensor(Tensor::from_i32(rows, vec![3, n])?),
+                ),
+                ("cache", Value::Cache(cache.clone())),
+                ("pixel_values", Value::Tensor(images.pixel_values.clone())),
+                (
+                    "image_grid_thw",
+                    Value::Tensor(Tensor::from_i32(grids, vec![k, 3])?),
+                ),
+                ("last_only", Value::Bool(last_only)),
+            ],
+        )
+        .map_err(|e| CliError(e.render(&model.program.sources, color())))?;
+    match out {
+        Value::Tensor(t) if t.rank() == 2 && t.shape()[0] >= 1 => Ok((t, p.delta)),
+        other => Err(CliError(format!(
+            "error: the script's forward returned {other:?}, expected logits [seq, vocab]"
+        ))),
+    }
+}
+
+/// Decodes and preprocesses image files for the model in `files` (the
+/// processor settings from its `preprocessor_config.json`, else from
+/// `vision_config`), with the model's image tokens.
+pub fn from_files(files: &ModelFiles, paths: &[String]) -> CliResult<(Images, ImageTokens)> {
+    use mllm_converter::image_preprocess::{preprocess_files, VisionPreprocessConfig};
+    let spec = ImageTokens::from_config(&files.config)?;
+    let dir = if files.path.is_dir() {
+        files.path.clone()
+    } else {
+        files
+            .path
+            .parent()
+            .map(|p| p.to_path_buf())
+            .unwrap_or_default()
+    };
+    let cfg = if dir.join("preprocessor_config.json").is_file() {
+        VisionPreprocessConfig::from_model_dir(&dir)?
+    } else {
+        let v = files.config.get("vision_config").ok_or_else(|| {
+            CliError(format!(
+                "error: {} has neither preprocessor_config.json nor a vision_config; it does not take images",
+                files.path.display()
+            ))
+        })?;
+        VisionPreprocessConfig::from_vision_config(v, &files.config_origin)?
+    };
+    if cfg.merge_size as i64 != spec.merge {
+        return Err(CliError(format!(
+            "error: the image processor merges {} patches per side but the model {}",
+            cfg.merge_size, spec.merge
+        )));
+    }
+    let p = preprocess_files(paths, &cfg)?;
+    let shape = p.shape().to_vec();
+    let grid_thw = p
+        .grid_thw
+        .iter()
+        .map(|g| [g[0] as i64, g[1] as i64, g[2] as i64])
+        .collect();
+    let images = Images {
+        pixel_values: Tensor::from_f32(p.pixel_values, shape)?,
+        grid_thw,
+    };
+    Ok((images, spec))
+}
+
+/// The prompt text for a user turn with images, placeholders expanded to
+/// one token per merged patch (as the Hugging Face processor does before
+/// tokenizing). The chat template gets the turn as content parts (`{"type":
+/// "image"}` per image, then the text), as Qwen-VL templates expect; a
+/// template that ignores image parts, or `raw`, gets the placeholders
+/// written in front of the text instead.
+pub fn prompt_text(
+    files: &ModelFiles,
+    system: Option<&str>,
+    prompt: &str,
+    images: &Images,
+    spec: &ImageTokens,
+    raw: bool,
+    enable_thinking: Option<bool>,
+) -> CliResult<String> {
+    let tok = files.tokenizer()?;
+    let name = |id: Option<i32>| -> CliResult<String> {
+        match id {
+            None => Ok(String::new()),
+            Some(id) => tok.id_to_token(id as u32).ok_or_else(|| {
+                CliError(format!(
+                    "error: the tokenizer has no token {id}, which config.json names for images"
+                ))
+            }),
+        }
+    };
+    let pad = name(Some(spec.image))?;
+    let inline: String = images
+        .grid_thw
+        .iter()
+        .map(|_| {
+            Ok(format!(
+                "{}{pad}{}",
+                name(spec.vision_start)?,
+                name(spec.vision_end)?
+            ))
+        })
+        .collect::<CliResult<Vec<String>>>()?
+        .concat();
+    let text = match &files.chat_template {
+        Some(t) if !raw => {
+            let mut messages = vec![];
+            if let Some(s) = system {
+                messages.push(serde_json::json!({"role": "system", "content": s}));
+            }
+            let mut parts: Vec<Json> = images
+                .grid_thw
+                .iter()
+                .map(|_| serde_json::json!({"type": "image"}))
+                .collect();
+            parts.push(serde_json::json!({"type": "text", "text": prompt}));
+            messages.push(serde_json::json!({"role": "user", "content": parts}));
+            let mut extra = vec![];
+            if let Some(e) = enable_thinking {
+                extra.push(("enable_thinking", Json::Bool(e)));
+            }
+            let rendered = t.render_json(&Json::Array(messages), true, &extra);
+            match rendered {
+                Ok(r) if r.matches(pad.as_str()).count() == images.grid_thw.len() => r,
+                _ => {
+                    // A text-only template: the images go before the text.
+                    let mut msgs = vec![];
+                    if let Some(s) = system {
+                        msgs.push(crate::prompt::Message::new("system", s));
+                    }
+                    msgs.push(crate::prompt::Message::new(
+                        "user",
+                        format!("{inline}{prompt}"),
+                    ));
+                    crate::prompt::render(files, &msgs, true, enable_thinking)?
+                }
+            }
+        }
+        _ => format!("{inline}{prompt}"),
+    };
+    expand_placeholders(&text, &pad, images, spec)
+}
+
+/// Replaces the `i`-th `pad` in `text` by as many pads as image `i` has
+/// merged patches.
+pub fn expand_placeholders(
+    text: &str,
+    pad: &str,
+    images: &Images,
+    spec: &ImageTokens,
+) -> CliResult<String> {
+    let pieces: Vec<&str> = text.split(pad).collect();
+    if pieces.len() != images.grid_thw.len() + 1 {
+        return Err(CliError(format!(
+            "error: the prompt has {} image placeholders ({pad}) for {} images",
+            pieces.len() - 1,
+            images.grid_thw.len()
+        )));
+    }
+    let mut out = String::with_capacity(text.len());
+    for (i, piece) in pieces.iter().enumerate() {
+        out.push_str(piece);
+        if let Some(g) = images.grid_thw.get(i) {
+            out.push_str(&pad.repeat(spec.count(*g)));
+        }
+    }
+    Ok(out)
+}
