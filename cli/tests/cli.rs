@@ -712,3 +712,45 @@ fn vision_preprocess_writes_pixel_values_and_grids() {
     assert!(text(&r.stderr).contains("README.md"), "{}", text(&r.stderr));
     assert!(!text(&r.stderr).contains("panicked"), "{}", text(&r.stderr));
 }
+
+/// `mllm run --image` on the tiny Qwen3-VL: streams an answer with a
+/// summary; an unreadable image is a clear error. (Token-level agreement
+/// with transformers: tests/tests/run_images.rs.)
+#[test]
+fn run_with_images() {
+    let f = root().join("tests/fixtures/qwen3_vl");
+    let model = f.join("p16_m2_tied_published");
+    let img = f.join("run_images/a_160x120.png");
+    let out = mllm(&[
+        "run",
+        "--model",
+        model.to_str().expect("utf-8"),
+        "--image",
+        img.to_str().expect("utf-8"),
+        "--prompt",
+        "Describe this image.",
+        "--temp",
+        "0",
+        "-n",
+        "6",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("prompt 39 tok"),
+        "{}",
+        text(&out.stderr)
+    );
+    let bad = tempfile::NamedTempFile::new().expect("tmp");
+    std::fs::write(bad.path(), b"not an image").expect("write");
+    let out = mllm(&[
+        "run",
+        "--model",
+        model.to_str().expect("utf-8"),
+        "--image",
+        bad.path().to_str().expect("utf-8"),
+        "--prompt",
+        "hi",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("error"), "{}", text(&out.stderr));
+}
