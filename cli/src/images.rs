@@ -188,22 +188,14 @@ pub fn run_forward_images(
 }
 
 /// Decodes and preprocesses image files for the model in `files` (the
-/// processor settings from its `preprocessor_config.json`, else from
-/// `vision_config`), with the model's image tokens.
+/// processor settings from its `preprocessor_config.json`, which a .mllm
+/// file carries, else from `vision_config`), with the model's image tokens.
 pub fn from_files(files: &ModelFiles, paths: &[String]) -> CliResult<(Images, ImageTokens)> {
     use mllm_converter::image_preprocess::{preprocess_files, VisionPreprocessConfig};
     let spec = ImageTokens::from_config(&files.config)?;
-    let dir = if files.path.is_dir() {
-        files.path.clone()
-    } else {
-        files
-            .path
-            .parent()
-            .map(|p| p.to_path_buf())
-            .unwrap_or_default()
-    };
-    let cfg = if dir.join("preprocessor_config.json").is_file() {
-        VisionPreprocessConfig::from_model_dir(&dir)?
+    let cfg = if let Some(p) = &files.preprocessor_config {
+        let what = format!("the preprocessor config of {}", files.path.display());
+        VisionPreprocessConfig::from_json(p, &what)?
     } else {
         let v = files.config.get("vision_config").ok_or_else(|| {
             CliError(format!(

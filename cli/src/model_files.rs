@@ -24,6 +24,8 @@ pub struct ModelFiles {
     pub chat_template: Option<ChatTemplate>,
     /// Token ids that end generation.
     pub eos: Vec<u32>,
+    /// `preprocessor_config.json` of a vision model, when there is one.
+    pub preprocessor_config: Option<Json>,
 }
 
 fn ids_of(v: Option<&Json>) -> Vec<u32> {
@@ -151,6 +153,7 @@ fn open_hf(dir: &Path) -> CliResult<ModelFiles> {
         tokenizer,
         chat_template,
         eos,
+        preprocessor_config: read_json(&dir.join("preprocessor_config.json"))?,
     })
 }
 
@@ -188,6 +191,7 @@ fn open_gguf(path: &Path, opts: LoadOptions) -> CliResult<ModelFiles> {
         tokenizer,
         chat_template,
         eos,
+        preprocessor_config: None,
     })
 }
 
@@ -213,6 +217,7 @@ fn open_mllm(path: &Path, opts: LoadOptions) -> CliResult<ModelFiles> {
         None => None,
     };
     let config = f.config().clone();
+    let preprocessor_config = f.preprocessor_config().cloned();
     let mut eos = ids_of(f.generation_config().and_then(|g| g.get("eos_token_id")));
     if eos.is_empty() {
         eos = ids_of(config.get("eos_token_id"));
@@ -226,6 +231,7 @@ fn open_mllm(path: &Path, opts: LoadOptions) -> CliResult<ModelFiles> {
         tokenizer,
         chat_template,
         eos,
+        preprocessor_config,
     })
 }
 

@@ -26,14 +26,35 @@ fn ids(v: &serde_json::Value) -> Vec<u32> {
         .collect()
 }
 
+fn model_dir() -> std::path::PathBuf {
+    root().join("tests/fixtures/qwen3_vl/p16_m2_tied_published")
+}
+
 #[test]
 fn prompts_with_images_match_transformers() {
-    let r = reference();
-    let dir = root().join("tests/fixtures/qwen3_vl/p16_m2_tied_published");
+    let files = model_files::open(model_dir().to_str().expect("utf-8"))
+        .unwrap_or_else(|e| panic!("{}", e.0));
+    check(&files, &["one_image", "two_images"]);
+}
+
+/// A .mllm file alone carries the tokenizer, chat template and image
+/// processor settings: converted at f32 (lossless) it answers the same.
+#[test]
+fn a_converted_file_alone_takes_images() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = tmp.path().join("vl.mllm");
+    mllm_converter::mllm_format::convert(&model_dir(), &out, "f32", None, |_, _| {})
+        .unwrap_or_else(|e| panic!("{e}"));
     let files =
-        model_files::open(dir.to_str().expect("utf-8")).unwrap_or_else(|e| panic!("{}", e.0));
+        model_files::open(out.to_str().expect("utf-8")).unwrap_or_else(|e| panic!("{}", e.0));
+    assert!(files.preprocessor_config.is_some());
+    check(&files, &["two_images"]);
+}
+
+fn check(files: &model_files::ModelFiles, cases: &[&str]) {
+    let r = reference();
     let tok = files.tokenizer().unwrap_or_else(|e| panic!("{}", e.0));
-    for case in ["one_image", "two_images"] {
+    for &case in cases {
         let c = &r["cases"][case];
         let paths: Vec<String> = c["images"]
             .as_array()
@@ -47,18 +68,18 @@ fn prompts_with_images_match_transformers() {
                     .to_string()
             })
             .collect();
-        let (imgs, spec) = images::from_files(&files, &paths).unwrap_or_else(|e| panic!("{}", e.0));
+        let (imgs, spec) = images::from_files(files, &paths).unwrap_or_else(|e| panic!("{}", e.0));
         let grids: Vec<Vec<i64>> = imgs.grid_thw.iter().map(|g| g.to_vec()).collect();
         let want_grids: Vec<Vec<i64>> =
             serde_json::from_value(c["image_grid_thw"].clone()).expect("grids");
         assert_eq!(grids, want_grids, "{case}: image_grid_thw");
         let prompt = c["prompt"].as_str().expect("prompt");
-        let text = images::prompt_text(&files, None, prompt, &imgs, &spec, false, None)
+        let text = images::prompt_text(files, None, prompt, &imgs, &spec, false, None)
             .unwrap_or_else(|e| panic!("{}", e.0));
         let got = tok.encode(&text, false).expect("encode");
         assert_eq!(got, ids(&c["input_ids"]), "{case}: prompt ids");
 
-        let model = load_model(&files, None).unwrap_or_else(|e| panic!("{}", e.0));
+        let model = load_model(files, None).unwrap_or_else(|e| panic!("{}", e.0));
         let mut engine = Engine::new(model, files.max_context());
         let mut logits = engine
             .feed_images(&got, &imgs, &spec)

@@ -183,6 +183,11 @@ impl MllmFile {
         self.meta.get("tokenizer_config")
     }
 
+    /// The image processor settings of a vision model.
+    pub fn preprocessor_config(&self) -> Option<&Value> {
+        self.meta.get("preprocessor_config")
+    }
+
     pub fn chat_template(&self) -> Option<&str> {
         self.meta.get("chat_template").and_then(Value::as_str)
     }

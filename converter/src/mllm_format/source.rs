@@ -35,6 +35,8 @@ pub struct SourceModel {
     pub tokenizer_json: Option<String>,
     pub tokenizer_config: Option<Value>,
     pub chat_template: Option<String>,
+    /// `preprocessor_config.json` (image processing of vision models).
+    pub preprocessor_config: Option<Value>,
     /// The files read and their sizes.
     pub files: Vec<(PathBuf, u64)>,
     /// CRC-32 of the files' headers (FORMAT.md, `source`).
@@ -211,6 +213,7 @@ impl SourceModel {
             tokenizer_json,
             chat_template: hf_chat_template(&dir, tok_config.as_ref())?,
             tokenizer_config: tok_config,
+            preprocessor_config: read_json(&dir.join("preprocessor_config.json"))?,
             files,
             header_crc32,
             weights,
@@ -257,6 +260,7 @@ impl SourceModel {
             tokenizer_json,
             tokenizer_config,
             chat_template,
+            preprocessor_config: None,
             files,
             header_crc32,
             weights: Weights::Gguf(GgufWeights::new(g)?),
@@ -327,6 +331,7 @@ impl SourceModel {
                 "chat_template",
                 self.chat_template.clone().map(Value::String),
             ),
+            ("preprocessor_config", self.preprocessor_config.clone()),
         ];
         for (k, v) in opt {
             if let Some(v) = v {
