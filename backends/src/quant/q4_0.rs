@@ -44,31 +44,12 @@ impl BlockQ4_0 {
         }
     }
 
-    /// ggml's `quantize_row_q4_0_ref` for one block: the value of largest
-    /// magnitude (the first, on ties) maps to code 0, so `d = max / -8`
-    /// keeps its sign and the opposite extreme clips at code 15.
+    /// ggml's `quantize_row_q4_0_ref` for one block (the rule W4A16 uses
+    /// for every group size).
     pub fn quantize(x: &[f32; QK]) -> BlockQ4_0 {
-        let mut amax = 0.0f32;
-        let mut max = 0.0f32;
-        for &v in x {
-            if amax < v.abs() {
-                amax = v.abs();
-                max = v;
-            }
-        }
-        let d = max / -8.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        // Truncation after +8.5 rounds half up; `as` saturates, so NaN or
-        // infinite inputs give codes 0/15 instead of undefined behaviour.
-        let code = |v: f32| ((v * id + 8.5) as u8).min(15);
-        let mut qs = [0u8; QK / 2];
-        for (j, q) in qs.iter_mut().enumerate() {
-            *q = code(x[j]) | (code(x[j + QK / 2]) << 4);
-        }
-        BlockQ4_0 {
-            d: f16::from_f32(d),
-            qs,
-        }
+        let mut b = [0u8; Self::SIZE];
+        super::w4a16::quantize_group(x, &mut b);
+        BlockQ4_0::from_bytes(&b)
     }
 }
 

@@ -37,23 +37,32 @@ pub fn quantize_row_w4a16(g: usize, x: &[f32], out: &mut [u8]) -> Result<(), Str
     let gb = group_bytes(g);
     block_count("W4A16", g, gb, out.len(), x.len())?;
     for (x, o) in x.chunks_exact(g).zip(out.chunks_exact_mut(gb)) {
-        let mut amax = 0.0f32;
-        let mut max = 0.0f32;
-        for &v in x {
-            if amax < v.abs() {
-                amax = v.abs();
-                max = v;
-            }
-        }
-        let d = max / -8.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        // +8.5 then truncation rounds half up; `as` saturates NaN/inf.
-        let code = |v: f32| ((v * id + 8.5) as u8).min(15);
-        o[..2].copy_from_slice(&f16::from_f32(d).to_le_bytes());
-        let (lo, hi) = x.split_at(g / 2);
-        for ((q, &l), &h) in o[2..].iter_mut().zip(lo).zip(hi) {
-            *q = code(l) | (code(h) << 4);
-        }
+        quantize_group(x, o);
     }
     Ok(())
+}
+
+/// One group of `x.len()` (even) values into `2 + len / 2` bytes: ggml's
+/// q4_0 rule for any group size. The value of largest magnitude (the first,
+/// on ties) maps to code 0, so `d = max / -8` keeps its sign and the
+/// opposite extreme clips at code 15.
+pub(crate) fn quantize_group(x: &[f32], out: &mut [u8]) {
+    let mut amax = 0.0f32;
+    let mut max = 0.0f32;
+    for &v in x {
+        if amax < v.abs() {
+            amax = v.abs();
+            max = v;
+        }
+    }
+    let d = max / -8.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    // Truncation after +8.5 rounds half up; `as` saturates, so NaN or
+    // infinite inputs give codes 0/15 instead of undefined behaviour.
+    let code = |v: f32| ((v * id + 8.5) as u8).min(15);
+    out[..2].copy_from_slice(&f16::from_f32(d).to_le_bytes());
+    let (lo, hi) = x.split_at(x.len() / 2);
+    for ((q, &l), &h) in out[2..].iter_mut().zip(lo).zip(hi) {
+        *q = code(l) | (code(h) << 4);
+    }
 }
