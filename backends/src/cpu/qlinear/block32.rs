@@ -118,6 +118,12 @@ pub(super) fn gemm<B: Block32>(isa: Isa, w: &[u8], nr: usize, act: &ActQ8, out: 
         Isa::Neon => unsafe { drive(&ctx, nr, m, rm, 2, neon::tile_fn::<B, false>) },
         #[cfg(target_arch = "aarch64")]
         Isa::NeonDot => unsafe { drive(&ctx, nr, m, rm, 4, neon::tile_fn::<B, true>) },
+        // smmla computes a 2x2 tile at once: prefill only (decode keeps one
+        // streaming weight row per tile).
+        #[cfg(target_arch = "aarch64")]
+        Isa::NeonI8mm if m > 4 => unsafe { drive(&ctx, nr, m, 2, 2, neon::tile_fn_mm::<B>) },
+        #[cfg(target_arch = "aarch64")]
+        Isa::NeonI8mm => unsafe { drive(&ctx, nr, m, rm, 4, neon::tile_fn::<B, true>) },
         _ => {
             for j in 0..nr {
                 let row = &w[j * row_bytes..(j + 1) * row_bytes];
@@ -414,6 +420,109 @@ mod neon {
         i: usize,
     ) {
         tile_body::<B, R, C, U, true>(ctx, j, i)
+    }
+
+    /// `acc + A B^T` for the 2x8 int8 matrices in `a` and `b` (`smmla`; its
+    /// intrinsic is not stable yet).
+    #[target_feature(enable = "i8mm")]
+    #[inline]
+    unsafe fn smmla(mut acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+        std::arch::asm!(
+            "smmla {acc:v}.4s, {a:v}.16b, {b:v}.16b",
+            acc = inout(vreg) acc,
+            a = in(vreg) a,
+            b = in(vreg) b,
+            options(pure, nomem, nostack, preserves_flags)
+        );
+        acc
+    }
+
+    /// Rows `[x0 | x1]` of 8 bytes each, for half `h` (0: bytes 0..8 of
+    /// each 16, 1: bytes 8..16).
+    #[inline(always)]
+    unsafe fn pair(x0: int8x16_t, x1: int8x16_t, h: usize) -> int8x16_t {
+        let (a, b) = (vreinterpretq_s64_s8(x0), vreinterpretq_s64_s8(x1));
+        vreinterpretq_s8_s64(if h == 0 {
+            vzip1q_s64(a, b)
+        } else {
+            vzip2q_s64(a, b)
+        })
+    }
+
+    /// 2 weight rows x 2 activation rows with `smmla`: per block, each 8-code
+    /// slice of both weight rows and of both activation rows is paired, and
+    /// one instruction adds all four row-pair dots (lanes (w0,a0), (w0,a1),
+    /// (w1,a0), (w1,a1)). Integers per block as the twin; float finish per
+    /// block.
+    #[target_feature(enable = "dotprod,i8mm")]
+    unsafe fn tile_mm<B: Block32>(ctx: &Ctx, j: usize, i: usize) {
+        let (nb, k) = (ctx.nb, ctx.nb * 32);
+        let w0 = ctx.w.add(j * ctx.row_bytes);
+        let mut facc = vdupq_n_f32(0.0);
+        let mut acc_min = [0.0f32; 4];
+        for b in 0..nb {
+            let p = [w0.add(b * B::SIZE), w0.add(ctx.row_bytes + b * B::SIZE)];
+            let x = [B::load_neon(p[0]), B::load_neon(p[1])];
+            let dm = [
+                B::dm(std::slice::from_raw_parts(p[0], B::SIZE)),
+                B::dm(std::slice::from_raw_parts(p[1], B::SIZE)),
+            ];
+            let ai = [i * nb + b, (i + 1) * nb + b];
+            let pa = [ctx.aq.add(i * k + b * 32), ctx.aq.add((i + 1) * k + b * 32)];
+            let a = [
+                [vld1q_s8(pa[0]), vld1q_s8(pa[0].add(16))],
+                [vld1q_s8(pa[1]), vld1q_s8(pa[1].add(16))],
+            ];
+            let da = [*ctx.ad.add(ai[0]), *ctx.ad.add(ai[1])];
+            let sa = [*ctx.asum.add(ai[0]), *ctx.asum.add(ai[1])];
+            let o = B::NEON_OFFSET;
+            let init = [-o * sa[0], -o * sa[1], -o * sa[0], -o * sa[1]];
+            let mut iacc = vld1q_s32(init.as_ptr());
+            for q in 0..2 {
+                for h in 0..2 {
+                    iacc = smmla(iacc, pair(x[0][q], x[1][q], h), pair(a[0][q], a[1][q], h));
+                }
+            }
+            let scale = [
+                dm[0].0 * da[0],
+                dm[0].0 * da[1],
+                dm[1].0 * da[0],
+                dm[1].0 * da[1],
+            ];
+            facc = vfmaq_f32(facc, vcvtq_f32_s32(iacc), vld1q_f32(scale.as_ptr()));
+            if B::HAS_MIN {
+                for r in 0..2 {
+                    for c in 0..2 {
+                        acc_min[r * 2 + c] += dm[r].1 * (da[c] * sa[c] as f32);
+                    }
+                }
+            }
+        }
+        let mut f = [0.0f32; 4];
+        vst1q_f32(f.as_mut_ptr(), facc);
+        for r in 0..2 {
+            for c in 0..2 {
+                *ctx.out.add((i + c) * ctx.nr + j + r) = f[r * 2 + c] + acc_min[r * 2 + c];
+            }
+        }
+    }
+
+    /// Two weight rows by one activation row (the last odd activation row
+    /// of an i8mm sweep), as two dotprod rows.
+    #[target_feature(enable = "dotprod")]
+    unsafe fn tile_dot_2x1<B: Block32>(ctx: &Ctx, j: usize, i: usize) {
+        tile_body::<B, 1, 1, 4, true>(ctx, j, i);
+        tile_body::<B, 1, 1, 4, true>(ctx, j + 1, i);
+    }
+
+    /// Tiles for `drive(.., 2, 2, ..)`: `smmla` for full 2x2 tiles, dotprod
+    /// for the edges (2x1, and 1xC for an odd last weight row).
+    pub(super) fn tile_fn_mm<B: Block32>(r: usize, c: usize) -> TileFn {
+        match (r, c) {
+            (2, 2) => tile_mm::<B>,
+            (2, _) => tile_dot_2x1::<B>,
+            _ => tile_fn::<B, true>(r, c),
+        }
     }
 
     pub(super) fn tile_fn<B: Block32, const DOT: bool>(r: usize, c: usize) -> TileFn {

@@ -194,7 +194,7 @@ pub(super) fn gemm(kind: Kind, isa: Isa, w: &[u8], nr: usize, act: &ActQ8K, out:
             })
         },
         #[cfg(target_arch = "aarch64")]
-        (Isa::NeonDot, _) => unsafe {
+        (Isa::NeonDot | Isa::NeonI8mm, _) => unsafe {
             drive(&ctx, nr, m, rm, 2, |r, c| neon::tile_fn::<true>(kind, r, c))
         },
         _ => {

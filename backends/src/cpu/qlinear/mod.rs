@@ -15,8 +15,9 @@
 //! integers (`Isa::Scalar`), and `linear_ref` (dequantize to f32, f32 dot)
 //! is the oracle for all. SIMD paths are chosen at run time: AVX2
 //! (`maddubs`/`madd`), AVX-512 VNNI (`vpdpbusd`/`vpdpwssd` on 256-bit
-//! vectors), NEON with `sdot` when the CPU has dotprod, plain NEON else.
-//! `MLLM_QLINEAR_ISA=scalar|avx2|avx512vnni|neon|neon-dot` forces a path
+//! vectors), NEON with `sdot` when the CPU has dotprod (and `smmla` 2x2
+//! tiles for the 32-value types' prefill with i8mm), plain NEON else.
+//! `MLLM_QLINEAR_ISA=scalar|avx2|avx512vnni|neon|neon-dot|neon-i8mm` forces a path
 //! (one the CPU has), for benchmarks and bisecting.
 //!
 //! Work is split over output features (weight rows) with rayon; within a
@@ -58,15 +59,19 @@ pub enum Isa {
     Neon,
     /// NEON with the dotprod extension (`sdot`).
     NeonDot,
+    /// NEON with dotprod and the int8 matrix multiply extension (`smmla`,
+    /// 2x2 tiles per instruction) for the 32-value types' prefill.
+    NeonI8mm,
 }
 
 impl Isa {
-    pub const ALL: [Isa; 5] = [
+    pub const ALL: [Isa; 6] = [
         Isa::Scalar,
         Isa::Avx2,
         Isa::Avx512Vnni,
         Isa::Neon,
         Isa::NeonDot,
+        Isa::NeonI8mm,
     ];
 
     pub fn name(self) -> &'static str {
@@ -76,6 +81,7 @@ impl Isa {
             Isa::Avx512Vnni => "avx512vnni",
             Isa::Neon => "neon",
             Isa::NeonDot => "neon-dot",
+            Isa::NeonI8mm => "neon-i8mm",
         }
     }
 
@@ -100,6 +106,11 @@ impl Isa {
             Isa::Neon => true,
             #[cfg(target_arch = "aarch64")]
             Isa::NeonDot => std::arch::is_aarch64_feature_detected!("dotprod"),
+            #[cfg(target_arch = "aarch64")]
+            Isa::NeonI8mm => {
+                std::arch::is_aarch64_feature_detected!("dotprod")
+                    && std::arch::is_aarch64_feature_detected!("i8mm")
+            }
             #[allow(unreachable_patterns)]
             _ => false,
         }

@@ -67,7 +67,7 @@ fn tile(isa: Isa, g: usize, row: &[u8], x: &[f32], k: usize, c: usize, acc: &mut
         // (Avx512Vnni implies them); `row` holds k / g groups, `x` c rows.
         Isa::Avx2 | Isa::Avx512Vnni => unsafe { x86::tile(g, row, x, k, c, acc) },
         #[cfg(target_arch = "aarch64")]
-        Isa::Neon | Isa::NeonDot => unsafe { neon::tile(g, row, x, k, c, acc) },
+        Isa::Neon | Isa::NeonDot | Isa::NeonI8mm => unsafe { neon::tile(g, row, x, k, c, acc) },
         _ => {
             for t in 0..c {
                 acc[t] = row_dot(g, row, &x[t * k..(t + 1) * k]);

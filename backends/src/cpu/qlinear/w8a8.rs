@@ -71,7 +71,7 @@ fn dot(isa: Isa, w: &[u8], a: &[i8], sum_a: i32) -> i32 {
         #[cfg(target_arch = "aarch64")]
         Isa::Neon => unsafe { neon::dot::<false>(w, a) },
         #[cfg(target_arch = "aarch64")]
-        Isa::NeonDot => unsafe { neon::dot_dotprod(w, a) },
+        Isa::NeonDot | Isa::NeonI8mm => unsafe { neon::dot_dotprod(w, a) },
         _ => dot_scalar(w, a),
     }
 }
