@@ -67,22 +67,21 @@ fn hf_chat_template(
     tok_config: Option<&Json>,
     tok: Option<&Tokenizer>,
 ) -> CliResult<Option<ChatTemplate>> {
-    if tok_config.is_some_and(|c| c.get("chat_template").is_some_and(|t| !t.is_null())) {
-        return Ok(Some(ChatTemplate::from_tokenizer_config(
-            &dir.join("tokenizer_config.json"),
-        )?));
+    let Some((source, file)) = mllm_converter::chat_template::find_in_dir(dir, tok_config)? else {
+        return Ok(None);
+    };
+    if file
+        .file_name()
+        .is_some_and(|n| n == "tokenizer_config.json")
+    {
+        // Also takes the special token strings the config names.
+        return Ok(Some(ChatTemplate::from_tokenizer_config(&file)?));
     }
-    let jinja = dir.join("chat_template.jinja");
-    if jinja.is_file() {
-        let source = std::fs::read_to_string(&jinja)
-            .map_err(|e| CliError(format!("error: {}: {e}", jinja.display())))?;
-        let mut t = ChatTemplate::new(&source, &jinja.display().to_string())?;
-        if let Some(tok) = tok {
-            t = t.with_tokenizer(tok);
-        }
-        return Ok(Some(t));
+    let mut t = ChatTemplate::new(&source, &file.display().to_string())?;
+    if let Some(tok) = tok {
+        t = t.with_tokenizer(tok);
     }
-    Ok(None)
+    Ok(Some(t))
 }
 
 /// How weights are loaded.

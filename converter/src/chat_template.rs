@@ -239,6 +239,37 @@ fn to_value<T: Serialize>(v: T) -> Value {
 }
 
 /// The template of a parsed tokenizer_config.json.
+/// Where a Hugging Face directory keeps its chat template, in the order
+/// transformers 5 prefers: `chat_template.jinja` (what `save_pretrained`
+/// writes now; a vision model's processor template too), the
+/// `chat_template` of `tokenizer_config.json` (`tok_config`, already read),
+/// then a processor's `chat_template.json`. Returns the source and the file.
+pub fn find_in_dir(
+    dir: &Path,
+    tok_config: Option<&serde_json::Value>,
+) -> Result<Option<(String, std::path::PathBuf)>> {
+    let jinja = dir.join("chat_template.jinja");
+    if jinja.is_file() {
+        let s = std::fs::read_to_string(&jinja).map_err(|e| ConvertError::io(&jinja, e))?;
+        return Ok(Some((s, jinja)));
+    }
+    let tc = dir.join("tokenizer_config.json");
+    if let Some(c) = tok_config.filter(|c| c.get("chat_template").is_some_and(|t| !t.is_null())) {
+        let s = template_of_config(c, &tc.display().to_string())?;
+        return Ok(Some((s, tc)));
+    }
+    let json = dir.join("chat_template.json");
+    if json.is_file() {
+        let text = std::fs::read_to_string(&json).map_err(|e| ConvertError::io(&json, e))?;
+        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+            ConvertError::Corrupt(format!("{}: not valid JSON: {e}", json.display()))
+        })?;
+        let s = template_of_config(&v, &json.display().to_string())?;
+        return Ok(Some((s, json)));
+    }
+    Ok(None)
+}
+
 fn template_of_config(config: &serde_json::Value, origin: &str) -> Result<String> {
     match config.get("chat_template") {
         Some(serde_json::Value::String(s)) => Ok(s.clone()),

@@ -214,3 +214,36 @@ fn render_json_aliases_reasoning_and_drops_nulls() {
         json!([{"role": "assistant", "content": "a", "reasoning": "why", "tool_calls": null}]);
     assert_eq!(t.render_json(&msgs, false, &[]).unwrap(), "why/why/False");
 }
+
+/// A directory's template: chat_template.jinja, then tokenizer_config.json's,
+/// then a processor's chat_template.json (Qwen-VL repositories ship one).
+#[test]
+fn templates_are_found_in_transformers_order() {
+    use mllm_converter::chat_template::find_in_dir;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    assert!(find_in_dir(d, None).unwrap().is_none());
+    std::fs::write(
+        d.join("chat_template.json"),
+        r#"{"chat_template": "from json"}"#,
+    )
+    .unwrap();
+    assert_eq!(find_in_dir(d, None).unwrap().unwrap().0, "from json");
+    let tc = serde_json::json!({"chat_template": "from tokenizer_config"});
+    assert_eq!(
+        find_in_dir(d, Some(&tc)).unwrap().unwrap().0,
+        "from tokenizer_config"
+    );
+    std::fs::write(d.join("chat_template.jinja"), "from jinja").unwrap();
+    let (s, file) = find_in_dir(d, Some(&tc)).unwrap().unwrap();
+    assert_eq!(
+        (s.as_str(), file),
+        ("from jinja", d.join("chat_template.jinja"))
+    );
+    std::fs::remove_file(d.join("chat_template.jinja")).unwrap();
+    std::fs::write(d.join("chat_template.json"), "{not json").unwrap();
+    assert!(
+        find_in_dir(d, None).is_err(),
+        "a corrupt chat_template.json is an error"
+    );
+}

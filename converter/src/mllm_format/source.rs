@@ -73,30 +73,7 @@ fn is_gguf(p: &Path) -> bool {
 /// `chat_template` (a string, or named templates of which "default" is
 /// taken), else `chat_template.jinja`, else `chat_template.json`.
 fn hf_chat_template(dir: &Path, tok_config: Option<&Value>) -> Result<Option<String>> {
-    match tok_config.and_then(|c| c.get("chat_template")) {
-        Some(Value::String(s)) => return Ok(Some(s.clone())),
-        Some(Value::Array(list)) => {
-            let pick = list
-                .iter()
-                .find(|t| t.get("name").and_then(Value::as_str) == Some("default"))
-                .or_else(|| list.first());
-            if let Some(s) = pick.and_then(|t| t.get("template")).and_then(Value::as_str) {
-                return Ok(Some(s.to_string()));
-            }
-        }
-        _ => {}
-    }
-    let jinja = dir.join("chat_template.jinja");
-    if jinja.is_file() {
-        return std::fs::read_to_string(&jinja)
-            .map(Some)
-            .map_err(|e| ConvertError::io(&jinja, e));
-    }
-    Ok(read_json(&dir.join("chat_template.json"))?.and_then(|v| {
-        v.get("chat_template")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    }))
+    Ok(crate::chat_template::find_in_dir(dir, tok_config)?.map(|(s, _)| s))
 }
 
 /// The shards of a safetensors checkpoint, as `SafetensorsDir` finds them.
