@@ -127,7 +127,7 @@ impl ImageTokens {
     /// Placeholder tokens image `grid` takes: one per merged patch.
     pub fn count(&self, grid: [i64; 3]) -> usize {
         let m = self.merge.max(1);
-        (grid[0] * grid[1] * grid[2] / (m * m)).max(0) as usize
+        (grid[0].saturating_mul(grid[1]).saturating_mul(grid[2]) / (m * m)).max(0) as usize
     }
 }
 

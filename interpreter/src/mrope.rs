@@ -55,7 +55,13 @@ pub fn mrope_positions(
             ));
         }
         let (gh, gw) = (h / merge, w / merge);
-        let n = (t * gh * gw) as usize;
+        // Checked: the grid may come from a file; a count past the prompt is
+        // refused below anyway.
+        let n = t
+            .checked_mul(gh)
+            .and_then(|x| x.checked_mul(gw))
+            .and_then(|x| usize::try_from(x).ok())
+            .ok_or_else(|| format!("image {k}: grid {t}x{h}x{w} is too large"))?;
         let run = ids[i..]
             .iter()
             .take_while(|&&x| x == image_token_id)
@@ -97,6 +103,14 @@ fn to_i32(p: i64) -> Result<i32, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hostile_grids_are_errors() {
+        let big = 1i64 << 40;
+        assert!(mrope_positions(&[9, 9], 9, &[[big, big, big]], 2).is_err());
+        assert!(mrope_positions(&[9, 9], 9, &[[-1, 2, 2]], 2).is_err());
+        assert!(mrope_positions(&[9, 9], 9, &[[1, 2, 2]], 0).is_err());
+    }
 
     #[test]
     fn text_only_counts_up() {
