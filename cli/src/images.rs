@@ -226,11 +226,7 @@ pub fn from_files(files: &ModelFiles, paths: &[String]) -> CliResult<(Images, Im
 }
 
 /// The prompt text for a user turn with images, placeholders expanded to
-/// one token per merged patch (as the Hugging Face processor does before
-/// tokenizing). The chat template gets the turn as content parts (`{"type":
-/// "image"}` per image, then the text), as Qwen-VL templates expect; a
-/// template that ignores image parts, or `raw`, gets the placeholders
-/// written in front of the text instead.
+/// one token per merged patch (see `conversation_text`).
 pub fn prompt_text(
     files: &ModelFiles,
     system: Option<&str>,
@@ -240,67 +236,151 @@ pub fn prompt_text(
     raw: bool,
     enable_thinking: Option<bool>,
 ) -> CliResult<String> {
+    let mut turns = vec![];
+    if let Some(s) = system {
+        turns.push(Turn::new("system", s, 0));
+    }
+    turns.push(Turn::new("user", prompt, images.grid_thw.len()));
+    if raw {
+        let inline = inline_placeholders(files, spec, images.grid_thw.len())?;
+        let pad = token_text(files, Some(spec.image))?;
+        return expand_placeholders(&format!("{inline}{prompt}"), &pad, images, spec);
+    }
+    conversation_text(files, &turns, images, spec, enable_thinking)
+}
+
+/// One message of a conversation with the number of images shown in it
+/// (they come before its text, in order).
+#[derive(Clone, Debug)]
+pub struct Turn {
+    pub role: String,
+    pub text: String,
+    pub images: usize,
+}
+
+impl Turn {
+    pub fn new(role: &str, text: &str, images: usize) -> Turn {
+        Turn {
+            role: role.to_string(),
+            text: text.to_string(),
+            images,
+        }
+    }
+}
+
+fn token_text(files: &ModelFiles, id: Option<i32>) -> CliResult<String> {
     let tok = files.tokenizer()?;
-    let name = |id: Option<i32>| -> CliResult<String> {
-        match id {
-            None => Ok(String::new()),
-            Some(id) => tok.id_to_token(id as u32).ok_or_else(|| {
-                CliError(format!(
-                    "error: the tokenizer has no token {id}, which config.json names for images"
-                ))
-            }),
-        }
-    };
-    let pad = name(Some(spec.image))?;
-    let inline: String = images
-        .grid_thw
-        .iter()
-        .map(|_| {
-            Ok(format!(
-                "{}{pad}{}",
-                name(spec.vision_start)?,
-                name(spec.vision_end)?
+    match id {
+        None => Ok(String::new()),
+        Some(id) => tok.id_to_token(id as u32).ok_or_else(|| {
+            CliError(format!(
+                "error: the tokenizer has no token {id}, which config.json names for images"
             ))
+        }),
+    }
+}
+
+/// `n` images written out: `<|vision_start|><|image_pad|><|vision_end|>` each.
+fn inline_placeholders(files: &ModelFiles, spec: &ImageTokens, n: usize) -> CliResult<String> {
+    let one = format!(
+        "{}{}{}",
+        token_text(files, spec.vision_start)?,
+        token_text(files, Some(spec.image))?,
+        token_text(files, spec.vision_end)?
+    );
+    Ok(one.repeat(n))
+}
+
+/// A conversation through the chat template (with a generation prompt),
+/// each image placeholder expanded to one token per merged patch (as the
+/// Hugging Face processor does before tokenizing). Turns with images reach
+/// the template as content parts (`{"type": "image"}` per image, then the
+/// text), as Qwen-VL templates expect; a template that ignores image parts
+/// gets the placeholders written in front of the turn's text instead.
+pub fn conversation_text(
+    files: &ModelFiles,
+    turns: &[Turn],
+    images: &Images,
+    spec: &ImageTokens,
+    enable_thinking: Option<bool>,
+) -> CliResult<String> {
+    let shown: usize = turns.iter().map(|t| t.images).sum();
+    if shown != images.grid_thw.len() {
+        return Err(CliError(format!(
+            "error: the conversation shows {shown} images but {} were preprocessed",
+            images.grid_thw.len()
+        )));
+    }
+    let pad = token_text(files, Some(spec.image))?;
+    let Some(t) = &files.chat_template else {
+        let text: String = turns
+            .iter()
+            .map(|t| {
+                Ok(format!(
+                    "{}{}",
+                    inline_placeholders(files, spec, t.images)?,
+                    t.text
+                ))
+            })
+            .collect::<CliResult<Vec<_>>>()?
+            .concat();
+        return expand_placeholders(&text, &pad, images, spec);
+    };
+    let messages: Vec<Json> = turns
+        .iter()
+        .map(|t| {
+            if t.images == 0 {
+                return serde_json::json!({"role": t.role, "content": t.text});
+            }
+            let mut parts = vec![serde_json::json!({"type": "image"}); t.images];
+            parts.push(serde_json::json!({"type": "text", "text": t.text}));
+            serde_json::json!({"role": t.role, "content": parts})
         })
-        .collect::<CliResult<Vec<String>>>()?
-        .concat();
-    let text = match &files.chat_template {
-        Some(t) if !raw => {
-            let mut messages = vec![];
-            if let Some(s) = system {
-                messages.push(serde_json::json!({"role": "system", "content": s}));
-            }
-            let mut parts: Vec<Json> = images
-                .grid_thw
+        .collect();
+    let mut extra = vec![];
+    if let Some(e) = enable_thinking {
+        extra.push(("enable_thinking", Json::Bool(e)));
+    }
+    let text = match t.render_json(&Json::Array(messages), true, &extra) {
+        Ok(r) if r.matches(pad.as_str()).count() == shown => r,
+        _ => {
+            // A text-only template: the images go before each turn's text.
+            let msgs = turns
                 .iter()
-                .map(|_| serde_json::json!({"type": "image"}))
-                .collect();
-            parts.push(serde_json::json!({"type": "text", "text": prompt}));
-            messages.push(serde_json::json!({"role": "user", "content": parts}));
-            let mut extra = vec![];
-            if let Some(e) = enable_thinking {
-                extra.push(("enable_thinking", Json::Bool(e)));
-            }
-            let rendered = t.render_json(&Json::Array(messages), true, &extra);
-            match rendered {
-                Ok(r) if r.matches(pad.as_str()).count() == images.grid_thw.len() => r,
-                _ => {
-                    // A text-only template: the images go before the text.
-                    let mut msgs = vec![];
-                    if let Some(s) = system {
-                        msgs.push(crate::prompt::Message::new("system", s));
-                    }
-                    msgs.push(crate::prompt::Message::new(
-                        "user",
-                        format!("{inline}{prompt}"),
-                    ));
-                    crate::prompt::render(files, &msgs, true, enable_thinking)?
-                }
-            }
+                .map(|t| {
+                    let inline = inline_placeholders(files, spec, t.images)?;
+                    Ok(crate::prompt::Message::new(
+                        &t.role,
+                        format!("{inline}{}", t.text),
+                    ))
+                })
+                .collect::<CliResult<Vec<_>>>()?;
+            crate::prompt::render(files, &msgs, true, enable_thinking)?
         }
-        _ => format!("{inline}{prompt}"),
     };
     expand_placeholders(&text, &pad, images, spec)
+}
+
+/// The images of several preprocessing calls, in order, as one batch.
+pub fn concat(parts: &[Images]) -> CliResult<Option<Images>> {
+    let Some(first) = parts.first() else {
+        return Ok(None);
+    };
+    let width = first.pixel_values.shape().get(1).copied().unwrap_or(0);
+    let mut data = vec![];
+    let mut grid_thw = vec![];
+    for p in parts {
+        if p.pixel_values.shape().get(1).copied().unwrap_or(0) != width {
+            return Err(CliError("error: images with different patch sizes".into()));
+        }
+        data.extend(p.pixel_values.to_f32_vec()?);
+        grid_thw.extend(p.grid_thw.iter().copied());
+    }
+    let rows = data.len() / width.max(1);
+    Ok(Some(Images {
+        pixel_values: Tensor::from_f32(data, vec![rows, width])?,
+        grid_thw,
+    }))
 }
 
 /// Replaces the `i`-th `pad` in `text` by as many pads as image `i` has

@@ -89,6 +89,10 @@ enum Cmd {
         model: String,
         #[arg(long)]
         system: Option<String>,
+        /// An image shown with the first message (repeatable); `/image PATH`
+        /// in the chat attaches one to the next message.
+        #[arg(long = "image")]
+        images: Vec<String>,
         #[command(flatten)]
         sampling: SamplingArgs,
         #[arg(long, short = 't')]
@@ -266,6 +270,7 @@ fn run(cli: Cli) -> i32 {
             script,
             model,
             system,
+            images,
             sampling,
             threads,
             dequantize,
@@ -275,6 +280,7 @@ fn run(cli: Cli) -> i32 {
                 script,
                 model,
                 system,
+                images,
                 sampling,
                 load: model_files::LoadOptions { dequantize },
             })

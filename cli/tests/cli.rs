@@ -754,3 +754,79 @@ fn run_with_images() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("error"), "{}", text(&out.stderr));
 }
+
+/// `mllm chat --image`: the first answer is `run --image`'s; `/image PATH`
+/// adds an image to the next turn (the whole conversation, both images, is
+/// computed again); a bad image is reported and the chat goes on.
+#[test]
+fn chat_with_images() {
+    use std::io::Write;
+    let f = root().join("tests/fixtures/qwen3_vl");
+    let model = f.join("p16_m2_tied_published");
+    let (a, b) = (
+        f.join("run_images/a_160x120.png"),
+        f.join("run_images/b_36x90.png"),
+    );
+    let s = |p: &std::path::Path| p.to_str().expect("utf-8").to_string();
+    let run = mllm(&[
+        "run",
+        "--model",
+        &s(&model),
+        "--image",
+        &s(&a),
+        "--prompt",
+        "Describe this image.",
+        "--temp",
+        "0",
+        "-n",
+        "6",
+    ]);
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mllm"))
+        .args([
+            "chat",
+            "--model",
+            &s(&model),
+            "--image",
+            &s(&a),
+            "--temp",
+            "0",
+            "-n",
+            "6",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn chat");
+    let input = format!(
+        "Describe this image.\n/image {}\nCompare them.\n/image /no/such.png\nhello\n/exit\n",
+        s(&b)
+    );
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("chat");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("prompt 39 tok"), "{err}");
+    assert!(
+        err.contains("prompt 85 tok"),
+        "second turn with both images: {err}"
+    );
+    assert!(
+        err.contains("/no/such.png") && err.contains("message not sent"),
+        "{err}"
+    );
+    // The first answer streams exactly what `run` printed.
+    let first_run = run.stdout.split(|&c| c == b'\n').next().expect("line");
+    assert!(
+        out.stdout.starts_with(first_run),
+        "chat {:?} vs run {:?}",
+        text(&out.stdout),
+        text(&run.stdout)
+    );
+}

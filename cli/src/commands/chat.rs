@@ -2,7 +2,10 @@
 //! turns: each turn renders the whole conversation with the chat template,
 //! and only the tokens after the longest prefix already in the cache are
 //! computed. `/exit`, `/reset`, Ctrl-D end or restart; Ctrl-C stops an answer
-//! mid-way, and at the prompt it exits.
+//! mid-way, and at the prompt it exits. Images (`--image` for the first
+//! message, `/image PATH` for the next one) go to vision-language models;
+//! a conversation with images is recomputed whole each turn (the cache
+//! cannot tell images apart by their placeholder tokens).
 
 use std::io::{BufRead, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,6 +21,8 @@ pub struct ChatArgs {
     pub script: Option<String>,
     pub model: String,
     pub system: Option<String>,
+    /// Images shown with the first message.
+    pub images: Vec<String>,
     pub sampling: SamplingArgs,
     pub load: model_files::LoadOptions,
 }
@@ -51,6 +56,12 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
         .map_err(|e| CliError(format!("error: cannot install the Ctrl-C handler: {e}")))?;
     }
     let mut history: Vec<Message> = a.system.iter().map(|s| Message::new("system", s)).collect();
+    // Images shown in each message of `history`, and the preprocessed images
+    // of the messages that have some, in order.
+    let mut shown: Vec<usize> = vec![0; history.len()];
+    let mut pics: Vec<crate::images::Images> = vec![];
+    let mut pending: Vec<String> = a.images.clone();
+    let mut spec: Option<crate::images::ImageTokens> = None;
     eprintln!(
         "chatting with {} — /exit or Ctrl-D to quit, /reset to start over, Ctrl-C stops an answer",
         files.path.display()
@@ -71,14 +82,62 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
             "/exit" | "/quit" => return Ok(()),
             "/reset" => {
                 history.retain(|m| m.role == "system");
+                shown = vec![0; history.len()];
+                pics.clear();
+                pending.clear();
                 eprintln!("(conversation cleared)");
+                continue;
+            }
+            l if l.starts_with("/image ") => {
+                pending.push(l["/image ".len()..].trim().to_string());
+                eprintln!("(image attached to your next message)");
                 continue;
             }
             _ => {}
         }
+        let mut added_pics = false;
+        if !pending.is_empty() {
+            match crate::images::from_files(&files, &pending) {
+                Ok((imgs, s)) => {
+                    pics.push(imgs);
+                    spec = Some(s);
+                    added_pics = true;
+                }
+                Err(e) => {
+                    // A bad image loses nothing: the message is not sent.
+                    eprintln!(
+                        "{}\n(message not sent; attach images again with /image PATH)",
+                        e.0
+                    );
+                    pending.clear();
+                    continue;
+                }
+            }
+        }
         history.push(Message::new("user", line));
-        let text = prompt::render(&files, &history, true, a.sampling.enable_thinking)?;
-        let ids = tok.encode(&text, false)?;
+        shown.push(std::mem::take(&mut pending).len());
+        let batch = crate::images::concat(&pics)?;
+        let ids = match (&batch, &spec) {
+            (Some(imgs), Some(spec)) => {
+                let turns: Vec<crate::images::Turn> = history
+                    .iter()
+                    .zip(&shown)
+                    .map(|(m, &n)| crate::images::Turn::new(&m.role, &m.content, n))
+                    .collect();
+                let text = crate::images::conversation_text(
+                    &files,
+                    &turns,
+                    imgs,
+                    spec,
+                    a.sampling.enable_thinking,
+                )?;
+                tok.encode(&text, false)?
+            }
+            _ => {
+                let text = prompt::render(&files, &history, true, a.sampling.enable_thinking)?;
+                tok.encode(&text, false)?
+            }
+        };
         let mut dec = tok.stream_decoder(true);
         GENERATING.store(true, Ordering::SeqCst);
         let result = generate(
@@ -89,7 +148,7 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
                 max_new_tokens: a.sampling.max_new_tokens,
                 eos: &files.eos,
                 stops: a.sampling.stop.clone(),
-                images: None,
+                images: batch.as_ref().zip(spec.as_ref()),
             },
             &mut |t| Ok(dec.step(t)?),
             &mut |s| {
@@ -104,6 +163,10 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
             Err(e) => {
                 // A turn that fails (e.g. the context is full) leaves the chat usable.
                 history.pop();
+                shown.pop();
+                if added_pics {
+                    pics.pop();
+                }
                 eprintln!("{}", e.0);
                 continue;
             }
@@ -115,6 +178,7 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
             eprintln!("(stopped)");
         }
         history.push(Message::new("assistant", format!("{}{tail}", stats.text)));
+        shown.push(0);
         eprintln!("[{}]", stats.summary(None));
     }
 }
