@@ -187,12 +187,14 @@ pub fn run_forward_images(
     }
 }
 
-/// Decodes and preprocesses image files for the model in `files` (the
-/// processor settings from its `preprocessor_config.json`, which a .mllm
-/// file carries, else from `vision_config`), with the model's image tokens.
-pub fn from_files(files: &ModelFiles, paths: &[String]) -> CliResult<(Images, ImageTokens)> {
-    use mllm_converter::image_preprocess::{preprocess_files, VisionPreprocessConfig};
-    let spec = ImageTokens::from_config(&files.config)?;
+/// The image processor settings of the model in `files`: its
+/// `preprocessor_config.json` (which a .mllm file carries), else its
+/// `vision_config` with the published Qwen3-VL budget.
+fn preprocess_config(
+    files: &ModelFiles,
+    spec: &ImageTokens,
+) -> CliResult<mllm_converter::image_preprocess::VisionPreprocessConfig> {
+    use mllm_converter::image_preprocess::VisionPreprocessConfig;
     let cfg = if let Some(p) = &files.preprocessor_config {
         let what = format!("the preprocessor config of {}", files.path.display());
         VisionPreprocessConfig::from_json(p, &what)?
@@ -211,18 +213,46 @@ pub fn from_files(files: &ModelFiles, paths: &[String]) -> CliResult<(Images, Im
             cfg.merge_size, spec.merge
         )));
     }
-    let p = preprocess_files(paths, &cfg)?;
+    Ok(cfg)
+}
+
+fn to_images(p: mllm_converter::image_preprocess::ImagePatches) -> CliResult<Images> {
     let shape = p.shape().to_vec();
     let grid_thw = p
         .grid_thw
         .iter()
         .map(|g| [g[0] as i64, g[1] as i64, g[2] as i64])
         .collect();
-    let images = Images {
+    Ok(Images {
         pixel_values: Tensor::from_f32(p.pixel_values, shape)?,
         grid_thw,
+    })
+}
+
+/// Decodes and preprocesses image files for the model in `files`, with the
+/// model's image tokens.
+pub fn from_files(files: &ModelFiles, paths: &[String]) -> CliResult<(Images, ImageTokens)> {
+    let spec = ImageTokens::from_config(&files.config)?;
+    let cfg = preprocess_config(files, &spec)?;
+    let p = mllm_converter::image_preprocess::preprocess_files(paths, &cfg)?;
+    Ok((to_images(p)?, spec))
+}
+
+/// A deterministic `side` x `side` test pattern, preprocessed as a photo of
+/// that size would be (for `mllm bench --image-size`).
+pub fn synthetic(files: &ModelFiles, side: usize) -> CliResult<(Images, ImageTokens)> {
+    use mllm_converter::image_preprocess::{preprocess_images, RgbImage};
+    let spec = ImageTokens::from_config(&files.config)?;
+    let cfg = preprocess_config(files, &spec)?;
+    let data = (0..side * side * 3)
+        .map(|i| ((i * 2_654_435_761usize) >> 13) as u8)
+        .collect();
+    let img = RgbImage {
+        height: side,
+        width: side,
+        data,
     };
-    Ok((images, spec))
+    Ok((to_images(preprocess_images(&[img], &cfg)?)?, spec))
 }
 
 /// The prompt text for a user turn with images, placeholders expanded to

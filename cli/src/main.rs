@@ -147,6 +147,10 @@ enum Cmd {
         /// Widen quantized weights to f32 on load (exact f32 numerics, slower).
         #[arg(long)]
         dequantize: bool,
+        /// Also time prompts after a synthetic SIZE x SIZE image
+        /// (vision-language models), beside text-only prompts of equal length.
+        #[arg(long)]
+        image_size: Option<usize>,
     },
     /// Write a Hugging Face directory with random weights and a real architecture's sizes.
     RandomCheckpoint {
@@ -306,6 +310,7 @@ fn run(cli: Cli) -> i32 {
             threads,
             json,
             dequantize,
+            image_size,
         } => {
             mllm_cli::set_threads(threads);
             let threads = threads.unwrap_or_else(rayon::current_num_threads);
@@ -318,6 +323,7 @@ fn run(cli: Cli) -> i32 {
                 threads,
                 json,
                 load: model_files::LoadOptions { dequantize },
+                image_size,
             })
         }
         Cmd::RandomCheckpoint {

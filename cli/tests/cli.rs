@@ -830,3 +830,35 @@ fn chat_with_images() {
         text(&run.stdout)
     );
 }
+
+/// `mllm bench --image-size`: a prompt after a synthetic image, beside a
+/// text-only prompt of the same length.
+#[test]
+fn bench_with_an_image() {
+    let model = root().join("tests/fixtures/qwen3_vl/p16_m2_tied_published");
+    let out = mllm(&[
+        "bench",
+        "--model",
+        model.to_str().expect("utf-8"),
+        "--image-size",
+        "64",
+        "-p",
+        "8",
+        "-n",
+        "2",
+        "-r",
+        "1",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    // 64x64 at this processor's 4096-pixel minimum: a 4x4 patch grid, 4 tokens.
+    assert!(
+        table.contains("img64+pp8") && table.contains("pp14"),
+        "{table}"
+    );
+    assert!(
+        text(&out.stderr).contains("vision encoder"),
+        "{}",
+        text(&out.stderr)
+    );
+}

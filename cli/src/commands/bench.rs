@@ -1,7 +1,10 @@
 //! `mllm bench`: llama-bench-like throughput. `pp N` times a prefill of N
 //! tokens on an empty cache; `tg N` times N single-token decode steps from an
 //! empty cache. Each test repeats `-r` times; mean and standard deviation of
-//! tok/s are reported (text table or `--json`).
+//! tok/s are reported (text table or `--json`). With `--image-size S`, a
+//! vision-language model also prefills each prompt after an S x S image
+//! (`imgS+ppN`, tok/s over all prompt tokens) and, beside it, a text-only
+//! prompt of the same length: the difference is the vision encoder's time.
 
 use std::time::Instant;
 
@@ -18,6 +21,8 @@ pub struct BenchArgs {
     pub threads: usize,
     pub json: bool,
     pub load: model_files::LoadOptions,
+    /// Side of a synthetic square image for vision-language models.
+    pub image_size: Option<usize>,
 }
 
 fn stats(xs: &[f64]) -> (f64, f64) {
@@ -46,8 +51,13 @@ pub fn run(a: BenchArgs) -> CliResult<()> {
     let vocab = files
         .config
         .get("vocab_size")
+        .or_else(|| files.config.get("text_config")?.get("vocab_size"))
         .and_then(|v| v.as_u64())
         .unwrap_or(1000) as usize;
+    let image = match a.image_size {
+        Some(side) => Some((side, crate::images::synthetic(&files, side)?)),
+        None => None,
+    };
     let params: usize = model
         .params
         .iter()
@@ -82,6 +92,49 @@ pub fn run(a: BenchArgs) -> CliResult<()> {
             }
         }
         rows.push((format!("pp{n}"), rates));
+    }
+    if let Some((side, (imgs, spec))) = &image {
+        let count = imgs.grid_thw.first().map_or(0, |&g| spec.count(g));
+        for &n in a.prompt.iter().filter(|&&n| n > 0) {
+            let mut prompt: Vec<u32> = spec.vision_start.iter().map(|&t| t as u32).collect();
+            prompt.extend(std::iter::repeat_n(spec.image as u32, count));
+            prompt.extend(spec.vision_end.iter().map(|&t| t as u32));
+            let text_ids: Vec<u32> = ids(n, vocab, 7)
+                .into_iter()
+                .map(|t| if t == spec.image as u32 { t + 1 } else { t })
+                .collect();
+            prompt.extend(text_ids);
+            let total = prompt.len();
+            let (mut with_image, mut text_only) = (vec![], vec![]);
+            for rep in 0..=reps {
+                engine.reset();
+                let t = Instant::now();
+                engine.feed_images(&prompt, imgs, spec)?;
+                let ti = t.elapsed().as_secs_f64();
+                engine.reset();
+                let t = Instant::now();
+                engine.feed(&ids(total, vocab, 2000 + rep))?;
+                let tt = t.elapsed().as_secs_f64();
+                if rep > 0 {
+                    with_image.push(ti);
+                    text_only.push(tt);
+                }
+            }
+            let (mi, _) = stats(&with_image);
+            let (mt, _) = stats(&text_only);
+            eprintln!(
+                "image {side}x{side} ({count} tokens) + {n} text tokens: prefill {mi:.2} s, a text-only prompt of {total} tokens {mt:.2} s: vision encoder ~{:.2} s",
+                mi - mt
+            );
+            rows.push((
+                format!("img{side}+pp{n}"),
+                with_image.iter().map(|s| total as f64 / s).collect(),
+            ));
+            rows.push((
+                format!("pp{total}"),
+                text_only.iter().map(|s| total as f64 / s).collect(),
+            ));
+        }
     }
     for &n in a.gen.iter().filter(|&&n| n > 0) {
         let mut rates = vec![];
