@@ -862,3 +862,35 @@ fn bench_with_an_image() {
         text(&out.stderr)
     );
 }
+
+/// `vision-preprocess` takes a converted .mllm as well as a directory, and
+/// both give the same file.
+#[test]
+fn vision_preprocess_from_a_converted_file() {
+    let f = root().join("tests/fixtures/qwen3_vl");
+    let dir = f.join("p16_m2_tied_published");
+    let img = f.join("run_images/a_160x120.png");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let m = tmp.path().join("vl.mllm");
+    let s = |p: &std::path::Path| p.to_str().expect("utf-8").to_string();
+    assert!(mllm(&["convert", &s(&dir), &s(&m), "-q", "q8_0"])
+        .status
+        .success());
+    let (a, b) = (
+        tmp.path().join("a.safetensors"),
+        tmp.path().join("b.safetensors"),
+    );
+    for (model, out) in [(&dir, &a), (&m, &b)] {
+        let r = mllm(&[
+            "vision-preprocess",
+            "--model",
+            &s(model),
+            "--image",
+            &s(&img),
+            "--out",
+            &s(out),
+        ]);
+        assert!(r.status.success(), "{}", text(&r.stderr));
+    }
+    assert_eq!(std::fs::read(&a).expect("a"), std::fs::read(&b).expect("b"));
+}

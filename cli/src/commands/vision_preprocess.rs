@@ -1,4 +1,4 @@
-//! `mllm vision-preprocess --model DIR --image FILE [--image FILE ...] --out
+//! `mllm vision-preprocess --model DIR|FILE.mllm --image FILE [--image FILE ...] --out
 //! FILE.safetensors`: runs the Qwen-VL image preprocessing and writes
 //! `pixel_values` (f32 [num_patches, C*T*P*P]) and `image_grid_thw`
 //! (i64 [num_images, 3]) for comparing against transformers.
@@ -11,12 +11,24 @@ use crate::{CliError, CliResult};
 
 pub fn run(model: &str, images: &[String], out: &str) -> CliResult<()> {
     let dir = Path::new(model);
-    if !dir.is_dir() {
+    let cfg = if dir.is_dir() {
+        VisionPreprocessConfig::from_model_dir(dir)?
+    } else if dir.is_file() && mllm_converter::mllm_format::is_mllm_file(dir) {
+        // A converted vision model carries its processor settings.
+        let f = mllm_converter::mllm_format::MllmFile::open(dir)?;
+        let what = format!("the preprocessor config in {model}");
+        match (f.preprocessor_config(), f.config().get("vision_config")) {
+            (Some(p), _) => VisionPreprocessConfig::from_json(p, &what)?,
+            (None, Some(v)) => VisionPreprocessConfig::from_vision_config(v, model)?,
+            (None, None) => return Err(CliError(format!(
+                "error: {model} is not a vision model (no preprocessor config, no vision_config)"
+            ))),
+        }
+    } else {
         return Err(CliError(format!(
-            "error: {model} is not a directory; --model takes a model directory with preprocessor_config.json"
+            "error: {model}: --model takes a model directory with preprocessor_config.json or a .mllm file"
         )));
-    }
-    let cfg = VisionPreprocessConfig::from_model_dir(dir)?;
+    };
     let patches = preprocess_files(images, &cfg)?;
     let pixels: Vec<u8> = patches
         .pixel_values
