@@ -27,7 +27,28 @@ pub fn unary_scalar(op: UnaryOp, x: f32) -> f32 {
     }
 }
 
+/// `op` over `x`: the vectorised maps of `vmath` where the CPU has them
+/// (their twin is `unary_scalar`), in parallel chunks for large inputs.
 pub fn unary(op: UnaryOp, x: &[f32]) -> Vec<f32> {
+    const CHUNK: usize = 1 << 14;
+    if super::vmath::has_fast_path(op) {
+        let mut out = vec![0.0f32; x.len()];
+        let fast = |(o, x): (&mut [f32], &[f32])| {
+            if !super::vmath::unary_fast(op, x, o) {
+                for (o, &v) in o.iter_mut().zip(x) {
+                    *o = unary_scalar(op, v);
+                }
+            }
+        };
+        if x.len() >= 1 << 16 {
+            out.par_chunks_mut(CHUNK)
+                .zip(x.par_chunks(CHUNK))
+                .for_each(fast);
+        } else {
+            fast((&mut out, x));
+        }
+        return out;
+    }
     if x.len() >= 1 << 16 {
         x.par_iter().map(|&v| unary_scalar(op, v)).collect()
     } else {

@@ -12,6 +12,7 @@ pub mod rope;
 pub mod simd;
 #[cfg(test)]
 pub(crate) mod testutil;
+pub mod vmath;
 
 use crate::backend::Backend;
 use crate::dtype::DType;

@@ -20,9 +20,11 @@ pub fn run(model: &str, images: &[String], out: &str) -> CliResult<()> {
         match (f.preprocessor_config(), f.config().get("vision_config")) {
             (Some(p), _) => VisionPreprocessConfig::from_json(p, &what)?,
             (None, Some(v)) => VisionPreprocessConfig::from_vision_config(v, model)?,
-            (None, None) => return Err(CliError(format!(
+            (None, None) => {
+                return Err(CliError(format!(
                 "error: {model} is not a vision model (no preprocessor config, no vision_config)"
-            ))),
+            )))
+            }
         }
     } else {
         return Err(CliError(format!(
