@@ -18,4 +18,4 @@ pub use cpu::CpuBackend;
 pub use dtype::DType;
 pub use error::{BackendError, Result};
 pub use op::{BinaryOp, Op, ReduceOp, UnaryOp};
-pub use tensor::{Buffer, ByteOwner, FloatSlice, Tensor};
+pub use tensor::{Buffer, ByteOwner, FloatSlice, OwnedBytes, Tensor};

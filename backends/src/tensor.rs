@@ -73,8 +73,9 @@ impl Buffer {
     }
 }
 
-/// Owned bytes behind a quantized tensor made in memory (`Tensor::from_quant`).
-struct OwnedBytes(Vec<u8>);
+/// Owned bytes behind a tensor made in memory (`Tensor::from_quant`, or a
+/// reader's rearranged copy).
+pub struct OwnedBytes(pub Vec<u8>);
 
 impl ByteOwner for OwnedBytes {
     fn bytes(&self) -> &[u8] {

@@ -9,6 +9,7 @@
 
 pub mod chat_template;
 pub mod error;
+mod file_bytes;
 pub mod gguf;
 pub mod hf_dir;
 pub mod image_preprocess;

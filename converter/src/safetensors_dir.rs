@@ -3,24 +3,15 @@
 //! file. Files are mmapped; tensors borrow the mapping without copying.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use memmap2::Mmap;
 use mllm_backends::weights::{TensorInfo, WeightSource};
 use mllm_backends::{ByteOwner, DType, Tensor};
 use safetensors::tensor::Dtype as StDtype;
 
 use crate::error::{ConvertError, Result};
-
-struct Mapped(Mmap);
-
-impl ByteOwner for Mapped {
-    fn bytes(&self) -> &[u8] {
-        &self.0
-    }
-}
+use crate::file_bytes::FileBytes;
 
 struct Entry {
     file: usize,
@@ -33,7 +24,7 @@ struct Entry {
 
 pub struct SafetensorsDir {
     root: PathBuf,
-    files: Vec<(PathBuf, Arc<Mapped>)>,
+    files: Vec<(PathBuf, Arc<FileBytes>)>,
     tensors: BTreeMap<String, Entry>,
 }
 
@@ -125,12 +116,9 @@ impl SafetensorsDir {
     }
 
     fn add_file(&mut self, path: &Path) -> Result<()> {
-        let f = File::open(path).map_err(|e| ConvertError::io(path, e))?;
-        // SAFETY: the mapping is read-only; like every mmap-based loader we
-        // assume the file is not truncated while the model runs.
-        let map = unsafe { Mmap::map(&f) }.map_err(|e| ConvertError::io(path, e))?;
+        let map = FileBytes::map(path)?;
         let (header_len, meta) =
-            safetensors::SafeTensors::read_metadata(&map[..]).map_err(|e| {
+            safetensors::SafeTensors::read_metadata(map.bytes()).map_err(|e| {
                 ConvertError::Corrupt(format!(
                     "{}: not a valid safetensors file: {e}",
                     path.display()
@@ -143,7 +131,7 @@ impl SafetensorsDir {
             let (s, e) = info.data_offsets;
             let start = data_start
                 .checked_add(s)
-                .filter(|_| e >= s && data_start + e <= map.len())
+                .filter(|_| e >= s && data_start + e <= map.bytes().len())
                 .ok_or_else(|| {
                     ConvertError::Corrupt(format!(
                         "{}: tensor `{name}` lies outside the file",
@@ -173,7 +161,7 @@ impl SafetensorsDir {
                 },
             );
         }
-        self.files.push((path.to_path_buf(), Arc::new(Mapped(map))));
+        self.files.push((path.to_path_buf(), Arc::new(map)));
         Ok(())
     }
 

@@ -13,14 +13,13 @@ mod value;
 mod weights;
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use memmap2::Mmap;
 use mllm_backends::ByteOwner;
 
 use crate::error::{ConvertError, Result};
+use crate::file_bytes::FileBytes;
 
 pub use config::hf_config;
 pub use names::{gguf_name, hf_name};
@@ -50,25 +49,10 @@ impl GgufTensorInfo {
     }
 }
 
-/// The file's bytes: a read-only mapping, or a buffer handed to `from_bytes`.
-pub(crate) enum Storage {
-    Mapped(Mmap),
-    Owned(Vec<u8>),
-}
-
-impl ByteOwner for Storage {
-    fn bytes(&self) -> &[u8] {
-        match self {
-            Storage::Mapped(m) => m,
-            Storage::Owned(v) => v,
-        }
-    }
-}
-
 /// A parsed GGUF file (versions 2 and 3). Tensor data stays in the mapping.
 pub struct GgufFile {
     path: PathBuf,
-    storage: Arc<Storage>,
+    storage: Arc<FileBytes>,
     version: u32,
     meta: BTreeMap<String, MetaValue>,
     tensors: Vec<GgufTensorInfo>,
@@ -89,19 +73,15 @@ impl std::fmt::Debug for GgufFile {
 
 impl GgufFile {
     pub fn open(path: &Path) -> Result<GgufFile> {
-        let f = File::open(path).map_err(|e| ConvertError::io(path, e))?;
-        // SAFETY: the mapping is read-only; like every mmap-based loader we
-        // assume the file is not truncated while the model runs.
-        let map = unsafe { Mmap::map(&f) }.map_err(|e| ConvertError::io(path, e))?;
-        Self::parse(path, Storage::Mapped(map))
+        Self::parse(path, FileBytes::map(path)?)
     }
 
     /// Parses a GGUF image held in memory; `label` names it in messages.
     pub fn from_bytes(label: &str, bytes: Vec<u8>) -> Result<GgufFile> {
-        Self::parse(Path::new(label), Storage::Owned(bytes))
+        Self::parse(Path::new(label), FileBytes::Owned(bytes))
     }
 
-    fn parse(path: &Path, storage: Storage) -> Result<GgufFile> {
+    fn parse(path: &Path, storage: FileBytes) -> Result<GgufFile> {
         let p = reader::parse(storage.bytes()).map_err(|e| match e {
             reader::ParseError::Corrupt(m) => {
                 ConvertError::Corrupt(format!("{}: not a valid GGUF file: {m}", path.display()))

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use mllm_backends::quant::{self, QuantType};
 use mllm_backends::weights::{TensorInfo, WeightSource};
-use mllm_backends::{ByteOwner, DType, Tensor};
+use mllm_backends::{ByteOwner, DType, OwnedBytes, Tensor};
 
 use super::{hf_name, GgufFile};
 use crate::error::{ConvertError, Result};
@@ -48,15 +48,6 @@ impl std::fmt::Debug for GgufWeights {
             .field("file", &self.file)
             .field("tensors", &self.entries.len())
             .finish()
-    }
-}
-
-/// A buffer made on load (un-permuted rows) that a tensor can own.
-struct OwnedBytes(Vec<u8>);
-
-impl ByteOwner for OwnedBytes {
-    fn bytes(&self) -> &[u8] {
-        &self.0
     }
 }
 

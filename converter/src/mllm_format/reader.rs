@@ -5,11 +5,9 @@
 //! then zero-copy views of the mapping; `verify` checks their CRCs on demand.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use memmap2::Mmap;
 use mllm_backends::quant::{self, QuantType};
 use mllm_backends::weights::{TensorInfo, WeightSource};
 use mllm_backends::{ByteOwner, DType, Tensor};
@@ -20,21 +18,7 @@ use super::layout::{self, Header, HEADER_LEN, MAX_ALIGNMENT, MAX_SECTION, MIN_AL
 use super::recipe::Recipe;
 use super::types::StoredType;
 use crate::error::{ConvertError, Result};
-
-/// The file's bytes: a read-only mapping, or a buffer (tests, fuzzing).
-enum Storage {
-    Mapped(Mmap),
-    Owned(Vec<u8>),
-}
-
-impl ByteOwner for Storage {
-    fn bytes(&self) -> &[u8] {
-        match self {
-            Storage::Mapped(m) => m,
-            Storage::Owned(v) => v,
-        }
-    }
-}
+use crate::file_bytes::FileBytes;
 
 /// One tensor of the table, validated.
 #[derive(Clone, Debug, PartialEq)]
@@ -59,7 +43,7 @@ impl TensorEntry {
 
 pub struct MllmFile {
     path: PathBuf,
-    storage: Arc<Storage>,
+    storage: Arc<FileBytes>,
     header: Header,
     meta: Map<String, Value>,
     recipe: Recipe,
@@ -81,19 +65,15 @@ impl std::fmt::Debug for MllmFile {
 
 impl MllmFile {
     pub fn open(path: &Path) -> Result<MllmFile> {
-        let f = File::open(path).map_err(|e| ConvertError::io(path, e))?;
-        // SAFETY: the mapping is read-only; like every mmap-based loader we
-        // assume the file is not truncated while the model runs.
-        let map = unsafe { Mmap::map(&f) }.map_err(|e| ConvertError::io(path, e))?;
-        Self::parse(path, Storage::Mapped(map))
+        Self::parse(path, FileBytes::map(path)?)
     }
 
     /// Parses a file image held in memory; `label` names it in messages.
     pub fn from_bytes(label: &str, bytes: Vec<u8>) -> Result<MllmFile> {
-        Self::parse(Path::new(label), Storage::Owned(bytes))
+        Self::parse(Path::new(label), FileBytes::Owned(bytes))
     }
 
-    fn parse(path: &Path, storage: Storage) -> Result<MllmFile> {
+    fn parse(path: &Path, storage: FileBytes) -> Result<MllmFile> {
         let corrupt = |m: String| {
             ConvertError::Corrupt(format!("{}: not a valid .mllm file: {m}", path.display()))
         };

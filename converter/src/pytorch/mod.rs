@@ -20,21 +20,13 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
 use half::{bf16, f16};
-use memmap2::Mmap;
 use mllm_backends::weights::{TensorInfo, WeightSource};
 use mllm_backends::{ByteOwner, DType, Tensor};
 
 use crate::error::{ConvertError, Result};
+use crate::file_bytes::FileBytes;
 pub use pickle::Elem;
 use pickle::{TensorRef, Val};
-
-struct Mapped(Mmap);
-
-impl ByteOwner for Mapped {
-    fn bytes(&self) -> &[u8] {
-        &self.0
-    }
-}
 
 /// Where a storage's bytes are in its archive.
 enum StorageData {
@@ -47,7 +39,7 @@ enum StorageData {
 struct Archive {
     path: PathBuf,
     size: u64,
-    map: Arc<Mapped>,
+    map: Arc<FileBytes>,
     zip: Mutex<zip::ZipArchive<File>>,
     storages: HashMap<String, StorageData>,
 }
@@ -148,11 +140,10 @@ impl PytorchCheckpoint {
 
     fn add_archive(&mut self, path: &Path, crc: &mut crc32fast::Hasher) -> Result<()> {
         let corrupt = |m: String| ConvertError::Corrupt(format!("{}: {m}", path.display()));
+        let map = FileBytes::map(path)?;
         let f = File::open(path).map_err(|e| ConvertError::io(path, e))?;
-        // SAFETY: read-only mapping; the file must not be truncated while in use.
-        let map = unsafe { Mmap::map(&f) }.map_err(|e| ConvertError::io(path, e))?;
-        if !map.starts_with(b"PK\x03\x04") {
-            let legacy = map.starts_with(&[0x80, 0x02, 0x8a, 0x0a]);
+        if !map.bytes().starts_with(b"PK\x03\x04") {
+            let legacy = map.bytes().starts_with(&[0x80, 0x02, 0x8a, 0x0a]);
             return Err(ConvertError::Unsupported(format!(
                 "{}: {}",
                 path.display(),
@@ -212,7 +203,7 @@ impl PytorchCheckpoint {
         for (name, t) in found {
             let key = t.storage.key.clone();
             if !storages.contains_key(&key) {
-                let sd = locate_storage(&mut zip, &map, &prefix, &t).map_err(&corrupt)?;
+                let sd = locate_storage(&mut zip, map.bytes(), &prefix, &t).map_err(&corrupt)?;
                 storages.insert(key.clone(), sd);
             }
             let entry =
@@ -223,8 +214,8 @@ impl PytorchCheckpoint {
         }
         self.archives.push(Archive {
             path: path.to_path_buf(),
-            size: map.len() as u64,
-            map: Arc::new(Mapped(map)),
+            size: map.bytes().len() as u64,
+            map: Arc::new(map),
             zip: Mutex::new(zip),
             storages,
         });
@@ -237,7 +228,7 @@ impl PytorchCheckpoint {
         match a.storages.get(&e.key) {
             Some(StorageData::Stored { start, len }) => Ok(StorageBytes::Mapped(
                 *start,
-                &a.map.0[*start..*start + *len],
+                &a.map.bytes()[*start..*start + *len],
             )),
             Some(StorageData::Deflated { index, len }) => {
                 let mut zip = a
@@ -344,7 +335,7 @@ fn read_entry(
 /// Finds `data/{key}` and checks its size is the storage's.
 fn locate_storage(
     zip: &mut zip::ZipArchive<File>,
-    map: &Mmap,
+    map: &[u8],
     prefix: &str,
     t: &TensorRef,
 ) -> std::result::Result<StorageData, String> {

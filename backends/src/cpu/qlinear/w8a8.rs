@@ -59,9 +59,10 @@ fn dot_scalar(w: &[u8], a: &[i8]) -> i32 {
         .sum()
 }
 
-/// `sum(w * a)` over a row with the kernels of `isa` (available).
+/// `sum(w * a)` over a row with the kernels of `isa` (available);
+/// `sum_a` (the sum of `a`) is the VNNI path's offset correction.
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
 fn dot(isa: Isa, w: &[u8], a: &[i8], sum_a: i32) -> i32 {
-    let _ = sum_a;
     match isa {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the caller checked that the CPU has the features.
