@@ -1,12 +1,90 @@
-//! The seam between the interpreter and the hardware.
+//! The seam between the interpreter (or a compiled graph) and the hardware.
+//!
+//! A backend runs ops eagerly on tensors it holds, takes each checkpoint
+//! weight once at load (`prepare_weight`: upload, repack), makes host values
+//! resident (`upload`) and copies data back on request (`download`). It says
+//! which ops it has kernels for (`supports`); what happens to the others is
+//! the executor's policy (an error by default, or a CPU fallback with a
+//! warning: see `mllm_interpreter::Eager`), never a silent change.
 
-use crate::error::Result;
+use crate::error::{BackendError, Result};
 use crate::op::Op;
 use crate::tensor::Tensor;
 
-/// A device that runs ops eagerly. Inputs are in the order `Op` documents;
-/// outputs are new tensors (or views sharing the input's buffer).
 pub trait Backend: Send + Sync {
     fn name(&self) -> &'static str;
+
+    /// Whether this backend has a kernel for `op`.
+    fn supports(&self, op: &Op) -> bool {
+        let _ = op;
+        true
+    }
+
+    /// Runs `op`. Inputs are in the order `Op` documents; the output is a new
+    /// tensor (or a view sharing an input's buffer).
     fn run(&self, op: &Op, inputs: &[&Tensor]) -> Result<Tensor>;
+
+    /// Takes the checkpoint tensor `name` once, at load. The CPU keeps it as
+    /// it is (zero-copy mmapped or blocks); a device uploads it, a backend
+    /// with its own layouts repacks it here.
+    fn prepare_weight(&self, name: &str, t: Tensor) -> Result<Tensor> {
+        let _ = name;
+        Ok(t)
+    }
+
+    /// Makes a host tensor (a script literal, a model input) resident.
+    fn upload(&self, t: Tensor) -> Result<Tensor> {
+        Ok(t)
+    }
+
+    /// A host copy of `t`'s data (for `to_list`, `item`, logits).
+    fn download(&self, t: &Tensor) -> Result<Tensor> {
+        Ok(t.clone())
+    }
+}
+
+impl Backend for Box<dyn Backend> {
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+    fn supports(&self, op: &Op) -> bool {
+        (**self).supports(op)
+    }
+    fn run(&self, op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {
+        (**self).run(op, inputs)
+    }
+    fn prepare_weight(&self, name: &str, t: Tensor) -> Result<Tensor> {
+        (**self).prepare_weight(name, t)
+    }
+    fn upload(&self, t: Tensor) -> Result<Tensor> {
+        (**self).upload(t)
+    }
+    fn download(&self, t: &Tensor) -> Result<Tensor> {
+        (**self).download(t)
+    }
+}
+
+/// Names `--backend` accepts, in this build.
+pub const BACKEND_NAMES: &[&str] = &["cpu"];
+
+/// The backend called `name` (`--backend NAME`).
+pub fn by_name(name: &str) -> std::result::Result<Box<dyn Backend>, String> {
+    match name {
+        "cpu" => Ok(Box::new(crate::cpu::CpuBackend)),
+        "opencl" => {
+            Err("the opencl backend is not part of this build yet; use --backend cpu".to_string())
+        }
+        other => Err(format!(
+            "unknown backend `{other}`; this build has: {}",
+            BACKEND_NAMES.join(", ")
+        )),
+    }
+}
+
+/// The error a backend gives for an op it has no kernel for.
+pub fn unsupported(op: &Op, backend: &'static str) -> BackendError {
+    BackendError::Unsupported {
+        op: op.name(),
+        backend,
+    }
 }

@@ -1,13 +1,15 @@
 //! mllm-backends owns tensors and the devices that compute on them: `Tensor`
 //! and `DType`, the op vocabulary (`Op`), the `Backend` trait, and the CPU
 //! backend with a reference twin for every kernel. It knows nothing of the
-//! .mdl language or of checkpoint file formats; `weights::WeightSource` is the
+//! .mdl language or of checkpoint file formats; `Op::infer` (infer.rs) holds
+//! the shape and dtype rules every backend and graph capture share; `weights::WeightSource` is the
 //! one interface a checkpoint reader implements.
 
 pub mod backend;
 pub mod cpu;
 pub mod dtype;
 pub mod error;
+pub mod infer;
 pub mod op;
 pub mod quant;
 pub mod tensor;
@@ -17,5 +19,6 @@ pub use backend::Backend;
 pub use cpu::CpuBackend;
 pub use dtype::DType;
 pub use error::{BackendError, Result};
+pub use infer::TensorMeta;
 pub use op::{BinaryOp, Op, ReduceOp, UnaryOp};
 pub use tensor::{Buffer, ByteOwner, FloatSlice, OwnedBytes, Tensor};

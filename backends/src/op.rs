@@ -5,6 +5,8 @@
 
 use crate::dtype::DType;
 
+pub use crate::infer::TensorMeta;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum UnaryOp {
     Neg,
@@ -80,6 +82,16 @@ pub enum Op {
         causal: bool,
         scale: f32,
     },
+    /// Attention over a KV cache held outside the graph, as an NPU graph
+    /// sees it: `q [sq, hq, d]`, the new rows `k [s, hk, d]`, `v [s, hk, dv]`,
+    /// the cache `past_k [c, hk, d]`, `past_v [c, hk, dv]` (capacity `c`)
+    /// and `past_len` (i32 `[1]`). The keys are `past_k[..past_len]` then
+    /// `k` (likewise the values); otherwise exactly `Sdpa`. Its decomposition
+    /// (slice, concat, sdpa) is the reference twin.
+    CachedSdpa {
+        causal: bool,
+        scale: f32,
+    },
     Unary(UnaryOp),
     /// Broadcasting (numpy rules). Two i32 inputs give i32; otherwise f32.
     /// Comparisons give 1.0/0.0 (or 1/0).
@@ -150,6 +162,7 @@ impl Op {
         "layer_norm",
         "apply_rope",
         "sdpa",
+        "cached_sdpa",
         "unary",
         "binary",
         "softmax",
@@ -175,6 +188,7 @@ impl Op {
             Op::LayerNorm { .. } => "layer_norm",
             Op::ApplyRope => "apply_rope",
             Op::Sdpa { .. } => "sdpa",
+            Op::CachedSdpa { .. } => "cached_sdpa",
             Op::Unary(_) => "unary",
             Op::Binary(_) => "binary",
             Op::Softmax { .. } => "softmax",

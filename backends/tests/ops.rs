@@ -91,6 +91,23 @@ fn cases() -> Vec<Case> {
             &[2., 3.],
             &[2, 1, 1],
         ),
+        // Rows of the cache past `past_len` (99, 1000) must not be seen.
+        c(
+            Op::CachedSdpa {
+                causal: true,
+                scale: 1.0,
+            },
+            vec![
+                f(&[1.], &[1, 1, 1]),
+                f(&[0.], &[1, 1, 1]),
+                f(&[6.], &[1, 1, 1]),
+                f(&[0., 0., 99.], &[3, 1, 1]),
+                f(&[2., 4., 1000.], &[3, 1, 1]),
+                i(&[2], &[1]),
+            ],
+            &[4.],
+            &[1, 1, 1],
+        ),
         c(
             Op::Unary(UnaryOp::Relu),
             vec![f(&[-1., 2.], &[2])],

@@ -30,9 +30,7 @@ impl Engine {
     pub fn new(model: Model, max_context: Option<usize>) -> Engine {
         Engine {
             model,
-            exec: Eager {
-                backend: CpuBackend,
-            },
+            exec: Eager::new(CpuBackend),
             cache: Rc::new(RefCell::new(KvCache::new())),
             cached: vec![],
             max_context,

@@ -260,9 +260,7 @@ pub fn load_model(files: &ModelFiles, script: Option<&str>) -> CliResult<mllm_in
             .to_string(),
     };
     let prog = std::rc::Rc::new(crate::commands::check::check_script(&script)?);
-    let mut exec = mllm_interpreter::Eager {
-        backend: mllm_backends::CpuBackend,
-    };
+    let mut exec = mllm_interpreter::Eager::new(mllm_backends::CpuBackend);
     mllm_interpreter::Model::load(
         prog.clone(),
         &files.config,

@@ -226,7 +226,9 @@ fn flatten(
     }
 }
 
-fn to_tensor(v: &Value, dtype: Option<DType>) -> RtResult<Tensor> {
+/// A tensor value as it is, or a nested list of numbers made into a
+/// constant through the executor.
+fn to_tensor(it: &mut Interp, v: &Value, dtype: Option<DType>) -> RtResult<Tensor> {
     if let Value::Tensor(t) = v {
         return Ok(t.clone());
     }
@@ -236,10 +238,11 @@ fn to_tensor(v: &Value, dtype: Option<DType>) -> RtResult<Tensor> {
         return Err(RtError::new("mdl::run::shape", "ragged nested list"));
     }
     let dtype = dtype.unwrap_or(if all_int { DType::I32 } else { DType::F32 });
-    Ok(match dtype {
+    let t = match dtype {
         DType::I32 => Tensor::from_i32(vals.iter().map(|&x| x as i32).collect(), shape)?,
         _ => Tensor::from_f32(vals.iter().map(|&x| x as f32).collect(), shape)?,
-    })
+    };
+    Ok(it.exec.constant(t)?)
 }
 
 /// The backend op and the scalar twin of a unary builtin.
@@ -316,7 +319,7 @@ pub fn call(
         Builtin::Matmul => t(it.op(Op::Matmul, &[&a.tensor(0)?, &a.tensor(1)?])?),
         Builtin::Embedding => {
             let w = a.tensor(0)?;
-            let ids = to_tensor(a.get(1).unwrap_or(&Value::None), Some(DType::I32))?;
+            let ids = to_tensor(it, a.get(1).unwrap_or(&Value::None), Some(DType::I32))?;
             t(it.op(Op::Embedding, &[&w, &ids])?)
         }
         Builtin::RmsNorm => t(it.op(
@@ -440,7 +443,7 @@ pub fn call(
             };
             let mut shape = x.shape().to_vec();
             shape.insert(d, 1);
-            t(x.reshaped(shape)?)
+            t(it.reshape(&x, shape)?)
         }
         Builtin::Squeeze => {
             let x = a.tensor(0)?;
@@ -453,7 +456,7 @@ pub fn call(
             }
             let mut shape = x.shape().to_vec();
             shape.remove(d);
-            t(x.reshaped(shape)?)
+            t(it.reshape(&x, shape)?)
         }
         Builtin::Concat => {
             let items = match a.get(0) {
@@ -463,7 +466,7 @@ pub fn call(
             };
             let ts = items
                 .iter()
-                .map(|v| to_tensor(v, None))
+                .map(|v| to_tensor(it, v, None))
                 .collect::<RtResult<Vec<_>>>()?;
             let Some(first) = ts.first() else {
                 return Err(RtError::new("mdl::run::shape", "concat of an empty list"));
@@ -485,7 +488,7 @@ pub fn call(
             let mut shape = x.shape().to_vec();
             shape.pop();
             shape.extend([h as usize, (last / h) as usize]);
-            t(x.reshaped(shape)?)
+            t(it.reshape(&x, shape)?)
         }
         Builtin::MergeHeads => {
             let x = a.tensor(0)?;
@@ -499,12 +502,12 @@ pub fn call(
             let d = shape.pop().unwrap_or(1);
             let h = shape.pop().unwrap_or(1);
             shape.push(h * d);
-            t(x.reshaped(shape)?)
+            t(it.reshape(&x, shape)?)
         }
         Builtin::IndexSelect => {
             let x = a.tensor(0)?;
             let dim = a.dim(1, &x, 0)?;
-            let idx = to_tensor(a.get(2).unwrap_or(&Value::None), Some(DType::I32))?;
+            let idx = to_tensor(it, a.get(2).unwrap_or(&Value::None), Some(DType::I32))?;
             t(it.op(Op::IndexSelect { dim }, &[&x, &idx])?)
         }
         Builtin::Where => t(it.op(Op::Where, &[&a.tensor(0)?, &a.tensor(1)?, &a.tensor(2)?])?),
@@ -561,7 +564,7 @@ pub fn call(
                 ),
                 None => None,
             };
-            t(to_tensor(a.get(0).unwrap_or(&Value::None), dtype)?)
+            t(to_tensor(it, a.get(0).unwrap_or(&Value::None), dtype)?)
         }
         Builtin::Float => match a.get(0) {
             Some(Value::Int(i)) => Ok(Value::Float(*i as f64)),
@@ -582,9 +585,9 @@ pub fn call(
             None => unreachable!("required"),
         },
         Builtin::Shape => Ok(shape_list(a.tensor(0)?.shape())),
-        Builtin::ToList => to_list(&a.tensor(0)?),
+        Builtin::ToList => to_list(&it.exec.read(&a.tensor(0)?)?),
         Builtin::Item => {
-            let x = a.tensor(0)?;
+            let x = it.exec.read(&a.tensor(0)?)?;
             let v = x.item()?;
             Ok(if x.dtype() == DType::I32 {
                 Value::Int(v as i64)
@@ -669,8 +672,8 @@ pub fn call(
                         (_, Value::Tensor(q)) => q.clone(),
                         _ => unreachable!("one is a tensor"),
                     };
-                    let p = to_tensor_like(&x, &like)?;
-                    let q = to_tensor_like(&y, &like)?;
+                    let p = to_tensor_like(it, &x, &like)?;
+                    let q = to_tensor_like(it, &y, &like)?;
                     let op = if b == Builtin::Min {
                         mllm_backends::BinaryOp::Min
                     } else {
@@ -725,10 +728,10 @@ pub fn call(
         },
         Builtin::Append => match a.get(0) {
             Some(Value::LayerCache(c, i)) => {
-                let (k, v) = c
-                    .borrow_mut()
-                    .append(*i, &a.tensor(1)?, &a.tensor(2)?)
-                    .map_err(|m| RtError::new("mdl::run::cache", m))?;
+                let (k, v) = it
+                    .exec
+                    .kv_append(&mut c.borrow_mut(), *i, &a.tensor(1)?, &a.tensor(2)?)
+                    .map_err(|e| RtError::new("mdl::run::cache", e.to_string()))?;
                 Ok(Value::Tuple(Rc::new(vec![
                     Value::Tensor(k),
                     Value::Tensor(v),
@@ -794,10 +797,10 @@ fn to_list(x: &Tensor) -> RtResult<Value> {
     Ok(nest(&vals, x.shape()))
 }
 
-fn to_tensor_like(v: &Value, like: &Tensor) -> RtResult<Tensor> {
+fn to_tensor_like(it: &mut Interp, v: &Value, like: &Tensor) -> RtResult<Tensor> {
     match v {
         Value::Tensor(t) => Ok(t.clone()),
-        other => Interp::scalar_tensor(other, like).ok_or_else(|| {
+        other => it.scalar_tensor(other, like)?.ok_or_else(|| {
             RtError::new(
                 "mdl::run::type",
                 format!("expected a number or tensor, found {}", other.type_name()),

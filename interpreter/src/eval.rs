@@ -533,9 +533,9 @@ impl<'a> Interp<'a> {
     }
 
     /// Turns a number into a 0-d tensor matching `like`'s kind (i32 stays i32
-    /// for ints, f32 otherwise).
-    pub(crate) fn scalar_tensor(v: &Value, like: &Tensor) -> Option<Tensor> {
-        match v {
+    /// for ints, f32 otherwise), made through the executor.
+    pub(crate) fn scalar_tensor(&mut self, v: &Value, like: &Tensor) -> RtResult<Option<Tensor>> {
+        let t = match v {
             Value::Int(i) if like.dtype() == DType::I32 => {
                 i32::try_from(*i).ok().map(Tensor::scalar_i32)
             }
@@ -543,6 +543,25 @@ impl<'a> Interp<'a> {
             Value::Float(f) => Some(Tensor::scalar_f32(*f as f32)),
             Value::Bool(b) => Some(Tensor::scalar_f32(if *b { 1.0 } else { 0.0 })),
             _ => None,
+        };
+        t.map(|t| self.exec.constant(t).map_err(RtError::from))
+            .transpose()
+    }
+
+    /// A view of `t` in a new shape, through the executor.
+    pub(crate) fn reshape(&mut self, t: &Tensor, shape: Vec<usize>) -> RtResult<Tensor> {
+        self.op(Op::Reshape { shape }, &[t])
+    }
+
+    /// An int from a script value; a one-element i32 tensor is read back
+    /// through the executor.
+    pub(crate) fn int_of(&mut self, v: &Value) -> RtResult<i64> {
+        match v {
+            Value::Tensor(t) if t.numel() == 1 && t.dtype() == DType::I32 => {
+                let host = self.exec.read(t)?;
+                Ok(host.i32s()?[0] as i64)
+            }
+            other => as_int(other),
         }
     }
 
@@ -595,6 +614,10 @@ impl<'a> Interp<'a> {
                 let same = a.is_none() == b.is_none();
                 Ok(Bool(if op == BinOp::Eq { same } else { !same }))
             }
+            (List(_) | Tuple(_), List(_) | Tuple(_)) if matches!(op, BinOp::Eq | BinOp::Ne) => {
+                let same = values_equal(&a, &b).ok_or_else(|| type_err(&a, &b))?;
+                Ok(Bool(same == (op == BinOp::Eq)))
+            }
             (List(x), List(y)) if op == BinOp::Add => {
                 Ok(List(Rc::new(x.iter().chain(y.iter()).cloned().collect())))
             }
@@ -603,10 +626,12 @@ impl<'a> Interp<'a> {
                     (Tensor(x), Tensor(y)) => (x.clone(), y.clone()),
                     (Tensor(x), other) => (
                         x.clone(),
-                        Self::scalar_tensor(other, x).ok_or_else(|| type_err(&a, &b))?,
+                        self.scalar_tensor(other, x)?
+                            .ok_or_else(|| type_err(&a, &b))?,
                     ),
                     (other, Tensor(y)) => (
-                        Self::scalar_tensor(other, y).ok_or_else(|| type_err(&a, &b))?,
+                        self.scalar_tensor(other, y)?
+                            .ok_or_else(|| type_err(&a, &b))?,
                         y.clone(),
                     ),
                     _ => unreachable!("one side is a tensor"),
@@ -618,8 +643,9 @@ impl<'a> Interp<'a> {
                     BinOp::Mul => BinaryOp::Mul,
                     BinOp::Div => {
                         // `/` is true division, as in Python: ints become floats.
-                        let ta = ta.to_f32()?;
-                        let tb = tb.to_f32()?;
+                        let f32 = Op::Cast { dtype: DType::F32 };
+                        let ta = self.op(f32.clone(), &[&ta])?;
+                        let tb = self.op(f32, &[&tb])?;
                         return Ok(Tensor(self.op(Op::Binary(BinaryOp::Div), &[&ta, &tb])?));
                     }
                     BinOp::FloorDiv if ta.dtype() == DType::I32 && tb.dtype() == DType::I32 => {
@@ -649,7 +675,7 @@ impl<'a> Interp<'a> {
                 match item {
                     IndexItem::Expr(e) => {
                         let i = self.expr(e, ctx)?;
-                        let i = as_int(&i)?;
+                        let i = self.int_of(&i)?;
                         let n = v.len() as i64;
                         let j = if i < 0 { i + n } else { i };
                         if !(0..n).contains(&j) {
@@ -697,7 +723,7 @@ impl<'a> Interp<'a> {
                     if v.is_none() {
                         return Ok(dflt);
                     }
-                    let i = as_int(&v)?;
+                    let i = this.int_of(&v)?;
                     Ok(if i < 0 { (i + n).max(0) } else { i.min(n) })
                 }
             }
@@ -741,14 +767,17 @@ impl<'a> Interp<'a> {
                 format!("{explicit} indexes for a tensor of rank {}", t.rank()),
             ));
         }
+        // `...` stands for the dimensions no explicit item names, counted on
+        // the rank before any integer index removes one.
+        let ellipsis_dims = t.rank() - explicit;
         let mut dim = 0usize;
         for item in items {
             match item {
-                IndexItem::Ellipsis => dim += t.rank() - explicit,
+                IndexItem::Ellipsis => dim += ellipsis_dims,
                 IndexItem::Expr(e) => {
                     let v = self.expr(e, ctx)?;
                     let n = t.shape()[dim] as i64;
-                    let i = as_int(&v)?;
+                    let i = self.int_of(&v)?;
                     let j = if i < 0 { i + n } else { i };
                     if !(0..n).contains(&j) {
                         return Err(RtError::new(
@@ -768,7 +797,7 @@ impl<'a> Interp<'a> {
                     )?;
                     let mut shape = s.shape().to_vec();
                     shape.remove(dim);
-                    t = s.reshaped(shape)?;
+                    t = self.reshape(&s, shape)?;
                 }
                 IndexItem::Slice(a, b, s) => {
                     let (start, end, step) = self.slice_bounds(a, b, s, t.shape()[dim], ctx)?;
@@ -871,9 +900,18 @@ impl<'a> Interp<'a> {
                             }
                             dims.push(n as usize);
                         }
-                        match self.binder.as_mut() {
+                        let bound = match self.binder.as_mut() {
                             Some(b) => b.param(&mpath, dims, m.source, mem.span),
                             None => Value::None,
+                        };
+                        match bound {
+                            // The backend takes each weight once, here.
+                            Value::Tensor(t) => Value::Tensor(
+                                self.exec
+                                    .weight(&mpath, t)
+                                    .map_err(|e| RtError::from(e).at(m.source, mem.span))?,
+                            ),
+                            other => other,
                         }
                     }
                     MemberKind::Value(e) => {
@@ -940,6 +978,31 @@ impl<'a> Interp<'a> {
     }
 }
 
+/// Python's `==` on plain values: lists and tuples item by item, ints and
+/// floats by value; `None` when an item is not comparable (a tensor).
+fn values_equal(a: &Value, b: &Value) -> Option<bool> {
+    use Value::*;
+    Some(match (a, b) {
+        (List(x) | Tuple(x), List(y) | Tuple(y)) => {
+            if x.len() != y.len() {
+                return Some(false);
+            }
+            for (p, q) in x.iter().zip(y.iter()) {
+                if !values_equal(p, q)? {
+                    return Some(false);
+                }
+            }
+            true
+        }
+        (Int(_) | Float(_), Int(_) | Float(_)) => num(a) == num(b),
+        (Bool(x), Bool(y)) => x == y,
+        (Str(x), Str(y)) => x == y,
+        (None, None) => true,
+        (Tensor(_), _) | (_, Tensor(_)) => return Option::None,
+        _ => false,
+    })
+}
+
 fn num(v: &Value) -> f64 {
     match v {
         Value::Int(i) => *i as f64,
@@ -952,7 +1015,6 @@ pub(crate) fn as_int(v: &Value) -> RtResult<i64> {
     match v {
         Value::Int(i) => Ok(*i),
         Value::Float(f) if f.fract() == 0.0 && f.abs() < 9e15 => Ok(*f as i64),
-        Value::Tensor(t) if t.numel() == 1 && t.dtype() == DType::I32 => Ok(t.i32s()?[0] as i64),
         other => Err(RtError::new(
             "mdl::run::type",
             format!("expected an int, found {}", other.type_name()),

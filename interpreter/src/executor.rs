@@ -1,22 +1,147 @@
-//! The executor seam: the evaluator hands every native op to an `Executor`.
-//! `Eager` runs it on a backend now; `Trace` runs it and records the op
-//! sequence, the starting point for capturing a static graph for an NPU.
+//! The executor seam: the evaluator hands every tensor-producing step to an
+//! `Executor`: native ops, constants made from script literals, model
+//! inputs, checkpoint weights (once, at load), KV-cache appends, and reads of
+//! tensor data back to the host. Nothing the interpreter computes with
+//! bypasses it, so a device backend or a graph capture sees all of it.
+//!
+//! `Eager` runs everything on a backend now; `Trace` records the op sequence
+//! (counts per step); graph capture (`crate::capture`) records an SSA graph.
 
-use mllm_backends::{Backend, BackendError, Op, Tensor};
+use std::collections::HashSet;
+
+use mllm_backends::{Backend, BackendError, CpuBackend, Op, Tensor};
+
+use crate::cache::KvCache;
 
 pub trait Executor {
+    /// Runs one native op.
     fn run(&mut self, op: &Op, inputs: &[&Tensor]) -> Result<Tensor, BackendError>;
+
+    /// A tensor the interpreter made from script values (literals, scalars
+    /// of mixed arithmetic, index lists).
+    fn constant(&mut self, t: Tensor) -> Result<Tensor, BackendError>;
+
+    /// A named input of the function a runner calls (`input_ids`, ...).
+    fn input(&mut self, name: &str, t: Tensor) -> Result<Tensor, BackendError>;
+
+    /// The checkpoint tensor at `name`, once, while the model is built.
+    fn weight(&mut self, name: &str, t: Tensor) -> Result<Tensor, BackendError>;
+
+    /// Host data of `t` (for `to_list`, `item`, integer indexes from tensors).
+    fn read(&mut self, t: &Tensor) -> Result<Tensor, BackendError>;
+
+    /// Appends `k [s, hk, dk]`, `v [s, hk, dv]` to layer `layer` of `cache`;
+    /// returns every key and value the layer holds.
+    fn kv_append(
+        &mut self,
+        cache: &mut KvCache,
+        layer: usize,
+        k: &Tensor,
+        v: &Tensor,
+    ) -> Result<(Tensor, Tensor), BackendError>;
 }
 
-/// Runs ops eagerly on a backend.
+/// What `Eager` does with an op its backend has no kernel for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Unsupported {
+    /// An error naming the op and the backend (the default).
+    #[default]
+    Error,
+    /// Run it on the CPU, after one warning per op name on stderr.
+    CpuFallback,
+}
+
+/// Runs everything eagerly on a backend.
 pub struct Eager<B: Backend> {
     pub backend: B,
+    pub unsupported: Unsupported,
+    warned: HashSet<&'static str>,
+}
+
+impl<B: Backend> Eager<B> {
+    pub fn new(backend: B) -> Eager<B> {
+        Eager {
+            backend,
+            unsupported: Unsupported::Error,
+            warned: HashSet::new(),
+        }
+    }
+
+    pub fn with_policy(backend: B, unsupported: Unsupported) -> Eager<B> {
+        Eager {
+            unsupported,
+            ..Eager::new(backend)
+        }
+    }
+}
+
+impl Eager<CpuBackend> {
+    pub fn cpu() -> Eager<CpuBackend> {
+        Eager::new(CpuBackend)
+    }
+}
+
+fn kv_err(msg: String) -> BackendError {
+    BackendError::Invalid {
+        op: "kv_cache",
+        msg,
+    }
 }
 
 impl<B: Backend> Executor for Eager<B> {
     #[inline]
     fn run(&mut self, op: &Op, inputs: &[&Tensor]) -> Result<Tensor, BackendError> {
-        self.backend.run(op, inputs)
+        if self.backend.supports(op) {
+            return self.backend.run(op, inputs);
+        }
+        match self.unsupported {
+            Unsupported::Error => Err(mllm_backends::backend::unsupported(op, self.backend.name())),
+            Unsupported::CpuFallback => {
+                if self.warned.insert(op.name()) {
+                    eprintln!(
+                        "warning: the {} backend has no `{}` kernel; running it on the CPU",
+                        self.backend.name(),
+                        op.name()
+                    );
+                }
+                let host: Vec<Tensor> = inputs
+                    .iter()
+                    .map(|t| self.backend.download(t))
+                    .collect::<Result<_, _>>()?;
+                let refs: Vec<&Tensor> = host.iter().collect();
+                let out = CpuBackend.run(op, &refs)?;
+                self.backend.upload(out)
+            }
+        }
+    }
+
+    fn constant(&mut self, t: Tensor) -> Result<Tensor, BackendError> {
+        self.backend.upload(t)
+    }
+
+    fn input(&mut self, _name: &str, t: Tensor) -> Result<Tensor, BackendError> {
+        self.backend.upload(t)
+    }
+
+    fn weight(&mut self, name: &str, t: Tensor) -> Result<Tensor, BackendError> {
+        self.backend.prepare_weight(name, t)
+    }
+
+    fn read(&mut self, t: &Tensor) -> Result<Tensor, BackendError> {
+        self.backend.download(t)
+    }
+
+    fn kv_append(
+        &mut self,
+        cache: &mut KvCache,
+        layer: usize,
+        k: &Tensor,
+        v: &Tensor,
+    ) -> Result<(Tensor, Tensor), BackendError> {
+        // The cache lives in host memory next to the CPU kernels; a device
+        // backend will own its cache buffers behind this same call.
+        let (k, v) = (self.backend.download(k)?, self.backend.download(v)?);
+        cache.append(layer, &k, &v).map_err(kv_err)
     }
 }
 
@@ -28,7 +153,7 @@ pub struct TraceEntry {
     pub output: Vec<usize>,
 }
 
-/// Wraps another executor and records every call.
+/// Wraps another executor and records every op call.
 pub struct Trace<E: Executor> {
     pub inner: E,
     pub entries: Vec<TraceEntry>,
@@ -52,5 +177,31 @@ impl<E: Executor> Executor for Trace<E> {
             output: out.shape().to_vec(),
         });
         Ok(out)
+    }
+
+    fn constant(&mut self, t: Tensor) -> Result<Tensor, BackendError> {
+        self.inner.constant(t)
+    }
+
+    fn input(&mut self, name: &str, t: Tensor) -> Result<Tensor, BackendError> {
+        self.inner.input(name, t)
+    }
+
+    fn weight(&mut self, name: &str, t: Tensor) -> Result<Tensor, BackendError> {
+        self.inner.weight(name, t)
+    }
+
+    fn read(&mut self, t: &Tensor) -> Result<Tensor, BackendError> {
+        self.inner.read(t)
+    }
+
+    fn kv_append(
+        &mut self,
+        cache: &mut KvCache,
+        layer: usize,
+        k: &Tensor,
+        v: &Tensor,
+    ) -> Result<(Tensor, Tensor), BackendError> {
+        self.inner.kv_append(cache, layer, k, v)
     }
 }

@@ -155,6 +155,11 @@ impl Model {
         let f = &m.fns[fi];
         let mut kwargs = vec![];
         for (name, v) in inputs {
+            // Tensors a runner hands in are the executor's named inputs.
+            let v = match v {
+                Value::Tensor(t) => Value::Tensor(exec.input(name, t)?),
+                other => other,
+            };
             match f.params.iter().find(|p| p.name == name) {
                 Some(p) => kwargs.push((p.sym, v)),
                 None => {

@@ -118,9 +118,7 @@ fn vision_tower_matches_transformers() {
             .model
             .call(
                 "image_features",
-                &mut Eager {
-                    backend: mllm_backends::CpuBackend,
-                },
+                &mut Eager::new(mllm_backends::CpuBackend),
                 vec![
                     ("pixel_values", Value::Tensor(images.pixel_values.clone())),
                     (

@@ -18,9 +18,7 @@ fn language_semantics() {
         "{}",
         mllm_dsl::diagnostic::render_all(&diags, &prog.sources, false)
     );
-    let mut exec = Eager {
-        backend: CpuBackend,
-    };
+    let mut exec = Eager::new(CpuBackend);
     let mut ran = 0;
     let mut failures = vec![];
     for f in prog
@@ -43,9 +41,7 @@ fn failing_asserts_point_at_the_script() {
     let text = "fn test_x() {\n  let a = 1\n  assert(a == 2, \"a is not two\")\n}\n";
     let (prog, diags) = mllm_dsl::check("t.mdl", text, &mllm_dsl::NoImports);
     assert!(diags.is_empty());
-    let mut exec = Eager {
-        backend: CpuBackend,
-    };
+    let mut exec = Eager::new(CpuBackend);
     let mut it = Interp::new(&prog, &mut exec);
     let err = it
         .call_function(&prog.fns[0], None, vec![], vec![])
@@ -61,9 +57,7 @@ fn failing_asserts_point_at_the_script() {
 fn runaway_recursion_is_an_error() {
     let text = "fn f(n) { return f(n + 1) }\n";
     let (prog, _) = mllm_dsl::check("r.mdl", text, &mllm_dsl::NoImports);
-    let mut exec = Eager {
-        backend: CpuBackend,
-    };
+    let mut exec = Eager::new(CpuBackend);
     let mut it = Interp::new(&prog, &mut exec);
     let err = it
         .call_function(

@@ -45,9 +45,7 @@ fn run_script(text: &str, dir: &HfModelDir) {
         return;
     }
     let prog = Rc::new(prog);
-    let mut exec = Eager {
-        backend: CpuBackend,
-    };
+    let mut exec = Eager::new(CpuBackend);
     let Ok(model) = Model::load(
         prog.clone(),
         &dir.config,

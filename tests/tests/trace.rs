@@ -23,9 +23,7 @@ fn trace_records_one_decode_step() {
         &mllm_cli::assets::ScriptResolver::for_script(&script),
     );
     assert!(diags.is_empty());
-    let mut exec = Trace::new(Eager {
-        backend: CpuBackend,
-    });
+    let mut exec = Trace::new(Eager::new(CpuBackend));
     let model = Model::load(
         Rc::new(prog),
         &dir.config,

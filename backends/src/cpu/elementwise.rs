@@ -85,7 +85,13 @@ pub fn binary_i32(op: BinaryOp, a: i32, b: i32) -> Option<i32> {
             if b == 0 {
                 return None;
             }
-            a.wrapping_div_euclid(b)
+            // Floor division, as `//` on script ints (Python's rule).
+            let q = a.wrapping_div(b);
+            if a.wrapping_rem(b) != 0 && ((a < 0) != (b < 0)) {
+                q - 1
+            } else {
+                q
+            }
         }
         BinaryOp::Pow => a.wrapping_pow(b.max(0) as u32),
         BinaryOp::Max => a.max(b),

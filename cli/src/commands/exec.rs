@@ -69,9 +69,7 @@ pub fn load_with(
     let model = model_files::load_model(&files, Some(script))?;
     Ok(Loaded {
         model,
-        exec: Eager {
-            backend: CpuBackend,
-        },
+        exec: Eager::new(CpuBackend),
         eos: files.eos,
         config: files.config,
     })

@@ -120,9 +120,7 @@ pub fn greedy(m: &mut Loaded, prompt: &[i32], n: usize) -> Vec<i32> {
 
 /// Logits of every position of `ids` (a fresh cache), `[seq, vocab]`.
 pub fn full_logits(model: &mllm_interpreter::Model, ids: &[i32]) -> Tensor {
-    let mut exec = mllm_interpreter::Eager {
-        backend: mllm_backends::CpuBackend,
-    };
+    let mut exec = mllm_interpreter::Eager::new(mllm_backends::CpuBackend);
     mllm_cli::engine::run_forward(model, &mut exec, &new_cache(), ids, 0, false)
         .unwrap_or_else(|e| panic!("{}", e.0))
 }
