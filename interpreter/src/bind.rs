@@ -26,6 +26,9 @@ pub struct Binder<'w> {
     used: HashSet<String>,
     pub errors: Vec<RtError>,
     pub params: Vec<ParamRecord>,
+    /// Each bound weight as the executor prepared it, by checkpoint name
+    /// (what graph capture tags parameters with).
+    pub bound: Vec<(String, mllm_backends::Tensor)>,
     /// Member declarations being evaluated, outermost first.
     decls: Vec<(SourceId, Span)>,
 }
@@ -38,6 +41,7 @@ impl<'w> Binder<'w> {
             used: HashSet::new(),
             errors: vec![],
             params: vec![],
+            bound: vec![],
             decls: vec![],
         }
     }

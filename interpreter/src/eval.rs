@@ -906,11 +906,16 @@ impl<'a> Interp<'a> {
                         };
                         match bound {
                             // The backend takes each weight once, here.
-                            Value::Tensor(t) => Value::Tensor(
-                                self.exec
+                            Value::Tensor(t) => {
+                                let t = self
+                                    .exec
                                     .weight(&mpath, t)
-                                    .map_err(|e| RtError::from(e).at(m.source, mem.span))?,
-                            ),
+                                    .map_err(|e| RtError::from(e).at(m.source, mem.span))?;
+                                if let Some(b) = self.binder.as_mut() {
+                                    b.bound.push((mpath.clone(), t.clone()));
+                                }
+                                Value::Tensor(t)
+                            }
                             other => other,
                         }
                     }

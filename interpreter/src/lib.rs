@@ -13,6 +13,8 @@
 pub mod bind;
 pub mod builtins;
 pub mod cache;
+pub mod capture;
+pub mod compile;
 pub mod config;
 pub mod error;
 pub mod eval;
@@ -23,6 +25,8 @@ pub mod sampler;
 pub mod value;
 
 pub use cache::KvCache;
+pub use capture::Capture;
+pub use compile::CompiledModel;
 pub use error::{RtError, RtResult};
 pub use eval::Interp;
 pub use executor::{Eager, Executor, Trace};

@@ -20,6 +20,8 @@ pub struct Model {
     pub config: Rc<ConfigValue>,
     pub entry: usize,
     pub params: Vec<ParamRecord>,
+    /// The bound weights by checkpoint name, as the executor prepared them.
+    pub weights: Vec<(String, mllm_backends::Tensor)>,
 }
 
 /// Picks the module to run: the one named by config.json's
@@ -117,6 +119,7 @@ impl Model {
                 config,
                 entry,
                 params: binder.params,
+                weights: binder.bound,
             }),
             (_, _) => Err(errors),
         }

@@ -1,0 +1,303 @@
+//! Graph capture: an executor that runs a forward eagerly once (on a scratch
+//! KV cache) and records it as an SSA graph (`mllm_graph::Graph`), as
+//! tinygrad's TinyJit does: run once, record once, replay.
+//!
+//! Every tensor the interpreter touches arrives through the executor seam,
+//! so each is known as an op result, a named input, a checkpoint parameter
+//! (tagged with its name) or a constant; a tensor of unknown origin is a
+//! capture error. The KV cache becomes graph I/O: `kv_append` adds inputs
+//! `past_key.N`, `past_value.N` (capacity `context` rows) and `past_len`,
+//! outputs `present_key.N`, `present_value.N` (the new rows), and the
+//! attention reading the appended cache becomes `CachedSdpa`, so one graph
+//! serves every step of its sequence length.
+//!
+//! Scripts whose control flow reads tensor data (`to_list`, `item`, integer
+//! indexes from tensors: Qwen3-VL's image placement) are refused: such a
+//! forward stays eager (images are prefilled eagerly and the text decoder
+//! after them is captured, since decoding reads no data).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use mllm_backends::{BackendError, DType, KvCache, Op, Tensor, TensorMeta};
+use mllm_graph::{Def, Graph, KvLayer, ValueId};
+
+use crate::executor::Executor;
+
+/// Identity of a tensor: its storage, where it starts, its shape.
+type Key = (usize, usize, Vec<usize>);
+
+fn key(t: &Tensor) -> Key {
+    (
+        Arc::as_ptr(t.buffer()) as *const u8 as usize,
+        t.offset(),
+        t.shape().to_vec(),
+    )
+}
+
+/// What `kv_append` handed back: all keys or all values of a layer.
+#[derive(Clone, Copy)]
+struct CacheView {
+    layer: usize,
+    keys: bool,
+}
+
+pub struct Capture<E: Executor> {
+    pub inner: E,
+    graph: Graph,
+    ids: HashMap<Key, ValueId>,
+    views: HashMap<Key, CacheView>,
+    /// Names of weights by tensor identity (from the model's bound weights).
+    weight_names: HashMap<Key, String>,
+    params: HashMap<String, ValueId>,
+    past_len: Option<ValueId>,
+    /// Everything seen stays alive, so storage addresses are never reused.
+    keep: Vec<Tensor>,
+    /// Why the captured forward cannot be replayed, if it cannot.
+    problems: Vec<String>,
+}
+
+impl<E: Executor> Capture<E> {
+    /// `weights`: the model's bound parameters by checkpoint name;
+    /// `context`: rows of the past KV buffers the graph declares.
+    pub fn new(inner: E, weights: &[(String, Tensor)], context: usize) -> Capture<E> {
+        let mut keep = vec![];
+        let mut weight_names = HashMap::new();
+        for (name, t) in weights {
+            weight_names.insert(key(t), name.clone());
+            keep.push(t.clone());
+        }
+        Capture {
+            inner,
+            graph: Graph {
+                context,
+                ..Graph::default()
+            },
+            ids: HashMap::new(),
+            views: HashMap::new(),
+            weight_names,
+            params: HashMap::new(),
+            past_len: None,
+            keep,
+            problems: vec![],
+        }
+    }
+
+    fn remember(&mut self, t: &Tensor, id: ValueId) {
+        self.ids.insert(key(t), id);
+        self.keep.push(t.clone());
+    }
+
+    /// The value id of a tensor an op reads.
+    fn value_of(&mut self, t: &Tensor, op: &Op) -> Result<ValueId, BackendError> {
+        let k = key(t);
+        if let Some(&id) = self.ids.get(&k) {
+            return Ok(id);
+        }
+        if let Some(name) = self.weight_names.get(&k).cloned() {
+            let id = match self.params.get(&name) {
+                Some(&id) => id,
+                None => {
+                    let id = self
+                        .graph
+                        .push(TensorMeta::of(t), Def::Param { name: name.clone() });
+                    self.params.insert(name, id);
+                    id
+                }
+            };
+            self.ids.insert(k, id);
+            return Ok(id);
+        }
+        if self.views.contains_key(&k) {
+            return Err(capture_err(format!(
+                "`{}` reads the KV cache's history directly; a captured graph only lets `sdpa` attend over it",
+                op.name()
+            )));
+        }
+        Err(capture_err(format!(
+            "`{}` reads a {}{:?} tensor that reached the interpreter without passing the executor",
+            op.name(),
+            t.dtype(),
+            t.shape()
+        )))
+    }
+
+    /// The recorded graph with `output` as `logits`, or why it cannot be
+    /// replayed.
+    pub fn finish(mut self, output: &Tensor) -> Result<Graph, String> {
+        if !self.problems.is_empty() {
+            return Err(self.problems.join("; "));
+        }
+        let id = self
+            .value_of(output, &Op::Reshape { shape: vec![] })
+            .map_err(|e| e.to_string())?;
+        self.graph.outputs.insert(0, ("logits".into(), id));
+        Ok(self.graph)
+    }
+
+    fn past_len(&mut self) -> ValueId {
+        *self.past_len.get_or_insert_with(|| {
+            self.graph.push(
+                TensorMeta::new(vec![1], DType::I32),
+                Def::Input {
+                    name: "past_len".into(),
+                },
+            )
+        })
+    }
+}
+
+fn capture_err(msg: String) -> BackendError {
+    BackendError::Invalid { op: "capture", msg }
+}
+
+impl<E: Executor> Executor for Capture<E> {
+    fn run(&mut self, op: &Op, inputs: &[&Tensor]) -> Result<Tensor, BackendError> {
+        // Attention over the appended cache becomes CachedSdpa.
+        if let (Op::Sdpa { causal, scale }, [q, k, v]) = (op, inputs) {
+            let (kv, vv) = (
+                self.views.get(&key(k)).copied(),
+                self.views.get(&key(v)).copied(),
+            );
+            if let (Some(kv), Some(vv)) = (kv, vv) {
+                if kv.layer != vv.layer || !kv.keys || vv.keys {
+                    return Err(capture_err(
+                        "sdpa reads keys and values of different cache layers".into(),
+                    ));
+                }
+                let out = self.inner.run(op, inputs)?;
+                let layer = self
+                    .graph
+                    .kv
+                    .iter()
+                    .find(|l| l.layer == kv.layer)
+                    .cloned()
+                    .ok_or_else(|| capture_err("cache view without its layer".into()))?;
+                let qid = self.value_of(q, op)?;
+                let len = self.past_len();
+                let id = self
+                    .graph
+                    .node(
+                        Op::CachedSdpa {
+                            causal: *causal,
+                            scale: *scale,
+                        },
+                        vec![
+                            qid,
+                            layer.present_key,
+                            layer.present_value,
+                            layer.past_key,
+                            layer.past_value,
+                            len,
+                        ],
+                    )
+                    .map_err(|e| capture_err(e.0))?;
+                self.remember(&out, id);
+                return Ok(out);
+            }
+        }
+        let ids = inputs
+            .iter()
+            .map(|t| self.value_of(t, op))
+            .collect::<Result<Vec<_>, _>>()?;
+        let out = self.inner.run(op, inputs)?;
+        let id = self
+            .graph
+            .node(op.clone(), ids)
+            .map_err(|e| capture_err(e.0))?;
+        if self.graph.values[id].meta != TensorMeta::of(&out) {
+            return Err(capture_err(format!(
+                "`{}` gave {}{:?} but its rules say {}",
+                op.name(),
+                out.dtype(),
+                out.shape(),
+                self.graph.values[id].meta
+            )));
+        }
+        self.remember(&out, id);
+        Ok(out)
+    }
+
+    fn constant(&mut self, t: Tensor) -> Result<Tensor, BackendError> {
+        let t = self.inner.constant(t)?;
+        let id = self
+            .graph
+            .push(TensorMeta::of(&t), Def::Const { data: t.clone() });
+        self.remember(&t, id);
+        Ok(t)
+    }
+
+    fn input(&mut self, name: &str, t: Tensor) -> Result<Tensor, BackendError> {
+        let t = self.inner.input(name, t)?;
+        let id = self
+            .graph
+            .push(TensorMeta::of(&t), Def::Input { name: name.into() });
+        self.remember(&t, id);
+        Ok(t)
+    }
+
+    fn weight(&mut self, name: &str, t: Tensor) -> Result<Tensor, BackendError> {
+        let t = self.inner.weight(name, t)?;
+        self.weight_names.insert(key(&t), name.to_string());
+        self.keep.push(t.clone());
+        Ok(t)
+    }
+
+    fn read(&mut self, t: &Tensor) -> Result<Tensor, BackendError> {
+        self.problems.push(format!(
+            "the forward reads the data of a {}{:?} tensor (to_list, item or an index from a tensor), so its control flow depends on data; run it eagerly",
+            t.dtype(),
+            t.shape()
+        ));
+        self.inner.read(t)
+    }
+
+    fn kv_append(
+        &mut self,
+        cache: &mut KvCache,
+        layer: usize,
+        k: &Tensor,
+        v: &Tensor,
+    ) -> Result<(Tensor, Tensor), BackendError> {
+        if self.graph.kv.iter().any(|l| l.layer == layer) {
+            return Err(capture_err(format!(
+                "layer {layer} of the cache is appended twice in one forward"
+            )));
+        }
+        let op = Op::Reshape { shape: vec![] };
+        let (kid, vid) = (self.value_of(k, &op)?, self.value_of(v, &op)?);
+        let c = self.graph.context;
+        let mut past = |what: &str, t: &Tensor| {
+            let mut shape = t.shape().to_vec();
+            shape[0] = c;
+            self.graph.push(
+                TensorMeta::new(shape, DType::F32),
+                Def::Input {
+                    name: format!("{what}.{layer}"),
+                },
+            )
+        };
+        let (pk, pv) = (past("past_key", k), past("past_value", v));
+        self.graph.kv.push(KvLayer {
+            layer,
+            past_key: pk,
+            past_value: pv,
+            present_key: kid,
+            present_value: vid,
+        });
+        self.graph
+            .outputs
+            .push((format!("present_key.{layer}"), kid));
+        self.graph
+            .outputs
+            .push((format!("present_value.{layer}"), vid));
+        let (keys, values) = self.inner.kv_append(cache, layer, k, v)?;
+        self.views
+            .insert(key(&keys), CacheView { layer, keys: true });
+        self.views
+            .insert(key(&values), CacheView { layer, keys: false });
+        self.keep.push(keys.clone());
+        self.keep.push(values.clone());
+        Ok((keys, values))
+    }
+}

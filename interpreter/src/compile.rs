@@ -1,0 +1,150 @@
+//! Compiled execution of a model's forward: graphs captured on demand per
+//! step shape (decode: 1 token; prefill: chunks of `chunk` tokens, the last
+//! chunk at its own length), passed through the graph passes and replayed by
+//! `mllm_graph::Compiled` against the same `KvCache` eager steps use.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use mllm_backends::{Backend, KvCache, Tensor};
+use mllm_graph::{Compiled, Graph};
+
+use crate::capture::Capture;
+use crate::executor::Eager;
+use crate::model::Model;
+use crate::value::Value;
+
+/// Captures `model`'s forward for `seq` tokens (rows of the past KV buffers:
+/// `context`), as the raw graph before any pass.
+pub fn capture<B: Backend + Clone>(
+    model: &Model,
+    backend: &B,
+    seq: usize,
+    context: usize,
+    last_only: bool,
+) -> Result<Graph, String> {
+    if seq == 0 {
+        return Err("a graph needs at least one token".into());
+    }
+    let mut cap = Capture::new(Eager::new(backend.clone()), &model.weights, context);
+    let ids = Tensor::from_i32(vec![0; seq], vec![seq]).map_err(|e| e.to_string())?;
+    let pos = Tensor::from_i32((0..seq as i32).collect(), vec![seq]).map_err(|e| e.to_string())?;
+    let scratch = Rc::new(RefCell::new(KvCache::new()));
+    let out = model
+        .forward(
+            &mut cap,
+            vec![
+                ("input_ids", Value::Tensor(ids)),
+                ("positions", Value::Tensor(pos)),
+                ("cache", Value::Cache(scratch)),
+                ("last_only", Value::Bool(last_only)),
+            ],
+        )
+        .map_err(|e| e.render(&model.program.sources, false))?;
+    let Value::Tensor(logits) = out else {
+        return Err(format!("the forward returned {out:?}, not logits"));
+    };
+    cap.finish(&logits)
+}
+
+/// Per-shape compiled graphs of one model.
+pub struct CompiledModel<B: Backend + Clone> {
+    backend: B,
+    /// Rows of the past KV buffers the graphs declare (the model's context).
+    pub context: usize,
+    /// Prefill chunk length.
+    pub chunk: usize,
+    graphs: HashMap<(usize, bool), Compiled<B>>,
+}
+
+impl<B: Backend + Clone> CompiledModel<B> {
+    pub fn new(backend: B, context: usize, chunk: usize) -> CompiledModel<B> {
+        CompiledModel {
+            backend,
+            context,
+            chunk: chunk.max(1),
+            graphs: HashMap::new(),
+        }
+    }
+
+    /// Graphs captured so far.
+    pub fn graph_count(&self) -> usize {
+        self.graphs.len()
+    }
+
+    fn graph(
+        &mut self,
+        model: &Model,
+        seq: usize,
+        last_only: bool,
+    ) -> Result<&Compiled<B>, String> {
+        if !self.graphs.contains_key(&(seq, last_only)) {
+            let g = capture(model, &self.backend, seq, self.context, last_only)?;
+            let g = mllm_graph::passes::all(g).map_err(|e| e.to_string())?;
+            let weights: HashMap<&str, &Tensor> =
+                model.weights.iter().map(|(n, t)| (n.as_str(), t)).collect();
+            let c = Compiled::new(g, self.backend.clone(), &|name| {
+                weights.get(name).map(|t| (*t).clone())
+            })
+            .map_err(|e| e.to_string())?;
+            self.graphs.insert((seq, last_only), c);
+        }
+        Ok(&self.graphs[&(seq, last_only)])
+    }
+
+    /// Runs `ids` at rotary positions `pos..` after what `kv` holds, in
+    /// chunks; returns the logits of the last chunk (its last row only with
+    /// `last_only`).
+    pub fn forward(
+        &mut self,
+        model: &Model,
+        ids: &[i32],
+        pos: usize,
+        kv: &mut KvCache,
+        last_only: bool,
+    ) -> Result<Tensor, String> {
+        if !last_only && ids.len() > self.chunk {
+            // All rows of a long prompt: one graph for the whole length.
+            return self.step(model, ids, pos, kv, false);
+        }
+        let mut logits = None;
+        let mut at = 0;
+        while at < ids.len() {
+            let end = (at + self.chunk).min(ids.len());
+            logits = Some(self.step(model, &ids[at..end], pos + at, kv, last_only)?);
+            at = end;
+        }
+        logits.ok_or_else(|| "no tokens to run".to_string())
+    }
+
+    fn step(
+        &mut self,
+        model: &Model,
+        ids: &[i32],
+        pos: usize,
+        kv: &mut KvCache,
+        last_only: bool,
+    ) -> Result<Tensor, String> {
+        let n = ids.len();
+        if kv.len(0) + n > self.context {
+            return Err(format!(
+                "{} cached + {n} new tokens exceed the compiled context of {}",
+                kv.len(0),
+                self.context
+            ));
+        }
+        let g = self.graph(model, n, last_only)?;
+        let e = |e: mllm_backends::BackendError| e.to_string();
+        let input = Tensor::from_i32(ids.to_vec(), vec![n]).map_err(e)?;
+        let positions =
+            Tensor::from_i32((pos..pos + n).map(|p| p as i32).collect(), vec![n]).map_err(e)?;
+        let outs = g
+            .run(&[("input_ids", input), ("positions", positions)], kv)
+            .map_err(|e| e.to_string())?;
+        outs.into_iter()
+            .find(|(name, _)| name == "logits")
+            .map(|(_, t)| t)
+            .ok_or_else(|| "the graph has no logits output".to_string())
+    }
+}

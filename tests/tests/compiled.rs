@@ -1,0 +1,181 @@
+//! Compiled execution equals eager execution: every golden text model's
+//! forward is captured into graphs (prefill chunks and 1-token decode),
+//! passed through the graph passes and replayed without the interpreter;
+//! logits agree within 1e-5 and greedy ids are identical (and equal
+//! transformers' where a reference exists). Qwen3-VL: images are prefilled
+//! eagerly (their placement reads data), the text decoder after them runs
+//! compiled.
+
+mod common;
+
+use common::*;
+use mllm_backends::CpuBackend;
+use mllm_interpreter::CompiledModel;
+
+fn argmax(row: &[f32]) -> i32 {
+    let mut best = 0;
+    for (i, v) in row.iter().enumerate() {
+        if *v > row[best] {
+            best = i;
+        }
+    }
+    best as i32
+}
+
+/// Greedy decoding with every step compiled; prefill in chunks of `chunk`.
+fn compiled_greedy(
+    model: &mllm_interpreter::Model,
+    prompt: &[i32],
+    n: usize,
+    chunk: usize,
+) -> Vec<i32> {
+    let mut c = CompiledModel::new(CpuBackend, 256, chunk);
+    let cache = new_cache();
+    let mut logits = c
+        .forward(model, prompt, 0, &mut cache.borrow_mut(), true)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut got = vec![];
+    while got.len() < n {
+        let next = argmax(&data(&logits));
+        got.push(next);
+        let pos = prompt.len() + got.len() - 1;
+        logits = c
+            .forward(model, &[next], pos, &mut cache.borrow_mut(), true)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    assert!(c.graph_count() >= 2, "prefill and decode graphs");
+    got
+}
+
+fn check_text_model(script_name: &str, case: &str, with_reference: bool) {
+    let mut m = load_with(&script(script_name), case);
+    let r = reference(case);
+    let ids = &r.input_ids;
+    // All rows of the prompt at once, compiled vs eager.
+    let eager = data(&full_logits(&m.model, ids));
+    let mut c = CompiledModel::new(CpuBackend, 256, 64);
+    let compiled = c
+        .forward(&m.model, ids, 0, &mut new_cache().borrow_mut(), false)
+        .unwrap_or_else(|e| panic!("{case}: {e}"));
+    let err = max_abs(&data(&compiled), &eager);
+    eprintln!("{case}: compiled prefill vs eager max-abs = {err:.3e}");
+    assert!(err <= 1e-5, "{case}: compiled prefill differs by {err}");
+    // Greedy: chunked compiled prefill (chunk 3: full chunks and a
+    // remainder) and compiled decode give the eager ids.
+    let n = r.greedy.len();
+    let want = greedy(&mut m, ids, n);
+    let got = compiled_greedy(&m.model, ids, n, 3);
+    assert_eq!(got, want, "{case}: compiled greedy ids differ from eager");
+    if with_reference {
+        assert_eq!(
+            got, r.greedy,
+            "{case}: compiled greedy ids differ from transformers"
+        );
+    }
+}
+
+#[test]
+fn qwen3_compiled_equals_eager() {
+    for case in QWEN3_CASES {
+        check_text_model("qwen3", case, true);
+    }
+}
+
+#[test]
+fn llama_and_qwen2_compiled_equal_eager() {
+    for case in LLAMA_CASES {
+        check_text_model("llama", &format!("llama/{case}"), true);
+    }
+    for case in ["gqa_tied_f32", "untied_bf16"] {
+        check_text_model("qwen2", &format!("qwen2/{case}"), true);
+    }
+}
+
+/// Decode steps after an image prompt: eager and compiled give the same
+/// logits and the same greedy ids.
+#[test]
+fn qwen3_vl_text_decoder_compiled_after_images() {
+    use mllm_cli::commands::exec::read_images;
+    for config in ["p16_m2_tied_published", "p8_m3_untied_ropeparams"] {
+        let dir = fixture(&format!("qwen3_vl/{config}"));
+        let path = dir.join("reference_one_image.safetensors");
+        let bytes = std::fs::read(&path).expect("reference");
+        let st = safetensors::SafeTensors::deserialize(&bytes).expect("safetensors");
+        let ids: Vec<i32> = st
+            .tensor("input_ids")
+            .expect("ids")
+            .data()
+            .chunks_exact(4)
+            .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        let images =
+            read_images(path.to_str().expect("utf-8")).unwrap_or_else(|e| panic!("{}", e.0));
+        let mut m = load_with(&script("qwen3_vl"), &format!("qwen3_vl/{config}"));
+        let eager_cache = new_cache();
+        let compiled_cache = new_cache();
+        let (l0, delta) = m
+            .prefill_images(&eager_cache, &ids, &images, true)
+            .unwrap_or_else(|e| panic!("{}", e.0));
+        m.prefill_images(&compiled_cache, &ids, &images, true)
+            .unwrap_or_else(|e| panic!("{}", e.0));
+        let mut c = CompiledModel::new(CpuBackend, 512, 32);
+        let (mut next_e, mut next_c) = (argmax(&data(&l0)), argmax(&data(&l0)));
+        let mut worst = 0f32;
+        for j in 0..6 {
+            assert_eq!(next_e, next_c, "{config}: step {j} greedy ids differ");
+            let pos = ((ids.len() + j) as i64 + delta) as usize;
+            let e = data(
+                &m.step(&eager_cache, &[next_e], pos, true)
+                    .expect("eager step"),
+            );
+            let k = data(
+                &c.forward(
+                    &m.model,
+                    &[next_c],
+                    pos,
+                    &mut compiled_cache.borrow_mut(),
+                    true,
+                )
+                .unwrap_or_else(|e| panic!("{config}: {e}")),
+            );
+            worst = worst.max(max_abs(&e, &k));
+            next_e = argmax(&e);
+            next_c = argmax(&k);
+        }
+        eprintln!("{config}: compiled decode after images vs eager max-abs = {worst:.3e}");
+        assert!(
+            worst <= 1e-5,
+            "{config}: compiled decode differs by {worst}"
+        );
+    }
+}
+
+/// A forward whose control flow reads tensor data cannot be captured, and
+/// says why.
+#[test]
+fn data_dependent_forwards_are_refused() {
+    let m = load_with(&script("qwen3_vl"), "qwen3_vl/p16_m2_tied_published");
+    // Capturing the plain text forward works ...
+    mllm_interpreter::compile::capture(&m.model, &CpuBackend, 2, 16, true)
+        .expect("text forward captures");
+    // ... but `to_list` over a tensor is refused.
+    let text = "module M(c: C) {\n  fn forward(input_ids, positions, cache, last_only: bool = false) {\n    let n = len(to_list(input_ids))\n    return input_ids.float().unsqueeze(1) * float(n)\n  }\n}\nconfig C { x: int = 1 }\n";
+    let (prog, diags) = mllm_dsl::check("m.mdl", text, &mllm_dsl::NoImports);
+    assert!(
+        diags.is_empty(),
+        "{}",
+        mllm_dsl::diagnostic::render_all(&diags, &prog.sources, false)
+    );
+    let mut exec = mllm_interpreter::Eager::new(CpuBackend);
+    let model = mllm_interpreter::Model::load(
+        std::rc::Rc::new(prog),
+        &serde_json::json!({}),
+        "config.json",
+        None,
+        &mut exec,
+    )
+    .unwrap_or_else(|_| panic!("load"));
+    let err =
+        mllm_interpreter::compile::capture(&model, &CpuBackend, 2, 16, true).expect_err("refused");
+    assert!(err.contains("reads the data"), "{err}");
+}
