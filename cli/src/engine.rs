@@ -7,9 +7,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use mllm_backends::{CpuBackend, Tensor};
-use mllm_interpreter::{Eager, Executor, KvCache, Model, Sampler, Value};
+use mllm_interpreter::{CompiledModel, Eager, Executor, KvCache, Model, Sampler, Value};
 
 use crate::{color, CliError, CliResult};
+
+/// Tokens per captured prefill graph (`--compiled`).
+pub const PREFILL_CHUNK: usize = 128;
 
 pub struct Engine {
     pub model: Model,
@@ -24,6 +27,8 @@ pub struct Engine {
     /// Rotary position of token `i` is `i + pos_offset`: 0 for text, the
     /// rope delta after a prompt with images (`feed_images`).
     pos_offset: i64,
+    /// Captured graphs, when steps run compiled (`--compiled`).
+    compiled: Option<CompiledModel<CpuBackend>>,
 }
 
 impl Engine {
@@ -36,7 +41,18 @@ impl Engine {
             max_context,
             last_computed: 0,
             pos_offset: 0,
+            compiled: None,
         }
+    }
+
+    /// Runs later text steps as captured graphs: prefill in chunks of
+    /// `chunk` tokens, decode one token a step (prompts with images are
+    /// still prefilled eagerly; the decoding after them is compiled).
+    pub fn compile(&mut self, chunk: usize) {
+        let context = self
+            .max_context
+            .unwrap_or(crate::model_files::DEFAULT_CONTEXT);
+        self.compiled = Some(CompiledModel::new(CpuBackend, context, chunk));
     }
 
     /// Forgets the conversation: an empty cache.
@@ -91,6 +107,13 @@ impl Engine {
         let ids: Vec<i32> = ids.iter().map(|&t| t as i32).collect();
         let pos = usize::try_from(start as i64 + self.pos_offset)
             .map_err(|_| CliError("error: a negative rotary position".into()))?;
+        if let Some(c) = self.compiled.as_mut() {
+            let t = c
+                .forward(&self.model, &ids, pos, &mut self.cache.borrow_mut(), true)
+                .map_err(|e| CliError(format!("error: compiled step: {e}")))?;
+            let rows = t.shape()[0];
+            return Ok(t.narrow0(rows - 1, rows)?.to_f32_vec()?);
+        }
         let t = run_forward(&self.model, &mut self.exec, &self.cache, &ids, pos, true)?;
         let rows = t.shape()[0];
         Ok(t.narrow0(rows - 1, rows)?.to_f32_vec()?)

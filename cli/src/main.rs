@@ -51,9 +51,8 @@ enum Cmd {
         /// Worker threads (default: all cores).
         #[arg(long, short = 't')]
         threads: Option<usize>,
-        /// Widen quantized weights to f32 on load (exact f32 numerics, slower).
-        #[arg(long)]
-        dequantize: bool,
+        #[command(flatten)]
+        load: model_files::LoadOptions,
     },
     /// Answer one prompt, streaming the text.
     Run {
@@ -78,9 +77,8 @@ enum Cmd {
         sampling: SamplingArgs,
         #[arg(long, short = 't')]
         threads: Option<usize>,
-        /// Widen quantized weights to f32 on load (exact f32 numerics, slower).
-        #[arg(long)]
-        dequantize: bool,
+        #[command(flatten)]
+        load: model_files::LoadOptions,
     },
     /// Multi-turn chat in the terminal.
     Chat {
@@ -97,9 +95,8 @@ enum Cmd {
         sampling: SamplingArgs,
         #[arg(long, short = 't')]
         threads: Option<usize>,
-        /// Widen quantized weights to f32 on load (exact f32 numerics, slower).
-        #[arg(long)]
-        dequantize: bool,
+        #[command(flatten)]
+        load: model_files::LoadOptions,
     },
     /// Convert a checkpoint (HF directory, PyTorch .bin/.pt, GGUF) to one self-contained .mllm file.
     Convert {
@@ -144,13 +141,32 @@ enum Cmd {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
-        /// Widen quantized weights to f32 on load (exact f32 numerics, slower).
-        #[arg(long)]
-        dequantize: bool,
+        #[command(flatten)]
+        load: model_files::LoadOptions,
         /// Also time prompts after a synthetic SIZE x SIZE image
         /// (vision-language models), beside text-only prompts of equal length.
         #[arg(long)]
         image_size: Option<usize>,
+    },
+    /// Capture a script's forward as a static graph and print it as text.
+    Graph {
+        /// The model script (a path, or a built-in name such as `qwen3`).
+        script: String,
+        /// A Hugging Face directory, GGUF or .mllm file.
+        #[arg(long, short = 'm')]
+        model: String,
+        /// Tokens per step the graph is captured for (1: decode).
+        #[arg(long)]
+        seq: usize,
+        /// Rows of the past KV buffers (the context the graph serves).
+        #[arg(long, default_value_t = 1024)]
+        context: usize,
+        /// `all` (fold, cse, dce) or `none` (the graph as captured).
+        #[arg(long, default_value = "all")]
+        passes: String,
+        /// Write the text here instead of stdout.
+        #[arg(long)]
+        out: Option<String>,
     },
     /// Write a Hugging Face directory with random weights and a real architecture's sizes.
     RandomCheckpoint {
@@ -230,7 +246,7 @@ fn run(cli: Cli) -> i32 {
             stop_at_eos,
             pixel_values,
             threads,
-            dequantize,
+            load,
         } => {
             mllm_cli::set_threads(threads);
             match commands::exec::parse_ids(&input_ids) {
@@ -241,7 +257,7 @@ fn run(cli: Cli) -> i32 {
                     logits_out,
                     max_new_tokens,
                     stop_at_eos,
-                    load: model_files::LoadOptions { dequantize },
+                    load,
                     pixel_values,
                 }),
                 Err(e) => Err(mllm_cli::CliError(format!("error: {e}"))),
@@ -256,7 +272,7 @@ fn run(cli: Cli) -> i32 {
             images,
             sampling,
             threads,
-            dequantize,
+            load,
         } => {
             mllm_cli::set_threads(threads);
             commands::run::run(commands::run::RunArgs {
@@ -267,7 +283,7 @@ fn run(cli: Cli) -> i32 {
                 system,
                 raw,
                 sampling,
-                load: model_files::LoadOptions { dequantize },
+                load,
             })
         }
         Cmd::Chat {
@@ -277,7 +293,7 @@ fn run(cli: Cli) -> i32 {
             images,
             sampling,
             threads,
-            dequantize,
+            load,
         } => {
             mllm_cli::set_threads(threads);
             commands::chat::run(commands::chat::ChatArgs {
@@ -286,7 +302,7 @@ fn run(cli: Cli) -> i32 {
                 system,
                 images,
                 sampling,
-                load: model_files::LoadOptions { dequantize },
+                load,
             })
         }
         Cmd::Convert {
@@ -301,6 +317,21 @@ fn run(cli: Cli) -> i32 {
             commands::convert::run(&src, &out, &ty, recipe.as_deref(), verify)
         }
         Cmd::Inspect { file, json } => commands::inspect::run(&file, json),
+        Cmd::Graph {
+            script,
+            model,
+            seq,
+            context,
+            passes,
+            out,
+        } => commands::graph::run(commands::graph::GraphArgs {
+            script,
+            model,
+            seq,
+            context,
+            passes,
+            out,
+        }),
         Cmd::Bench {
             script,
             model,
@@ -309,7 +340,7 @@ fn run(cli: Cli) -> i32 {
             repetitions,
             threads,
             json,
-            dequantize,
+            load,
             image_size,
         } => {
             mllm_cli::set_threads(threads);
@@ -322,7 +353,7 @@ fn run(cli: Cli) -> i32 {
                 reps: repetitions,
                 threads,
                 json,
-                load: model_files::LoadOptions { dequantize },
+                load,
                 image_size,
             })
         }

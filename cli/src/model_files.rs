@@ -84,16 +84,42 @@ fn hf_chat_template(
     Ok(Some(t))
 }
 
-/// How weights are loaded.
-#[derive(Clone, Copy, Debug, Default)]
+/// How weights are loaded and steps run: the flags exec, run, chat and
+/// bench share.
+#[derive(Clone, Copy, Debug, Default, clap::Args)]
 pub struct LoadOptions {
-    /// Widen quantized weights (GGUF, .mllm) to f32 on load: exact f32
-    /// matmuls on the dequantized values, as transformers runs a GGUF, at
-    /// 4 bytes per weight and f32 speed. The default keeps the blocks and runs
-    /// the quantized kernels (activations rounded to 8 bits per matmul, as
-    /// llama.cpp does).
+    /// Widen quantized weights to f32 on load (exact f32 numerics, slower).
+    /// The default keeps GGUF/.mllm blocks and runs the quantized kernels
+    /// (activations rounded to 8 bits per matmul, as llama.cpp does).
+    #[arg(long)]
     pub dequantize: bool,
+    /// Run steps as captured graphs (prefill chunks and 1-token decode),
+    /// without the interpreter; the first step of each shape captures.
+    #[arg(long)]
+    pub compiled: bool,
+    /// The backend ops run on (this build: cpu).
+    #[arg(long, default_value = "cpu")]
+    pub backend: Backend,
 }
+
+/// A backend name `--backend` accepted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Backend {
+    #[default]
+    Cpu,
+}
+
+impl std::str::FromStr for Backend {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Backend, String> {
+        // by_name knows which names exist and which are not built.
+        mllm_backends::backend::by_name(s).map(|_| Backend::Cpu)
+    }
+}
+
+/// Rows the KV inputs of compiled graphs declare when the config gives no
+/// context length.
+pub const DEFAULT_CONTEXT: usize = 32768;
 
 pub fn open(path: &str) -> CliResult<ModelFiles> {
     open_with(path, LoadOptions::default())

@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use crate::engine::Engine;
+use crate::engine::{Engine, PREFILL_CHUNK};
 use crate::model_files::{self, load_model};
 use crate::{CliError, CliResult};
 
@@ -78,6 +78,9 @@ pub fn run(a: BenchArgs) -> CliResult<()> {
         .filter_map(|p| p.dtype.map(|d| d.to_string()))
         .collect();
     let mut engine = Engine::new(model, None);
+    if a.load.compiled {
+        engine.compile(PREFILL_CHUNK);
+    }
     let mut rows = vec![];
     let reps = a.reps.max(1);
     for &n in a.prompt.iter().filter(|&&n| n > 0) {

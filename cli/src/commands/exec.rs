@@ -7,7 +7,7 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use mllm_backends::{CpuBackend, Op, Tensor};
-use mllm_interpreter::{Eager, Executor, KvCache, Model};
+use mllm_interpreter::{CompiledModel, Eager, Executor, KvCache, Model};
 use serde_json::Value as Json;
 
 use crate::engine::run_forward;
@@ -54,6 +54,8 @@ pub struct Loaded {
     pub exec: Eager<CpuBackend>,
     pub eos: Vec<u32>,
     pub config: Json,
+    /// Captured graphs when text steps run compiled (`--compiled`).
+    pub compiled: Option<CompiledModel<CpuBackend>>,
 }
 
 pub fn load(script: &str, model_path: &str) -> CliResult<Loaded> {
@@ -72,6 +74,13 @@ pub fn load_with(
         exec: Eager::new(CpuBackend),
         eos: files.eos,
         config: files.config,
+        compiled: opts.compiled.then(|| {
+            CompiledModel::new(
+                CpuBackend,
+                model_files::DEFAULT_CONTEXT,
+                crate::engine::PREFILL_CHUNK,
+            )
+        }),
     })
 }
 
@@ -84,6 +93,11 @@ impl Loaded {
         start: usize,
         last_only: bool,
     ) -> CliResult<Tensor> {
+        if let Some(c) = self.compiled.as_mut() {
+            return c
+                .forward(&self.model, ids, start, &mut cache.borrow_mut(), last_only)
+                .map_err(|e| CliError(format!("error: compiled step: {e}")));
+        }
         run_forward(&self.model, &mut self.exec, cache, ids, start, last_only)
     }
 

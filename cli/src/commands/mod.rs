@@ -5,6 +5,7 @@ pub mod chat;
 pub mod check;
 pub mod convert;
 pub mod exec;
+pub mod graph;
 pub mod inspect;
 pub mod random_checkpoint;
 pub mod run;
