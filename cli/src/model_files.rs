@@ -279,6 +279,16 @@ impl ModelFiles {
 /// Loads the model a script describes with these files: the script given,
 /// else the built-in one for the checkpoint's architecture.
 pub fn load_model(files: &ModelFiles, script: Option<&str>) -> CliResult<mllm_interpreter::Model> {
+    let mut exec = mllm_interpreter::Eager::new(mllm_backends::CpuBackend);
+    load_model_with(files, script, &mut exec)
+}
+
+/// `load_model` with the executor that takes each weight (`prepare_weight`).
+pub fn load_model_with(
+    files: &ModelFiles,
+    script: Option<&str>,
+    exec: &mut dyn mllm_interpreter::Executor,
+) -> CliResult<mllm_interpreter::Model> {
     let script = match script {
         Some(s) => s.to_string(),
         None => crate::assets::script_for_config(&files.config)
@@ -286,13 +296,12 @@ pub fn load_model(files: &ModelFiles, script: Option<&str>) -> CliResult<mllm_in
             .to_string(),
     };
     let prog = std::rc::Rc::new(crate::commands::check::check_script(&script)?);
-    let mut exec = mllm_interpreter::Eager::new(mllm_backends::CpuBackend);
     mllm_interpreter::Model::load(
         prog.clone(),
         &files.config,
         &files.config_origin,
         Some(files.weights.as_ref()),
-        &mut exec,
+        exec,
     )
     .map_err(|errs| {
         let n = errs.len();

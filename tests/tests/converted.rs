@@ -9,7 +9,10 @@ use mllm_backends::weights::WeightSource;
 use mllm_cli::model_files::{self, load_model};
 
 fn logits_of(path: &str, ids: &[i32], dequantize: bool) -> (Vec<f32>, usize) {
-    let opts = model_files::LoadOptions { dequantize };
+    let opts = model_files::LoadOptions {
+        dequantize,
+        ..Default::default()
+    };
     let files = model_files::open_with(path, opts).unwrap_or_else(|e| panic!("{}", e.0));
     let model = load_model(&files, None).unwrap_or_else(|e| panic!("{}", e.0));
     let t = full_logits(&model, ids);
@@ -138,7 +141,10 @@ fn converted_smollm2_keeps_greedy_tokens() {
         got
     };
     let open = |p: &std::path::Path, dequantize: bool| {
-        let opts = model_files::LoadOptions { dequantize };
+        let opts = model_files::LoadOptions {
+            dequantize,
+            ..Default::default()
+        };
         model_files::open_with(p.to_str().expect("utf-8"), opts)
             .unwrap_or_else(|e| panic!("{}", e.0))
     };

@@ -25,7 +25,10 @@ fn files() -> ModelFiles {
 }
 
 fn dequantized_files() -> ModelFiles {
-    let opts = model_files::LoadOptions { dequantize: true };
+    let opts = model_files::LoadOptions {
+        dequantize: true,
+        ..Default::default()
+    };
     model_files::open_with(&gguf_path(), opts).unwrap_or_else(|e| panic!("{}", e.0))
 }
 
