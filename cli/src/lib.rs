@@ -1,30 +1,38 @@
-//! mllm-cli: the `mllm` command. Each subcommand lives in its own file under
-//! `commands/`; this crate is the only one that sees every other crate, and
-//! the one that embeds the stdlib and model scripts.
+//! mllm-cli: the `mllm` command: argument parsing and printing. Each
+//! subcommand lives in its own file under `commands/`; the engine (model
+//! loading, scripts, steps, images, generation) is `mllm_runtime`.
 
-pub mod assets;
 pub mod commands;
-pub mod engine;
-pub mod images;
-pub mod model_files;
-pub mod prompt;
 
-use std::io::IsTerminal;
+// The runtime's modules under their old names, for the commands.
+use mllm_runtime::{engine, images, model_files, prompt};
 
 /// A failure already explained to the user; `main` prints it and exits 1.
-#[derive(Debug)]
-pub struct CliError(pub String);
+pub use mllm_runtime::{color, Error as CliError, Result as CliResult};
 
-impl<E: std::fmt::Display> From<E> for CliError {
-    fn from(e: E) -> CliError {
-        CliError(format!("error: {e}"))
-    }
+/// The flags exec, run, chat and bench share: how weights load and steps run.
+#[derive(Clone, Copy, Debug, Default, clap::Args)]
+pub struct LoadFlags {
+    /// Widen quantized weights to f32 on load (exact f32 numerics, slower).
+    #[arg(long)]
+    pub dequantize: bool,
+    /// Run steps as captured graphs (prefill chunks and 1-token decode),
+    /// without the interpreter; the first step of each shape captures.
+    #[arg(long)]
+    pub compiled: bool,
+    /// The backend ops run on (this build: cpu).
+    #[arg(long, default_value = "cpu")]
+    pub backend: mllm_runtime::model_files::Backend,
 }
 
-pub type CliResult<T> = Result<T, CliError>;
-
-pub fn color() -> bool {
-    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+impl From<LoadFlags> for mllm_runtime::model_files::LoadOptions {
+    fn from(f: LoadFlags) -> Self {
+        mllm_runtime::model_files::LoadOptions {
+            dequantize: f.dequantize,
+            compiled: f.compiled,
+            backend: f.backend,
+        }
+    }
 }
 
 /// Sizes rayon's global pool (once; later calls are ignored).

@@ -3,7 +3,6 @@
 use clap::{Parser, Subcommand};
 use mllm_cli::commands;
 use mllm_cli::commands::run::SamplingArgs;
-use mllm_cli::model_files;
 
 #[derive(Parser)]
 #[command(
@@ -52,7 +51,7 @@ enum Cmd {
         #[arg(long, short = 't')]
         threads: Option<usize>,
         #[command(flatten)]
-        load: model_files::LoadOptions,
+        load: mllm_cli::LoadFlags,
     },
     /// Answer one prompt, streaming the text.
     Run {
@@ -78,7 +77,7 @@ enum Cmd {
         #[arg(long, short = 't')]
         threads: Option<usize>,
         #[command(flatten)]
-        load: model_files::LoadOptions,
+        load: mllm_cli::LoadFlags,
     },
     /// Multi-turn chat in the terminal.
     Chat {
@@ -96,7 +95,7 @@ enum Cmd {
         #[arg(long, short = 't')]
         threads: Option<usize>,
         #[command(flatten)]
-        load: model_files::LoadOptions,
+        load: mllm_cli::LoadFlags,
     },
     /// Convert a checkpoint (HF directory, PyTorch .bin/.pt, GGUF) to one self-contained .mllm file.
     Convert {
@@ -142,7 +141,7 @@ enum Cmd {
         #[arg(long)]
         json: bool,
         #[command(flatten)]
-        load: model_files::LoadOptions,
+        load: mllm_cli::LoadFlags,
         /// Also time prompts after a synthetic SIZE x SIZE image
         /// (vision-language models), beside text-only prompts of equal length.
         #[arg(long)]
@@ -257,7 +256,7 @@ fn run(cli: Cli) -> i32 {
                     logits_out,
                     max_new_tokens,
                     stop_at_eos,
-                    load,
+                    load: load.into(),
                     pixel_values,
                 }),
                 Err(e) => Err(mllm_cli::CliError(format!("error: {e}"))),
@@ -283,7 +282,7 @@ fn run(cli: Cli) -> i32 {
                 system,
                 raw,
                 sampling,
-                load,
+                load: load.into(),
             })
         }
         Cmd::Chat {
@@ -302,7 +301,7 @@ fn run(cli: Cli) -> i32 {
                 system,
                 images,
                 sampling,
-                load,
+                load: load.into(),
             })
         }
         Cmd::Convert {
@@ -353,7 +352,7 @@ fn run(cli: Cli) -> i32 {
                 reps: repetitions,
                 threads,
                 json,
-                load,
+                load: load.into(),
                 image_size,
             })
         }

@@ -12,7 +12,7 @@ use mllm_graph::{Compiled, Graph};
 
 use crate::capture::Capture;
 use crate::executor::Eager;
-use crate::model::Model;
+use crate::model::{ForwardInputs, Model};
 use crate::value::Value;
 
 /// Captures `model`'s forward for `seq` tokens (rows of the past KV buffers:
@@ -28,19 +28,11 @@ pub fn capture<B: Backend + Clone>(
         return Err("a graph needs at least one token".into());
     }
     let mut cap = Capture::new(Eager::new(backend.clone()), &model.weights, context);
-    let ids = Tensor::from_i32(vec![0; seq], vec![seq]).map_err(|e| e.to_string())?;
-    let pos = Tensor::from_i32((0..seq as i32).collect(), vec![seq]).map_err(|e| e.to_string())?;
     let scratch = Rc::new(RefCell::new(KvCache::new()));
+    let inputs =
+        ForwardInputs::text(&vec![0; seq], 0, scratch, last_only).map_err(|e| e.to_string())?;
     let out = model
-        .forward(
-            &mut cap,
-            vec![
-                ("input_ids", Value::Tensor(ids)),
-                ("positions", Value::Tensor(pos)),
-                ("cache", Value::Cache(scratch)),
-                ("last_only", Value::Bool(last_only)),
-            ],
-        )
+        .run(&mut cap, inputs)
         .map_err(|e| e.render(&model.program.sources, false))?;
     let Value::Tensor(logits) = out else {
         return Err(format!("the forward returned {out:?}, not logits"));

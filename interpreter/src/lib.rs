@@ -30,6 +30,6 @@ pub use compile::CompiledModel;
 pub use error::{RtError, RtResult};
 pub use eval::Interp;
 pub use executor::{Eager, Executor, Trace};
-pub use model::Model;
+pub use model::{ForwardInputs, Model};
 pub use sampler::{Sampler, SamplerConfig};
 pub use value::Value;

@@ -2,6 +2,7 @@
 //! instance bound to checkpoint weights; `forward` calls the entry module's
 //! `forward` with inputs passed by parameter name.
 
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use mllm_backends::weights::WeightSource;
@@ -9,6 +10,7 @@ use mllm_dsl::program::{Program, Ty};
 use serde_json::Value as Json;
 
 use crate::bind::{Binder, ParamRecord};
+use crate::cache::KvCache;
 use crate::error::{RtError, RtResult};
 use crate::eval::Interp;
 use crate::executor::Executor;
@@ -22,6 +24,55 @@ pub struct Model {
     pub params: Vec<ParamRecord>,
     /// The bound weights by checkpoint name, as the executor prepared them.
     pub weights: Vec<(String, mllm_backends::Tensor)>,
+}
+
+/// What a runner hands a language model's `forward`: the one place the
+/// names of its parameters are spelled.
+pub struct ForwardInputs {
+    /// i32 `[seq]`.
+    pub input_ids: mllm_backends::Tensor,
+    /// i32 `[seq]`, or `[3, seq]` (t, h, w) for multimodal rotary positions.
+    pub positions: mllm_backends::Tensor,
+    pub cache: Rc<RefCell<KvCache>>,
+    /// `pixel_values` f32 `[patches, C*T*P*P]` and `image_grid_thw` i32
+    /// `[images, 3]`, for a prompt with images.
+    pub images: Option<(mllm_backends::Tensor, mllm_backends::Tensor)>,
+    /// Logits of the last position only.
+    pub last_only: bool,
+}
+
+impl ForwardInputs {
+    /// Text ids at positions `start..` (1-D positions).
+    pub fn text(
+        ids: &[i32],
+        start: usize,
+        cache: Rc<RefCell<KvCache>>,
+        last_only: bool,
+    ) -> Result<ForwardInputs, mllm_backends::BackendError> {
+        let n = ids.len();
+        let pos = (start..start + n).map(|p| p as i32).collect();
+        Ok(ForwardInputs {
+            input_ids: mllm_backends::Tensor::from_i32(ids.to_vec(), vec![n])?,
+            positions: mllm_backends::Tensor::from_i32(pos, vec![n])?,
+            cache,
+            images: None,
+            last_only,
+        })
+    }
+
+    fn into_args(self) -> Vec<(&'static str, Value)> {
+        let mut args = vec![
+            ("input_ids", Value::Tensor(self.input_ids)),
+            ("positions", Value::Tensor(self.positions)),
+            ("cache", Value::Cache(self.cache)),
+        ];
+        if let Some((pixels, grids)) = self.images {
+            args.push(("pixel_values", Value::Tensor(pixels)));
+            args.push(("image_grid_thw", Value::Tensor(grids)));
+        }
+        args.push(("last_only", Value::Bool(self.last_only)));
+        args
+    }
 }
 
 /// Picks the module to run: the one named by config.json's
@@ -123,6 +174,11 @@ impl Model {
             }),
             (_, _) => Err(errors),
         }
+    }
+
+    /// Runs the entry `forward` of a language model.
+    pub fn run(&self, exec: &mut dyn Executor, inputs: ForwardInputs) -> RtResult<Value> {
+        self.forward(exec, inputs.into_args())
     }
 
     /// Names of the entry `forward`'s parameters.

@@ -52,10 +52,16 @@ fn check_text_model(script_name: &str, case: &str, with_reference: bool) {
     let r = reference(case);
     let ids = &r.input_ids;
     // All rows of the prompt at once, compiled vs eager.
-    let eager = data(&full_logits(&m.model, ids));
+    let eager = data(&full_logits(&m.runner.model, ids));
     let mut c = CompiledModel::new(CpuBackend, 256, 64);
     let compiled = c
-        .forward(&m.model, ids, 0, &mut new_cache().borrow_mut(), false)
+        .forward(
+            &m.runner.model,
+            ids,
+            0,
+            &mut new_cache().borrow_mut(),
+            false,
+        )
         .unwrap_or_else(|e| panic!("{case}: {e}"));
     let err = max_abs(&data(&compiled), &eager);
     eprintln!("{case}: compiled prefill vs eager max-abs = {err:.3e}");
@@ -64,7 +70,7 @@ fn check_text_model(script_name: &str, case: &str, with_reference: bool) {
     // remainder) and compiled decode give the eager ids.
     let n = r.greedy.len();
     let want = greedy(&mut m, ids, n);
-    let got = compiled_greedy(&m.model, ids, n, 3);
+    let got = compiled_greedy(&m.runner.model, ids, n, 3);
     assert_eq!(got, want, "{case}: compiled greedy ids differ from eager");
     if with_reference {
         assert_eq!(
@@ -95,7 +101,7 @@ fn llama_and_qwen2_compiled_equal_eager() {
 /// logits and the same greedy ids.
 #[test]
 fn qwen3_vl_text_decoder_compiled_after_images() {
-    use mllm_cli::commands::exec::read_images;
+    use mllm_runtime::images::read_images;
     for config in ["p16_m2_tied_published", "p8_m3_untied_ropeparams"] {
         let dir = fixture(&format!("qwen3_vl/{config}"));
         let path = dir.join("reference_one_image.safetensors");
@@ -130,7 +136,7 @@ fn qwen3_vl_text_decoder_compiled_after_images() {
             );
             let k = data(
                 &c.forward(
-                    &m.model,
+                    &m.runner.model,
                     &[next_c],
                     pos,
                     &mut compiled_cache.borrow_mut(),
@@ -156,7 +162,7 @@ fn qwen3_vl_text_decoder_compiled_after_images() {
 fn data_dependent_forwards_are_refused() {
     let m = load_with(&script("qwen3_vl"), "qwen3_vl/p16_m2_tied_published");
     // Capturing the plain text forward works ...
-    mllm_interpreter::compile::capture(&m.model, &CpuBackend, 2, 16, true)
+    mllm_interpreter::compile::capture(&m.runner.model, &CpuBackend, 2, 16, true)
         .expect("text forward captures");
     // ... but `to_list` over a tensor is refused.
     let text = "module M(c: C) {\n  fn forward(input_ids, positions, cache, last_only: bool = false) {\n    let n = len(to_list(input_ids))\n    return input_ids.float().unsqueeze(1) * float(n)\n  }\n}\nconfig C { x: int = 1 }\n";

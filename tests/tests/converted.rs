@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use mllm_backends::weights::WeightSource;
-use mllm_cli::model_files::{self, load_model};
+use mllm_runtime::model_files::{self, load_model};
 
 fn logits_of(path: &str, ids: &[i32], dequantize: bool) -> (Vec<f32>, usize) {
     let opts = model_files::LoadOptions {
@@ -130,7 +130,7 @@ fn converted_smollm2_keeps_greedy_tokens() {
         .collect();
     let greedy = |files: &model_files::ModelFiles, n: usize| -> Vec<u32> {
         let model = load_model(files, None).unwrap_or_else(|e| panic!("{}", e.0));
-        let mut engine = mllm_cli::engine::Engine::new(model, files.max_context());
+        let mut engine = mllm_runtime::engine::Engine::new(model, files.max_context());
         let mut logits = engine.feed(&prompt).unwrap_or_else(|e| panic!("{}", e.0));
         let mut got = vec![];
         while got.len() < n {

@@ -47,13 +47,13 @@ fn the_script_is_chosen_from_the_checkpoint_architecture() {
                 .expect("config");
         let config: serde_json::Value = serde_json::from_str(&text).expect("json");
         assert_eq!(
-            mllm_cli::assets::script_for_config(&config).expect("script"),
+            mllm_runtime::assets::script_for_config(&config).expect("script"),
             want
         );
     }
     let unknown =
         serde_json::json!({ "architectures": ["MysteryForCausalLM"], "model_type": "mystery" });
-    let err = mllm_cli::assets::script_for_config(&unknown).expect_err("unknown");
+    let err = mllm_runtime::assets::script_for_config(&unknown).expect_err("unknown");
     assert!(
         err.contains("MysteryForCausalLM") && err.contains("--script"),
         "{err}"

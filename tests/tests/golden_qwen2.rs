@@ -12,11 +12,10 @@ fn prefill_and_greedy_match_transformers() {
     for case in CASES {
         let r = reference(case);
         // No script named: the built-in one for Qwen2ForCausalLM is used.
-        let mut m =
-            match mllm_cli::commands::exec::load("qwen2", fixture(case).to_str().expect("utf-8")) {
-                Ok(m) => m,
-                Err(e) => panic!("{case}: {}", e.0),
-            };
+        let mut m = match mllm_runtime::load("qwen2", fixture(case).to_str().expect("utf-8")) {
+            Ok(m) => m,
+            Err(e) => panic!("{case}: {}", e.0),
+        };
         let logits = m
             .step(&new_cache(), &r.input_ids, 0, false)
             .expect("forward");
@@ -30,7 +29,7 @@ fn prefill_and_greedy_match_transformers() {
         )
         .expect("json");
         assert_eq!(
-            mllm_cli::assets::script_for_config(&cfg).expect("script"),
+            mllm_runtime::assets::script_for_config(&cfg).expect("script"),
             "qwen2"
         );
     }

@@ -7,9 +7,10 @@ mod common;
 
 use common::*;
 use mllm_backends::Tensor;
-use mllm_cli::commands::exec::{read_images, Images, Loaded};
 use mllm_interpreter::mrope::mrope_positions;
 use mllm_interpreter::{Eager, Value};
+use mllm_runtime::images::{read_images, Images};
+use mllm_runtime::Loaded;
 
 const CONFIGS: &[&str] = &["p16_m2_tied_published", "p8_m3_untied_ropeparams"];
 const PROMPTS: &[&str] = &["one_image", "two_images"];
@@ -115,6 +116,7 @@ fn vision_tower_matches_transformers() {
             .collect();
         let k = images.grid_thw.len();
         let out = m
+            .runner
             .model
             .call(
                 "image_features",
@@ -127,7 +129,7 @@ fn vision_tower_matches_transformers() {
                     ),
                 ],
             )
-            .unwrap_or_else(|e| panic!("{}", e.render(&m.model.program.sources, false)));
+            .unwrap_or_else(|e| panic!("{}", e.render(&m.runner.model.program.sources, false)));
         let Value::Tuple(parts) = out else {
             panic!("image_features returns (features, deepstack)")
         };
@@ -310,12 +312,10 @@ fn converted_checkpoint_runs_images() {
             |_, _| {},
         )
         .unwrap_or_else(|e| panic!("{ty}: {e}"));
-        let mut m =
-            match mllm_cli::commands::exec::load(&script("qwen3_vl"), out.to_str().expect("utf-8"))
-            {
-                Ok(m) => m,
-                Err(e) => panic!("{ty}: {}", e.0),
-            };
+        let mut m = match mllm_runtime::load(&script("qwen3_vl"), out.to_str().expect("utf-8")) {
+            Ok(m) => m,
+            Err(e) => panic!("{ty}: {}", e.0),
+        };
         let (logits, _) = m
             .prefill_images(&new_cache(), &ids, &r.images(config, prompt), false)
             .unwrap_or_else(|e| panic!("{}", e.0));

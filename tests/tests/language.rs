@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use mllm_backends::CpuBackend;
-use mllm_cli::assets::ScriptResolver;
 use mllm_interpreter::{Eager, Interp};
+use mllm_runtime::assets::ScriptResolver;
 
 #[test]
 fn language_semantics() {

@@ -9,9 +9,9 @@
 mod common;
 
 use common::*;
-use mllm_cli::engine::Engine;
-use mllm_cli::images;
-use mllm_cli::model_files::{self, load_model};
+use mllm_runtime::engine::Engine;
+use mllm_runtime::images;
+use mllm_runtime::model_files::{self, load_model};
 
 fn reference() -> serde_json::Value {
     let p = root().join("tests/fixtures/qwen3_vl/run_reference.json");

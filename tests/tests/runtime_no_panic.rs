@@ -8,9 +8,9 @@ use std::rc::Rc;
 
 use common::*;
 use mllm_backends::{CpuBackend, Tensor};
-use mllm_cli::assets::ScriptResolver;
 use mllm_converter::HfModelDir;
 use mllm_interpreter::{Eager, Model, Value};
+use mllm_runtime::assets::ScriptResolver;
 use proptest::prelude::*;
 
 fn words(src: &str) -> Vec<String> {

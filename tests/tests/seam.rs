@@ -12,9 +12,9 @@ use std::sync::Arc;
 
 use common::*;
 use mllm_backends::{BackendError, CpuBackend, KvCache, Op, Tensor};
-use mllm_cli::commands::exec::read_images;
-use mllm_cli::images::{run_forward_images, ImageTokens};
 use mllm_interpreter::{Eager, Executor};
+use mllm_runtime::images::read_images;
+use mllm_runtime::images::{run_forward_images, ImageTokens};
 
 type Key = (usize, usize, Vec<usize>);
 
@@ -124,10 +124,10 @@ impl Executor for Audit {
 #[test]
 fn every_tensor_of_a_qwen3_vl_forward_with_images_passes_the_executor() {
     let case = fixture("qwen3_vl/p16_m2_tied_published");
-    let files = mllm_cli::model_files::open(case.to_str().expect("utf-8")).expect("open");
+    let files = mllm_runtime::model_files::open(case.to_str().expect("utf-8")).expect("open");
     let mut audit = Audit::new();
     let model =
-        mllm_cli::model_files::load_model_with(&files, Some(&script("qwen3_vl")), &mut audit)
+        mllm_runtime::model_files::load_model_with(&files, Some(&script("qwen3_vl")), &mut audit)
             .unwrap_or_else(|e| panic!("{}", e.0));
     assert_eq!(
         audit.n.weights,
@@ -152,7 +152,7 @@ fn every_tensor_of_a_qwen3_vl_forward_with_images_passes_the_executor() {
             .unwrap_or_else(|e| panic!("{}", e.0));
     audit.check("output", &logits);
     let pos = (ids.len() as i64 + delta) as usize;
-    let step = mllm_cli::engine::run_forward(&model, &mut audit, &cache, &[5], pos, true)
+    let step = mllm_runtime::engine::run_forward(&model, &mut audit, &cache, &[5], pos, true)
         .unwrap_or_else(|e| panic!("{}", e.0));
     audit.check("output", &step);
     assert!(

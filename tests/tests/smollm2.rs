@@ -12,7 +12,7 @@
 mod common;
 
 use common::*;
-use mllm_cli::model_files::{self, load_model, ModelFiles};
+use mllm_runtime::model_files::{self, load_model, ModelFiles};
 
 fn gguf_path() -> String {
     let p = root().join(".cache/gguf/SmolLM2-135M-Instruct.Q4_1.gguf");
@@ -50,19 +50,19 @@ fn u32s(v: &serde_json::Value) -> Vec<u32> {
 fn chat_prompt_renders_and_tokenizes_like_transformers() {
     let g = fixture_json("greedy.json");
     let f = files();
-    let msgs: Vec<mllm_cli::prompt::Message> = g["messages"]
+    let msgs: Vec<mllm_runtime::prompt::Message> = g["messages"]
         .as_array()
         .expect("messages")
         .iter()
         .map(|m| {
-            mllm_cli::prompt::Message::new(
+            mllm_runtime::prompt::Message::new(
                 m["role"].as_str().expect("role"),
                 m["content"].as_str().expect("content"),
             )
         })
         .collect();
     let text =
-        mllm_cli::prompt::render(&f, &msgs, true, None).unwrap_or_else(|e| panic!("{}", e.0));
+        mllm_runtime::prompt::render(&f, &msgs, true, None).unwrap_or_else(|e| panic!("{}", e.0));
     assert_eq!(text, g["prompt_text"].as_str().expect("prompt_text"));
     let ids = f
         .tokenizer()
@@ -77,7 +77,7 @@ fn dequantized_greedy_tokens_match_transformers() {
     let g = fixture_json("greedy.json");
     let f = dequantized_files();
     let model = load_model(&f, None).unwrap_or_else(|e| panic!("{}", e.0));
-    let mut engine = mllm_cli::engine::Engine::new(model, f.max_context());
+    let mut engine = mllm_runtime::engine::Engine::new(model, f.max_context());
     let want = u32s(&g["generated_ids"]);
     let mut logits = engine
         .feed(&u32s(&g["prompt_ids"]))
@@ -217,7 +217,7 @@ fn prompt_logits_agree(f: &ModelFiles, min_cos: f64, min_margin: f32, what: &str
 fn a_prompt_longer_than_the_context_is_refused() {
     let f = files();
     let model = load_model(&f, None).unwrap_or_else(|e| panic!("{}", e.0));
-    let mut engine = mllm_cli::engine::Engine::new(model, Some(8));
+    let mut engine = mllm_runtime::engine::Engine::new(model, Some(8));
     let Err(err) = engine.feed(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]) else {
         panic!("a 10-token prompt fit an 8-token context");
     };

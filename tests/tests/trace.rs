@@ -8,9 +8,9 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use common::*;
-use mllm_backends::{CpuBackend, Tensor};
+use mllm_backends::CpuBackend;
 use mllm_converter::HfModelDir;
-use mllm_interpreter::{Eager, KvCache, Model, Trace, Value};
+use mllm_interpreter::{Eager, ForwardInputs, KvCache, Model, Trace};
 
 #[test]
 fn trace_records_one_decode_step() {
@@ -20,7 +20,7 @@ fn trace_records_one_decode_step() {
     let (prog, diags) = mllm_dsl::check(
         &script,
         &text,
-        &mllm_cli::assets::ScriptResolver::for_script(&script),
+        &mllm_runtime::assets::ScriptResolver::for_script(&script),
     );
     assert!(diags.is_empty());
     let mut exec = Trace::new(Eager::new(CpuBackend));
@@ -33,21 +33,9 @@ fn trace_records_one_decode_step() {
     )
     .expect("load");
     let cache = Rc::new(RefCell::new(KvCache::new()));
-    let run = |exec: &mut Trace<Eager<CpuBackend>>, ids: Vec<i32>, start: i32| {
-        let n = ids.len();
-        let pos = Tensor::from_i32((start..start + n as i32).collect(), vec![n]).expect("pos");
-        let ids = Tensor::from_i32(ids, vec![n]).expect("ids");
-        model
-            .forward(
-                exec,
-                vec![
-                    ("input_ids", Value::Tensor(ids)),
-                    ("positions", Value::Tensor(pos)),
-                    ("cache", Value::Cache(cache.clone())),
-                    ("last_only", Value::Bool(true)),
-                ],
-            )
-            .expect("forward")
+    let run = |exec: &mut Trace<Eager<CpuBackend>>, ids: Vec<i32>, start: usize| {
+        let inputs = ForwardInputs::text(&ids, start, cache.clone(), true).expect("inputs");
+        model.run(exec, inputs).expect("forward")
     };
     run(&mut exec, vec![1, 2, 3, 4], 0);
     exec.entries.clear();

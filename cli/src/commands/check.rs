@@ -1,24 +1,7 @@
 //! `mllm check FILE...`: parse and check scripts, print every diagnostic.
 
-use crate::assets::{load_script, ScriptResolver};
-use crate::{color, CliError, CliResult};
-
-/// Checks a script; on success returns the program, else the rendered
-/// diagnostics.
-pub fn check_script(path: &str) -> CliResult<mllm_dsl::Program> {
-    let (name, text) = load_script(path).map_err(|e| CliError(format!("error: {e}")))?;
-    let (prog, diags) = mllm_dsl::check(&name, &text, &ScriptResolver::for_script(path));
-    if diags.is_empty() {
-        return Ok(prog);
-    }
-    let n = diags.len();
-    let mut out = mllm_dsl::diagnostic::render_all(&diags, &prog.sources, color());
-    out.push_str(&format!(
-        "\n{name}: {n} error{}",
-        if n == 1 { "" } else { "s" }
-    ));
-    Err(CliError(out))
-}
+use crate::{CliError, CliResult};
+pub use mllm_runtime::assets::check_script;
 
 pub fn run(files: &[String]) -> CliResult<()> {
     let mut failed = vec![];

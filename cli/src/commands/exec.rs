@@ -6,14 +6,11 @@ use std::path::Path;
 use std::rc::Rc;
 use std::time::Instant;
 
-use mllm_backends::{CpuBackend, Op, Tensor};
-use mllm_interpreter::{CompiledModel, Eager, Executor, KvCache, Model};
-use serde_json::Value as Json;
+use mllm_backends::Tensor;
+use mllm_interpreter::KvCache;
+use mllm_runtime::images::read_images;
+use mllm_runtime::{load_with, model_files};
 
-use crate::engine::run_forward;
-pub use crate::images::{read_images, Images};
-use crate::images::{run_forward_images, ImageTokens};
-use crate::model_files;
 use crate::{CliError, CliResult};
 
 pub struct ExecArgs {
@@ -46,89 +43,6 @@ pub fn parse_ids(s: &str) -> Result<Vec<i32>, String> {
         return Err("--input-ids needs at least one id, e.g. --input-ids 9707,11,1879".into());
     }
     Ok(ids)
-}
-
-/// A model loaded from a script and a checkpoint, ready to run.
-pub struct Loaded {
-    pub model: Model,
-    pub exec: Eager<CpuBackend>,
-    pub eos: Vec<u32>,
-    pub config: Json,
-    /// Captured graphs when text steps run compiled (`--compiled`).
-    pub compiled: Option<CompiledModel<CpuBackend>>,
-}
-
-pub fn load(script: &str, model_path: &str) -> CliResult<Loaded> {
-    load_with(script, model_path, model_files::LoadOptions::default())
-}
-
-pub fn load_with(
-    script: &str,
-    model_path: &str,
-    opts: model_files::LoadOptions,
-) -> CliResult<Loaded> {
-    let files = model_files::open_with(model_path, opts)?;
-    let model = model_files::load_model(&files, Some(script))?;
-    Ok(Loaded {
-        model,
-        exec: Eager::new(CpuBackend),
-        eos: files.eos,
-        config: files.config,
-        compiled: opts.compiled.then(|| {
-            CompiledModel::new(
-                CpuBackend,
-                model_files::DEFAULT_CONTEXT,
-                crate::engine::PREFILL_CHUNK,
-            )
-        }),
-    })
-}
-
-impl Loaded {
-    /// Runs the entry forward on `ids` at positions `start..`; returns logits.
-    pub fn step(
-        &mut self,
-        cache: &Rc<RefCell<KvCache>>,
-        ids: &[i32],
-        start: usize,
-        last_only: bool,
-    ) -> CliResult<Tensor> {
-        if let Some(c) = self.compiled.as_mut() {
-            return c
-                .forward(&self.model, ids, start, &mut cache.borrow_mut(), last_only)
-                .map_err(|e| CliError(format!("error: compiled step: {e}")));
-        }
-        run_forward(&self.model, &mut self.exec, cache, ids, start, last_only)
-    }
-
-    /// Prefills a prompt with images (ids already hold each image's
-    /// placeholder tokens); returns the logits and the offset `delta` at
-    /// which decoding continues (token `i` sits at position `i + delta`).
-    pub fn prefill_images(
-        &mut self,
-        cache: &Rc<RefCell<KvCache>>,
-        ids: &[i32],
-        images: &Images,
-        last_only: bool,
-    ) -> CliResult<(Tensor, i64)> {
-        let spec = ImageTokens::from_config(&self.config)?;
-        run_forward_images(
-            &self.model,
-            &mut self.exec,
-            cache,
-            ids,
-            images,
-            &spec,
-            last_only,
-        )
-    }
-
-    pub fn argmax_last(&mut self, logits: &Tensor) -> CliResult<i32> {
-        let rows = logits.shape()[0];
-        let last = logits.narrow0(rows - 1, rows)?;
-        let idx = self.exec.run(&Op::Argmax { dim: 1 }, &[&last])?;
-        Ok(idx.i32s()?[0])
-    }
 }
 
 pub fn write_logits(path: &str, logits: &Tensor) -> CliResult<()> {

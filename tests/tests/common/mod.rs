@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::rc::Rc;
 
 use mllm_backends::Tensor;
-use mllm_cli::commands::exec::{load, Loaded};
 use mllm_interpreter::KvCache;
+use mllm_runtime::{load, Loaded};
 
 pub const QWEN3_CASES: &[&str] = &["gqa_tied_f32", "untied_bf16_ropeparams", "mha_odd_f32"];
 
@@ -121,6 +121,6 @@ pub fn greedy(m: &mut Loaded, prompt: &[i32], n: usize) -> Vec<i32> {
 /// Logits of every position of `ids` (a fresh cache), `[seq, vocab]`.
 pub fn full_logits(model: &mllm_interpreter::Model, ids: &[i32]) -> Tensor {
     let mut exec = mllm_interpreter::Eager::new(mllm_backends::CpuBackend);
-    mllm_cli::engine::run_forward(model, &mut exec, &new_cache(), ids, 0, false)
+    mllm_runtime::engine::run_forward(model, &mut exec, &new_cache(), ids, 0, false)
         .unwrap_or_else(|e| panic!("{}", e.0))
 }

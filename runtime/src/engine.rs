@@ -6,17 +6,17 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use mllm_backends::{CpuBackend, Tensor};
-use mllm_interpreter::{CompiledModel, Eager, Executor, KvCache, Model, Sampler, Value};
+use mllm_backends::Tensor;
+use mllm_interpreter::{Executor, ForwardInputs, KvCache, Model, Sampler, Value};
 
-use crate::{color, CliError, CliResult};
+use crate::runner::Runner;
 
-/// Tokens per captured prefill graph (`--compiled`).
-pub const PREFILL_CHUNK: usize = 128;
+use crate::{color, Error as CliError, Result as CliResult};
+
+pub use crate::runner::PREFILL_CHUNK;
 
 pub struct Engine {
-    pub model: Model,
-    exec: Eager<CpuBackend>,
+    pub runner: Runner,
     cache: Rc<RefCell<KvCache>>,
     /// The tokens whose keys and values the cache holds, in order.
     pub cached: Vec<u32>,
@@ -27,21 +27,17 @@ pub struct Engine {
     /// Rotary position of token `i` is `i + pos_offset`: 0 for text, the
     /// rope delta after a prompt with images (`feed_images`).
     pos_offset: i64,
-    /// Captured graphs, when steps run compiled (`--compiled`).
-    compiled: Option<CompiledModel<CpuBackend>>,
 }
 
 impl Engine {
     pub fn new(model: Model, max_context: Option<usize>) -> Engine {
         Engine {
-            model,
-            exec: Eager::new(CpuBackend),
+            runner: Runner::new(model),
             cache: Rc::new(RefCell::new(KvCache::new())),
             cached: vec![],
             max_context,
             last_computed: 0,
             pos_offset: 0,
-            compiled: None,
         }
     }
 
@@ -52,7 +48,7 @@ impl Engine {
         let context = self
             .max_context
             .unwrap_or(crate::model_files::DEFAULT_CONTEXT);
-        self.compiled = Some(CompiledModel::new(CpuBackend, context, chunk));
+        self.runner.compile(context, chunk);
     }
 
     /// Forgets the conversation: an empty cache.
@@ -77,15 +73,9 @@ impl Engine {
         self.check_context(ids.len())?;
         self.reset();
         let ids32: Vec<i32> = ids.iter().map(|&t| t as i32).collect();
-        let (t, delta) = crate::images::run_forward_images(
-            &self.model,
-            &mut self.exec,
-            &self.cache,
-            &ids32,
-            images,
-            spec,
-            true,
-        )?;
+        let (t, delta) = self
+            .runner
+            .prefill_images(&self.cache, &ids32, images, spec, true)?;
         self.pos_offset = delta;
         self.cached = ids.to_vec();
         self.last_computed = ids.len();
@@ -107,14 +97,7 @@ impl Engine {
         let ids: Vec<i32> = ids.iter().map(|&t| t as i32).collect();
         let pos = usize::try_from(start as i64 + self.pos_offset)
             .map_err(|_| CliError("error: a negative rotary position".into()))?;
-        if let Some(c) = self.compiled.as_mut() {
-            let t = c
-                .forward(&self.model, &ids, pos, &mut self.cache.borrow_mut(), true)
-                .map_err(|e| CliError(format!("error: compiled step: {e}")))?;
-            let rows = t.shape()[0];
-            return Ok(t.narrow0(rows - 1, rows)?.to_f32_vec()?);
-        }
-        let t = run_forward(&self.model, &mut self.exec, &self.cache, &ids, pos, true)?;
+        let t = self.runner.step(&self.cache, &ids, pos, true)?;
         let rows = t.shape()[0];
         Ok(t.narrow0(rows - 1, rows)?.to_f32_vec()?)
     }
@@ -167,19 +150,9 @@ pub fn run_forward(
     start: usize,
     last_only: bool,
 ) -> CliResult<Tensor> {
-    let n = ids.len();
-    let input = Tensor::from_i32(ids.to_vec(), vec![n])?;
-    let pos = Tensor::from_i32((start..start + n).map(|p| p as i32).collect(), vec![n])?;
+    let inputs = ForwardInputs::text(ids, start, cache.clone(), last_only)?;
     let out = model
-        .forward(
-            exec,
-            vec![
-                ("input_ids", Value::Tensor(input)),
-                ("positions", Value::Tensor(pos)),
-                ("cache", Value::Cache(cache.clone())),
-                ("last_only", Value::Bool(last_only)),
-            ],
-        )
+        .run(exec, inputs)
         .map_err(|e| CliError(e.render(&model.program.sources, color())))?;
     match out {
         Value::Tensor(t) if t.rank() == 2 && t.shape()[0] >= 1 => Ok(t),

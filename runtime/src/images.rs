@@ -8,11 +8,11 @@ use std::rc::Rc;
 
 use mllm_backends::Tensor;
 use mllm_interpreter::mrope::mrope_positions;
-use mllm_interpreter::{Executor, KvCache, Model, Value};
+use mllm_interpreter::{Executor, ForwardInputs, KvCache, Model, Value};
 use serde_json::Value as Json;
 
 use crate::model_files::ModelFiles;
-use crate::{color, CliError, CliResult};
+use crate::{color, Error as CliError, Result as CliResult};
 
 /// Images of a prompt as the Hugging Face processor outputs them:
 /// `pixel_values` f32 [patches, C*T*P*P] and one (t, h, w) patch grid each.
@@ -157,27 +157,18 @@ pub fn run_forward_images(
         .map(|&v| i32::try_from(v).unwrap_or(i32::MAX))
         .collect();
     let k = images.grid_thw.len();
+    let inputs = ForwardInputs {
+        input_ids: Tensor::from_i32(ids.to_vec(), vec![n])?,
+        positions: Tensor::from_i32(rows, vec![3, n])?,
+        cache: cache.clone(),
+        images: Some((
+            images.pixel_values.clone(),
+            Tensor::from_i32(grids, vec![k, 3])?,
+        )),
+        last_only,
+    };
     let out = model
-        .forward(
-            exec,
-            vec![
-                (
-                    "input_ids",
-                    Value::Tensor(Tensor::from_i32(ids.to_vec(), vec![n])?),
-                ),
-                (
-                    "positions",
-                    Value::Tensor(Tensor::from_i32(rows, vec![3, n])?),
-                ),
-                ("cache", Value::Cache(cache.clone())),
-                ("pixel_values", Value::Tensor(images.pixel_values.clone())),
-                (
-                    "image_grid_thw",
-                    Value::Tensor(Tensor::from_i32(grids, vec![k, 3])?),
-                ),
-                ("last_only", Value::Bool(last_only)),
-            ],
-        )
+        .run(exec, inputs)
         .map_err(|e| CliError(e.render(&model.program.sources, color())))?;
     match out {
         Value::Tensor(t) if t.rank() == 2 && t.shape()[0] >= 1 => Ok((t, p.delta)),

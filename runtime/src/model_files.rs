@@ -12,7 +12,7 @@ use mllm_converter::tokenizer::{GgufVocab, Tokenizer};
 use mllm_converter::{HfModelDir, SafetensorsDir};
 use serde_json::Value as Json;
 
-use crate::{CliError, CliResult};
+use crate::{Error as CliError, Result as CliResult};
 
 pub struct ModelFiles {
     pub path: PathBuf,
@@ -84,21 +84,17 @@ fn hf_chat_template(
     Ok(Some(t))
 }
 
-/// How weights are loaded and steps run: the flags exec, run, chat and
-/// bench share.
-#[derive(Clone, Copy, Debug, Default, clap::Args)]
+/// How weights are loaded and steps run.
+#[derive(Clone, Copy, Debug, Default)]
 pub struct LoadOptions {
     /// Widen quantized weights to f32 on load (exact f32 numerics, slower).
     /// The default keeps GGUF/.mllm blocks and runs the quantized kernels
     /// (activations rounded to 8 bits per matmul, as llama.cpp does).
-    #[arg(long)]
     pub dequantize: bool,
     /// Run steps as captured graphs (prefill chunks and 1-token decode),
     /// without the interpreter; the first step of each shape captures.
-    #[arg(long)]
     pub compiled: bool,
-    /// The backend ops run on (this build: cpu).
-    #[arg(long, default_value = "cpu")]
+    /// The backend ops run on.
     pub backend: Backend,
 }
 
@@ -295,7 +291,7 @@ pub fn load_model_with(
             .map_err(|e| CliError(format!("error: {e}")))?
             .to_string(),
     };
-    let prog = std::rc::Rc::new(crate::commands::check::check_script(&script)?);
+    let prog = std::rc::Rc::new(crate::assets::check_script(&script)?);
     mllm_interpreter::Model::load(
         prog.clone(),
         &files.config,

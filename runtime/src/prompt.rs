@@ -3,7 +3,7 @@
 pub use mllm_converter::chat_template::ChatMessage as Message;
 
 use crate::model_files::ModelFiles;
-use crate::{CliError, CliResult};
+use crate::{Error as CliError, Result as CliResult};
 
 /// Renders `messages` as transformers' `apply_chat_template(...,
 /// tokenize=False)` would; `enable_thinking` is passed only when given.

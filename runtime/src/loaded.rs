@@ -1,0 +1,76 @@
+//! One model loaded from a script and a checkpoint with its checkpoint's
+//! settings (EOS ids, config): what `mllm exec` and the golden tests drive
+//! with caches of their own.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use mllm_backends::Tensor;
+use mllm_interpreter::KvCache;
+use serde_json::Value as Json;
+
+use crate::images::{ImageTokens, Images};
+use crate::model_files::{self, LoadOptions};
+use crate::runner::{Runner, PREFILL_CHUNK};
+use crate::Result;
+
+pub struct Loaded {
+    pub runner: Runner,
+    pub eos: Vec<u32>,
+    pub config: Json,
+}
+
+pub fn load(script: &str, model_path: &str) -> Result<Loaded> {
+    load_with(script, model_path, LoadOptions::default())
+}
+
+pub fn load_with(script: &str, model_path: &str, opts: LoadOptions) -> Result<Loaded> {
+    let files = model_files::open_with(model_path, opts)?;
+    let model = model_files::load_model(&files, Some(script))?;
+    let mut runner = Runner::new(model);
+    if opts.compiled {
+        let context = files.max_context().unwrap_or(model_files::DEFAULT_CONTEXT);
+        runner.compile(context, PREFILL_CHUNK);
+    }
+    Ok(Loaded {
+        runner,
+        eos: files.eos,
+        config: files.config,
+    })
+}
+
+impl Loaded {
+    pub fn model(&self) -> &mllm_interpreter::Model {
+        &self.runner.model
+    }
+
+    /// Runs the entry forward on `ids` at positions `start..`; returns logits.
+    pub fn step(
+        &mut self,
+        cache: &Rc<RefCell<KvCache>>,
+        ids: &[i32],
+        start: usize,
+        last_only: bool,
+    ) -> Result<Tensor> {
+        self.runner.step(cache, ids, start, last_only)
+    }
+
+    /// Prefills a prompt with images (ids already hold each image's
+    /// placeholder tokens); returns the logits and the offset `delta` at
+    /// which decoding continues (token `i` sits at position `i + delta`).
+    pub fn prefill_images(
+        &mut self,
+        cache: &Rc<RefCell<KvCache>>,
+        ids: &[i32],
+        images: &Images,
+        last_only: bool,
+    ) -> Result<(Tensor, i64)> {
+        let spec = ImageTokens::from_config(&self.config)?;
+        self.runner
+            .prefill_images(cache, ids, images, &spec, last_only)
+    }
+
+    pub fn argmax_last(&mut self, logits: &Tensor) -> Result<i32> {
+        self.runner.argmax_last(logits)
+    }
+}
