@@ -3,19 +3,51 @@
 //! checks. Any builtin can also be called as a method, with the receiver as
 //! its first argument (`x.reshape([2, 3])` is `reshape(x, [2, 3])`).
 
-/// One builtin: its parameter names (positional or by keyword) and how many
-/// must be given. `variadic` accepts any number of positional arguments.
+/// What a builtin parameter takes when a call leaves it out. This table is
+/// the only place builtin defaults live: the checker derives which
+/// parameters are required from it, the interpreter fills them from it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ParamDefault {
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    /// Optional, with a value the builtin derives from its other arguments
+    /// (its doc says how), e.g. `sdpa`'s scale is 1/sqrt(head dim).
+    Derived,
+}
+
+use ParamDefault as D;
+
+/// One parameter: its name (positional or by keyword) and its default;
+/// parameters without one are required and come first.
+#[derive(Debug)]
+pub struct BuiltinParam {
+    pub name: &'static str,
+    pub default: Option<ParamDefault>,
+}
+
+/// One builtin: its parameters and how many must be given. `variadic`
+/// accepts any number of positional arguments.
 #[derive(Debug)]
 pub struct BuiltinSig {
     pub name: &'static str,
-    pub params: &'static [&'static str],
+    pub params: &'static [BuiltinParam],
     pub required: usize,
     pub variadic: bool,
     pub doc: &'static str,
 }
 
+/// Parameters before the first one with a default.
+const fn leading_required(ps: &[BuiltinParam]) -> usize {
+    let mut i = 0;
+    while i < ps.len() && ps[i].default.is_none() {
+        i += 1;
+    }
+    i
+}
+
 macro_rules! builtins {
-    ($( $variant:ident = $name:literal ($($p:literal),*) req $req:literal $(, $var:ident)? : $doc:literal ;)*) => {
+    ($( $variant:ident = $name:literal ($($p:literal $(= $d:expr)?),*) $(, $var:ident)? : $doc:literal ;)*) => {
         /// A builtin function, resolved by the checker.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         pub enum Builtin { $($variant),* }
@@ -23,80 +55,82 @@ macro_rules! builtins {
         pub const BUILTINS: &[(Builtin, BuiltinSig)] = &[
             $((Builtin::$variant, BuiltinSig {
                 name: $name,
-                params: &[$($p),*],
-                required: $req,
+                params: &[$(BuiltinParam { name: $p, default: builtins!(@dflt $($d)?) }),*],
+                required: leading_required(&[$(BuiltinParam { name: $p, default: builtins!(@dflt $($d)?) }),*]),
                 variadic: builtins!(@var $($var)?),
                 doc: $doc,
             })),*
         ];
     };
+    (@dflt $d:expr) => { Some($d) };
+    (@dflt) => { None };
     (@var variadic) => { true };
     (@var) => { false };
 }
 
 builtins! {
     // ---- native tensor ops
-    Linear = "linear"("x", "weight", "bias") req 2: "x @ weight^T + bias; weight is [out, in]";
-    Matmul = "matmul"("a", "b") req 2: "batched matrix product (also the `@` operator)";
-    Embedding = "embedding"("weight", "ids") req 2: "rows of `weight` picked by integer ids";
-    RmsNorm = "rms_norm"("x", "weight", "eps") req 3: "x / sqrt(mean(x^2) + eps) * weight over the last dim";
-    LayerNorm = "layer_norm"("x", "weight", "bias", "eps") req 4: "layer normalisation over the last dim";
-    ApplyRope = "apply_rope"("x", "cos", "sin") req 3: "rotary embedding (rotate-half layout) of x [seq, heads, dim]";
-    Sdpa = "sdpa"("q", "k", "v", "causal", "scale") req 3: "scaled dot-product attention over [seq, heads, dim]";
-    Softmax = "softmax"("x", "dim") req 1: "softmax along `dim` (default: last)";
-    Silu = "silu"("x") req 1: "x * sigmoid(x)";
-    Gelu = "gelu"("x") req 1: "exact (erf) GELU";
-    GeluTanh = "gelu_tanh"("x") req 1: "tanh-approximated GELU";
-    Relu = "relu"("x") req 1: "max(x, 0)";
-    Sigmoid = "sigmoid"("x") req 1: "1 / (1 + exp(-x))";
-    Tanh = "tanh"("x") req 1: "hyperbolic tangent";
-    Exp = "exp"("x") req 1: "e^x";
-    Log = "log"("x") req 1: "natural logarithm";
-    Sqrt = "sqrt"("x") req 1: "square root (numbers or tensors)";
-    Rsqrt = "rsqrt"("x") req 1: "1 / sqrt(x)";
-    Sin = "sin"("x") req 1: "sine";
-    Cos = "cos"("x") req 1: "cosine";
-    Abs = "abs"("x") req 1: "absolute value";
-    Activation = "activation"("x", "name") req 2: "an activation by its config.json name (silu, gelu, gelu_pytorch_tanh, relu, ...)";
-    Argmax = "argmax"("x", "dim") req 1: "index of the maximum along `dim` (default: last)";
-    Sum = "sum"("x", "dim", "keepdim") req 2: "sum along `dim`";
-    Mean = "mean"("x", "dim", "keepdim") req 2: "mean along `dim`";
-    Amax = "amax"("x", "dim", "keepdim") req 2: "maximum along `dim`";
-    Reshape = "reshape"("x", "shape") req 2: "same data, new shape; one entry may be -1";
-    Permute = "permute"("x", "dims") req 2: "reorders dimensions";
-    Transpose = "transpose"("x", "dim0", "dim1") req 3: "swaps two dimensions";
-    Unsqueeze = "unsqueeze"("x", "dim") req 2: "inserts a dimension of size 1";
-    Squeeze = "squeeze"("x", "dim") req 2: "removes a dimension of size 1";
-    Concat = "concat"("tensors", "dim") req 1: "joins a list of tensors along `dim` (default 0)";
-    SplitHeads = "split_heads"("x", "heads") req 2: "[seq, heads * d] -> [seq, heads, d]";
-    MergeHeads = "merge_heads"("x") req 1: "[seq, heads, d] -> [seq, heads * d]";
-    IndexSelect = "index_select"("x", "dim", "index") req 3: "picks entries of `dim` by an i32 tensor of indexes";
-    Where = "where"("cond", "a", "b") req 3: "`a` where `cond` is non-zero, else `b`";
-    Cast = "cast"("x", "dtype") req 2: "converts a tensor to \"f32\", \"f16\", \"bf16\" or \"i32\"";
-    Arange = "arange"("start", "end", "step") req 1: "i32 tensor start, start+step, ... below end (arange(n) is 0..n)";
-    Zeros = "zeros"("shape") req 1: "f32 tensor of zeros";
-    Ones = "ones"("shape") req 1: "f32 tensor of ones";
-    Full = "full"("shape", "value") req 2: "f32 tensor filled with `value`";
-    Tensor = "tensor"("values", "dtype") req 1: "a tensor from a (nested) list of numbers";
+    Linear = "linear"("x", "weight", "bias" = D::Derived): "x @ weight^T + bias; weight is [out, in]";
+    Matmul = "matmul"("a", "b"): "batched matrix product (also the `@` operator)";
+    Embedding = "embedding"("weight", "ids"): "rows of `weight` picked by integer ids";
+    RmsNorm = "rms_norm"("x", "weight", "eps" = D::Float(1e-6)): "x / sqrt(mean(x^2) + eps) * weight over the last dim";
+    LayerNorm = "layer_norm"("x", "weight", "bias", "eps" = D::Float(1e-5)): "layer normalisation over the last dim";
+    ApplyRope = "apply_rope"("x", "cos", "sin"): "rotary embedding (rotate-half layout) of x [seq, heads, dim]";
+    Sdpa = "sdpa"("q", "k", "v", "causal" = D::Bool(false), "scale" = D::Derived): "scaled dot-product attention over [seq, heads, dim]; `scale` defaults to 1/sqrt(dim)";
+    Softmax = "softmax"("x", "dim" = D::Int(-1)): "softmax along `dim` (default: last)";
+    Silu = "silu"("x"): "x * sigmoid(x)";
+    Gelu = "gelu"("x"): "exact (erf) GELU";
+    GeluTanh = "gelu_tanh"("x"): "tanh-approximated GELU";
+    Relu = "relu"("x"): "max(x, 0)";
+    Sigmoid = "sigmoid"("x"): "1 / (1 + exp(-x))";
+    Tanh = "tanh"("x"): "hyperbolic tangent";
+    Exp = "exp"("x"): "e^x";
+    Log = "log"("x"): "natural logarithm";
+    Sqrt = "sqrt"("x"): "square root (numbers or tensors)";
+    Rsqrt = "rsqrt"("x"): "1 / sqrt(x)";
+    Sin = "sin"("x"): "sine";
+    Cos = "cos"("x"): "cosine";
+    Abs = "abs"("x"): "absolute value";
+    Activation = "activation"("x", "name"): "an activation by its config.json name (silu, gelu, gelu_pytorch_tanh, relu, ...)";
+    Argmax = "argmax"("x", "dim" = D::Int(-1)): "index of the maximum along `dim` (default: last)";
+    Sum = "sum"("x", "dim" = D::Int(-1), "keepdim" = D::Bool(false)): "sum along `dim` (default: last)";
+    Mean = "mean"("x", "dim" = D::Int(-1), "keepdim" = D::Bool(false)): "mean along `dim` (default: last)";
+    Amax = "amax"("x", "dim" = D::Int(-1), "keepdim" = D::Bool(false)): "maximum along `dim` (default: last)";
+    Reshape = "reshape"("x", "shape"): "same data, new shape; one entry may be -1";
+    Permute = "permute"("x", "dims"): "reorders dimensions";
+    Transpose = "transpose"("x", "dim0", "dim1"): "swaps two dimensions";
+    Unsqueeze = "unsqueeze"("x", "dim"): "inserts a dimension of size 1";
+    Squeeze = "squeeze"("x", "dim"): "removes a dimension of size 1";
+    Concat = "concat"("tensors", "dim" = D::Int(0)): "joins a list of tensors along `dim` (default 0)";
+    SplitHeads = "split_heads"("x", "heads"): "[seq, heads * d] -> [seq, heads, d]";
+    MergeHeads = "merge_heads"("x"): "[seq, heads, d] -> [seq, heads * d]";
+    IndexSelect = "index_select"("x", "dim", "index"): "picks entries of `dim` by an i32 tensor of indexes";
+    Where = "where"("cond", "a", "b"): "`a` where `cond` is non-zero, else `b`";
+    Cast = "cast"("x", "dtype"): "converts a tensor to \"f32\", \"f16\", \"bf16\" or \"i32\"";
+    Arange = "arange"("start", "end" = D::Derived, "step" = D::Int(1)): "i32 tensor start, start+step, ... below end (arange(n) is 0..n)";
+    Zeros = "zeros"("shape"): "f32 tensor of zeros";
+    Ones = "ones"("shape"): "f32 tensor of ones";
+    Full = "full"("shape", "value"): "f32 tensor filled with `value`";
+    Tensor = "tensor"("values", "dtype" = D::Derived): "a tensor from a (nested) list of numbers";
     // ---- values
-    Float = "float"("x") req 1: "a number as float, or a tensor cast to f32";
-    Int = "int"("x") req 1: "a number as int (truncating), or a tensor cast to i32";
-    Item = "item"("x") req 1: "the number held by a one-element tensor";
-    ToList = "to_list"("x") req 1: "the values of a tensor as a list of numbers (nested per dimension; ints for i32)";
-    Shape = "shape"("x") req 1: "the shape of a tensor as a list of ints";
-    Size = "size"("x", "dim") req 2: "the size of one dimension (negative counts from the end)";
-    Len = "len"("x") req 1: "length of a list, tuple, string or the first dimension of a tensor";
-    Range = "range"("start", "end", "step") req 1: "a list of ints, like Python's range";
-    Enumerate = "enumerate"("items") req 1: "pairs (index, item)";
-    Zip = "zip"("a", "b") req 2: "pairs items of two lists";
-    Min = "min"("a", "b") req 2: "the smaller of two numbers, or elementwise minimum";
-    Max = "max"("a", "b") req 2: "the larger of two numbers, or elementwise maximum";
-    Print = "print"() req 0, variadic: "prints values to stderr (debugging)";
-    Assert = "assert"("cond", "message") req 1: "fails with `message` when `cond` is false";
+    Float = "float"("x"): "a number as float, or a tensor cast to f32";
+    Int = "int"("x"): "a number as int (truncating), or a tensor cast to i32";
+    Item = "item"("x"): "the number held by a one-element tensor";
+    ToList = "to_list"("x"): "the values of a tensor as a list of numbers (nested per dimension; ints for i32)";
+    Shape = "shape"("x"): "the shape of a tensor as a list of ints";
+    Size = "size"("x", "dim"): "the size of one dimension (negative counts from the end)";
+    Len = "len"("x"): "length of a list, tuple, string or the first dimension of a tensor";
+    Range = "range"("start", "end" = D::Derived, "step" = D::Int(1)): "a list of ints, like Python's range";
+    Enumerate = "enumerate"("items"): "pairs (index, item)";
+    Zip = "zip"("a", "b"): "pairs items of two lists";
+    Min = "min"("a", "b"): "the smaller of two numbers, or elementwise minimum";
+    Max = "max"("a", "b"): "the larger of two numbers, or elementwise maximum";
+    Print = "print"(), variadic: "prints values to stderr (debugging)";
+    Assert = "assert"("cond", "message" = D::Derived): "fails with `message` (default: \"assertion failed\") when `cond` is false";
     // ---- the KV cache
-    Layer = "layer"("cache", "index") req 2: "the cache of one layer";
-    Append = "append"("cache", "k", "v") req 3: "appends k and v [seq, heads, dim]; returns all keys and values so far";
-    CacheLen = "cache_len"("cache") req 1: "number of positions held by a layer cache";
+    Layer = "layer"("cache", "index"): "the cache of one layer";
+    Append = "append"("cache", "k", "v"): "appends k and v [seq, heads, dim]; returns all keys and values so far";
+    CacheLen = "cache_len"("cache"): "number of positions held by a layer cache";
 }
 
 impl Builtin {
@@ -125,6 +159,12 @@ mod tests {
         for (i, (b, s)) in BUILTINS.iter().enumerate() {
             assert_eq!(*b as usize, i);
             assert!(s.required <= s.params.len() || s.variadic, "{}", s.name);
+            // Required parameters come first: no gap after a default.
+            assert!(
+                s.params[s.required..].iter().all(|p| p.default.is_some()),
+                "{}: a required parameter follows one with a default",
+                s.name
+            );
             assert_eq!(Builtin::lookup(s.name), Some(*b));
         }
     }

@@ -10,15 +10,18 @@
 // the cold path only, so their size is not worth boxing.
 #![allow(clippy::result_large_err)]
 
+pub mod arith;
 pub mod bind;
 pub mod builtins;
 pub mod cache;
 pub mod capture;
 pub mod compile;
 pub mod config;
+pub mod construct;
 pub mod error;
 pub mod eval;
 pub mod executor;
+pub mod index;
 pub mod model;
 pub mod mrope;
 pub mod sampler;

@@ -1,0 +1,346 @@
+//! The tensor builtins: each becomes ops through the executor.
+
+use mllm_backends::{DType, Op, ReduceOp, Tensor, UnaryOp};
+use mllm_dsl::builtins::Builtin;
+
+use super::args::{dims, norm_dim, type_err, Args};
+use super::convert::to_tensor;
+use crate::error::{RtError, RtResult};
+use crate::eval::Interp;
+use crate::value::Value;
+
+/// The backend op and the scalar twin of a unary builtin.
+type UnaryPair = (UnaryOp, fn(f64) -> f64);
+
+fn unary_of(b: Builtin) -> Option<UnaryPair> {
+    Some(match b {
+        Builtin::Exp => (UnaryOp::Exp, f64::exp),
+        Builtin::Log => (UnaryOp::Log, f64::ln),
+        Builtin::Sqrt => (UnaryOp::Sqrt, f64::sqrt),
+        Builtin::Rsqrt => (UnaryOp::Rsqrt, |x| 1.0 / x.sqrt()),
+        Builtin::Sin => (UnaryOp::Sin, f64::sin),
+        Builtin::Cos => (UnaryOp::Cos, f64::cos),
+        Builtin::Abs => (UnaryOp::Abs, f64::abs),
+        Builtin::Tanh => (UnaryOp::Tanh, f64::tanh),
+        Builtin::Sigmoid => (UnaryOp::Sigmoid, |x| 1.0 / (1.0 + (-x).exp())),
+        Builtin::Relu => (UnaryOp::Relu, |x| x.max(0.0)),
+        Builtin::Silu => (UnaryOp::Silu, |x| x / (1.0 + (-x).exp())),
+        Builtin::Gelu => (UnaryOp::Gelu, |x| {
+            0.5 * x * (1.0 + libm_erf(x / std::f64::consts::SQRT_2))
+        }),
+        Builtin::GeluTanh => (UnaryOp::GeluTanh, |x| {
+            0.5 * x
+                * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh())
+        }),
+        _ => return None,
+    })
+}
+
+/// erf for scalar script values (Abramowitz-Stegun 7.1.26, |error| < 1.5e-7).
+fn libm_erf(x: f64) -> f64 {
+    let t = 1.0 / (1.0 + 0.3275911 * x.abs());
+    let y = 1.0
+        - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t
+            + 0.254829592)
+            * t
+            * (-x * x).exp();
+    if x >= 0.0 {
+        y
+    } else {
+        -y
+    }
+}
+
+/// Activation functions by their config.json names.
+pub fn activation_by_name(name: &str) -> Option<UnaryOp> {
+    Some(match name {
+        "silu" | "swish" => UnaryOp::Silu,
+        "gelu" => UnaryOp::Gelu,
+        "gelu_pytorch_tanh" | "gelu_new" | "gelu_fast" => UnaryOp::GeluTanh,
+        "relu" => UnaryOp::Relu,
+        "sigmoid" => UnaryOp::Sigmoid,
+        "tanh" => UnaryOp::Tanh,
+        _ => return None,
+    })
+}
+
+pub(super) fn call(it: &mut Interp, b: Builtin, a: &Args) -> RtResult<Value> {
+    let t = |x: Tensor| Ok(Value::Tensor(x));
+    match b {
+        Builtin::Linear => {
+            let (x, w) = (a.tensor(0)?, a.tensor(1)?);
+            match a.opt_tensor(2)? {
+                Some(bias) => t(it.op(Op::Linear, &[&x, &w, &bias])?),
+                None => t(it.op(Op::Linear, &[&x, &w])?),
+            }
+        }
+        Builtin::Matmul => t(it.op(Op::Matmul, &[&a.tensor(0)?, &a.tensor(1)?])?),
+        Builtin::Embedding => {
+            let w = a.tensor(0)?;
+            let ids = to_tensor(it, a.get(1).unwrap_or(&Value::None), Some(DType::I32))?;
+            t(it.op(Op::Embedding, &[&w, &ids])?)
+        }
+        Builtin::RmsNorm => t(it.op(
+            Op::RmsNorm {
+                eps: a.float(2)? as f32,
+            },
+            &[&a.tensor(0)?, &a.tensor(1)?],
+        )?),
+        Builtin::LayerNorm => t(it.op(
+            Op::LayerNorm {
+                eps: a.float(3)? as f32,
+            },
+            &[&a.tensor(0)?, &a.tensor(1)?, &a.tensor(2)?],
+        )?),
+        Builtin::ApplyRope => t(it.op(
+            Op::ApplyRope,
+            &[&a.tensor(0)?, &a.tensor(1)?, &a.tensor(2)?],
+        )?),
+        Builtin::Sdpa => {
+            let (q, k, v) = (a.tensor(0)?, a.tensor(1)?, a.tensor(2)?);
+            let d = *q.shape().last().unwrap_or(&1) as f64;
+            let scale = match a.get(4) {
+                Some(_) => a.float(4)? as f32,
+                None => (1.0 / d.sqrt()) as f32,
+            };
+            t(it.op(
+                Op::Sdpa {
+                    causal: a.bool(3)?,
+                    scale,
+                },
+                &[&q, &k, &v],
+            )?)
+        }
+        Builtin::Softmax => {
+            let x = a.tensor(0)?;
+            let dim = a.dim(1, &x)?;
+            t(it.op(Op::Softmax { dim }, &[&x])?)
+        }
+        Builtin::Activation => {
+            let name = a.str(1)?;
+            let Some(u) = activation_by_name(&name) else {
+                return Err(RtError::new("mdl::run::activation", format!("unknown activation `{name}`")).help("known: silu, swish, gelu, gelu_pytorch_tanh, gelu_new, gelu_fast, relu, sigmoid, tanh"));
+            };
+            t(it.op(Op::Unary(u), &[&a.tensor(0)?])?)
+        }
+        Builtin::Argmax => {
+            let x = a.tensor(0)?;
+            let dim = a.dim(1, &x)?;
+            t(it.op(Op::Argmax { dim }, &[&x])?)
+        }
+        Builtin::Sum | Builtin::Mean | Builtin::Amax => {
+            let x = a.tensor(0)?;
+            let dim = a.dim(1, &x)?;
+            let op = match b {
+                Builtin::Sum => ReduceOp::Sum,
+                Builtin::Mean => ReduceOp::Mean,
+                _ => ReduceOp::Max,
+            };
+            t(it.op(
+                Op::Reduce {
+                    op,
+                    dim,
+                    keepdim: a.bool(2)?,
+                },
+                &[&x],
+            )?)
+        }
+        Builtin::Reshape => {
+            let x = a.tensor(0)?;
+            let want = a.ints(1)?;
+            let known: i64 = want.iter().filter(|&&d| d != -1).product();
+            let free = want.iter().filter(|&&d| d == -1).count();
+            let shape: Vec<i64> = if free == 1 && known > 0 {
+                want.iter()
+                    .map(|&d| if d == -1 { x.numel() as i64 / known } else { d })
+                    .collect()
+            } else {
+                want.clone()
+            };
+            if free > 1 {
+                return Err(RtError::new("mdl::run::shape", "reshape: at most one -1"));
+            }
+            t(it.op(
+                Op::Reshape {
+                    shape: dims(&shape)?,
+                },
+                &[&x],
+            )?)
+        }
+        Builtin::Permute => {
+            let x = a.tensor(0)?;
+            let perm = a
+                .ints(1)?
+                .iter()
+                .map(|&d| {
+                    norm_dim(d, x.rank()).ok_or_else(|| {
+                        RtError::new(
+                            "mdl::run::shape",
+                            format!("permute: dimension {d} out of range"),
+                        )
+                    })
+                })
+                .collect::<RtResult<Vec<_>>>()?;
+            t(it.op(Op::Permute { perm }, &[&x])?)
+        }
+        Builtin::Transpose => {
+            let x = a.tensor(0)?;
+            let (d0, d1) = (a.dim(1, &x)?, a.dim(2, &x)?);
+            let mut perm: Vec<usize> = (0..x.rank()).collect();
+            perm.swap(d0, d1);
+            t(it.op(Op::Permute { perm }, &[&x])?)
+        }
+        Builtin::Unsqueeze => {
+            let x = a.tensor(0)?;
+            let d = a.int(1)?;
+            let Some(d) = norm_dim(d, x.rank() + 1) else {
+                return Err(RtError::new(
+                    "mdl::run::shape",
+                    format!(
+                        "unsqueeze: dimension {d} out of range for shape {:?}",
+                        x.shape()
+                    ),
+                ));
+            };
+            let mut shape = x.shape().to_vec();
+            shape.insert(d, 1);
+            t(it.reshape(&x, shape)?)
+        }
+        Builtin::Squeeze => {
+            let x = a.tensor(0)?;
+            let d = a.dim(1, &x)?;
+            if x.shape()[d] != 1 {
+                return Err(RtError::new(
+                    "mdl::run::shape",
+                    format!("squeeze: dimension {d} of {:?} is not 1", x.shape()),
+                ));
+            }
+            let mut shape = x.shape().to_vec();
+            shape.remove(d);
+            t(it.reshape(&x, shape)?)
+        }
+        Builtin::Concat => {
+            let items = match a.get(0) {
+                Some(Value::List(v)) | Some(Value::Tuple(v)) => v.clone(),
+                Some(v) => return Err(type_err(b, "tensors", "a list of tensors", v)),
+                None => unreachable!("required"),
+            };
+            let ts = items
+                .iter()
+                .map(|v| to_tensor(it, v, None))
+                .collect::<RtResult<Vec<_>>>()?;
+            let Some(first) = ts.first() else {
+                return Err(RtError::new("mdl::run::shape", "concat of an empty list"));
+            };
+            let dim = a.dim(1, first)?;
+            let refs: Vec<&Tensor> = ts.iter().collect();
+            t(it.op(Op::Concat { dim }, &refs)?)
+        }
+        Builtin::SplitHeads => {
+            let x = a.tensor(0)?;
+            let h = a.int(1)?;
+            let last = *x.shape().last().unwrap_or(&0) as i64;
+            if h <= 0 || last % h != 0 {
+                return Err(RtError::new(
+                    "mdl::run::shape",
+                    format!("split_heads: {last} features do not split into {h} heads"),
+                ));
+            }
+            let mut shape = x.shape().to_vec();
+            shape.pop();
+            shape.extend([h as usize, (last / h) as usize]);
+            t(it.reshape(&x, shape)?)
+        }
+        Builtin::MergeHeads => {
+            let x = a.tensor(0)?;
+            if x.rank() < 2 {
+                return Err(RtError::new(
+                    "mdl::run::shape",
+                    format!("merge_heads needs [.., heads, dim], got {:?}", x.shape()),
+                ));
+            }
+            let mut shape = x.shape().to_vec();
+            let d = shape.pop().unwrap_or(1);
+            let h = shape.pop().unwrap_or(1);
+            shape.push(h * d);
+            t(it.reshape(&x, shape)?)
+        }
+        Builtin::IndexSelect => {
+            let x = a.tensor(0)?;
+            let dim = a.dim(1, &x)?;
+            let idx = to_tensor(it, a.get(2).unwrap_or(&Value::None), Some(DType::I32))?;
+            t(it.op(Op::IndexSelect { dim }, &[&x, &idx])?)
+        }
+        Builtin::Where => t(it.op(Op::Where, &[&a.tensor(0)?, &a.tensor(1)?, &a.tensor(2)?])?),
+        Builtin::Cast => {
+            let name = a.str(1)?;
+            let Some(dtype) = DType::parse(&name) else {
+                return Err(
+                    RtError::new("mdl::run::type", format!("unknown dtype `{name}`"))
+                        .help("dtypes: f32, f16, bf16, i32"),
+                );
+            };
+            t(it.op(Op::Cast { dtype }, &[&a.tensor(0)?])?)
+        }
+        Builtin::Arange => {
+            let (start, end) = match a.get(1) {
+                Some(_) => (a.float(0)?, a.float(1)?),
+                None => (0.0, a.float(0)?),
+            };
+            let all_int = [a.get(0), a.get(1), a.get(2)]
+                .iter()
+                .all(|v| !matches!(v, Some(Value::Float(_))));
+            let dtype = if all_int { DType::I32 } else { DType::F32 };
+            t(it.op(
+                Op::Arange {
+                    start,
+                    end,
+                    step: a.float(2)?,
+                    dtype,
+                },
+                &[],
+            )?)
+        }
+        Builtin::Zeros | Builtin::Ones | Builtin::Full => {
+            let shape = dims(&a.ints(0)?)?;
+            let value = match b {
+                Builtin::Zeros => 0.0,
+                Builtin::Ones => 1.0,
+                _ => a.float(1)?,
+            };
+            t(it.op(
+                Op::Full {
+                    shape,
+                    value,
+                    dtype: DType::F32,
+                },
+                &[],
+            )?)
+        }
+        Builtin::Tensor => {
+            let dtype = match a.get(1) {
+                Some(_) => Some(
+                    DType::parse(&a.str(1)?)
+                        .ok_or_else(|| RtError::new("mdl::run::type", "unknown dtype"))?,
+                ),
+                None => None,
+            };
+            t(to_tensor(it, a.get(0).unwrap_or(&Value::None), dtype)?)
+        }
+        _ => {
+            let Some((u, f)) = unary_of(b) else {
+                return Err(RtError::msg(format!(
+                    "builtin `{}` has no implementation",
+                    b.name()
+                )));
+            };
+            match a.get(0) {
+                Some(Value::Int(i)) => Ok(Value::Float(f(*i as f64))),
+                Some(Value::Float(x)) => Ok(Value::Float(f(*x))),
+                Some(Value::Tensor(x)) => t(it.op(Op::Unary(u), &[x])?),
+                Some(v) => Err(type_err(b, "x", "a number or tensor", v)),
+                None => unreachable!("required"),
+            }
+        }
+    }
+}
