@@ -320,6 +320,35 @@ impl Op {
                 }
                 f32_out(vec![q.shape[0], q.shape[1], v.shape[2]])
             }
+            Op::GatedAct { .. } => {
+                arity(self, inputs, 2, 2)?;
+                let (g, u) = (&inputs[0], &inputs[1]);
+                f32_input("gated_act", g)?;
+                f32_input("gated_act", u)?;
+                if g.shape != u.shape {
+                    return shape_err(
+                        "gated_act",
+                        format!("gate {:?} and up {:?} differ", g.shape, u.shape),
+                    );
+                }
+                f32_out(g.shape.clone())
+            }
+            Op::AddRmsNorm { .. } => {
+                arity(self, inputs, 3, 3)?;
+                let (x, y, w) = (&inputs[0], &inputs[1], &inputs[2]);
+                f32_input("add_rms_norm", x)?;
+                f32_input("add_rms_norm", y)?;
+                let d = x.last();
+                if x.shape != y.shape || w.shape != [d] || d == 0 || !w.dtype.is_float() {
+                    return shape_err(
+                        "add_rms_norm",
+                        format!("{:?} + {:?} with weight {w} do not fit", x.shape, y.shape),
+                    );
+                }
+                let mut shape = vec![2];
+                shape.extend(&x.shape);
+                f32_out(shape)
+            }
             Op::Unary(_) => {
                 arity(self, inputs, 1, 1)?;
                 f32_out(inputs[0].shape.clone())

@@ -92,6 +92,16 @@ pub enum Op {
         causal: bool,
         scale: f32,
     },
+    /// `act(gate) * up` over two tensors of one shape (made by graph fusion
+    /// from `unary` then `binary(Mul)`).
+    GatedAct {
+        act: UnaryOp,
+    },
+    /// `x`, `y` (one shape `[.., d]`), `w [d]` -> `[2, ..]`: the residual
+    /// sum `x + y` stacked on `rms_norm(x + y, w)` (made by graph fusion).
+    AddRmsNorm {
+        eps: f32,
+    },
     Unary(UnaryOp),
     /// Broadcasting (numpy rules). Two i32 inputs give i32; otherwise f32.
     /// Comparisons give 1.0/0.0 (or 1/0).
@@ -163,6 +173,8 @@ impl Op {
         "apply_rope",
         "sdpa",
         "cached_sdpa",
+        "gated_act",
+        "add_rms_norm",
         "unary",
         "binary",
         "softmax",
@@ -189,6 +201,8 @@ impl Op {
             Op::ApplyRope => "apply_rope",
             Op::Sdpa { .. } => "sdpa",
             Op::CachedSdpa { .. } => "cached_sdpa",
+            Op::GatedAct { .. } => "gated_act",
+            Op::AddRmsNorm { .. } => "add_rms_norm",
             Op::Unary(_) => "unary",
             Op::Binary(_) => "binary",
             Op::Softmax { .. } => "softmax",

@@ -91,6 +91,23 @@ fn cases() -> Vec<Case> {
             &[2., 3.],
             &[2, 1, 1],
         ),
+        c(
+            Op::GatedAct { act: UnaryOp::Relu },
+            vec![f(&[-1., 2., 3.], &[3]), f(&[5., 4., 0.5], &[3])],
+            &[0., 8., 1.5],
+            &[3],
+        ),
+        // [x + y; rms_norm(x + y, w)]: x + y = [1, 2] as in the RmsNorm case.
+        c(
+            Op::AddRmsNorm { eps: 1e-6 },
+            vec![
+                f(&[0.5, 3.], &[1, 2]),
+                f(&[0.5, -1.], &[1, 2]),
+                f(&[1., 2.], &[2]),
+            ],
+            &[1., 2., inv, 4.0 * inv],
+            &[2, 1, 2],
+        ),
         // Rows of the cache past `past_len` (99, 1000) must not be seen.
         c(
             Op::CachedSdpa {

@@ -185,3 +185,22 @@ fn data_dependent_forwards_are_refused() {
         mllm_interpreter::compile::capture(&model, &CpuBackend, 2, 16, true).expect_err("refused");
     assert!(err.contains("reads the data"), "{err}");
 }
+
+/// The compiled graphs above are the fused ones: each decoder layer's MLP
+/// middle is one `gated_act` and the residual adds feed `add_rms_norm`.
+#[test]
+fn qwen3_decode_graph_is_fused() {
+    let m = load_case("gqa_tied_f32");
+    let raw = mllm_interpreter::compile::capture(&m.runner.model, &CpuBackend, 1, 64, true)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let g = mllm_graph::passes::all(raw.clone()).expect("passes");
+    let text = mllm_graph::text::to_text(&g);
+    let count = |s: &str| text.matches(s).count();
+    let layers = 2;
+    assert_eq!(count("= gated_act{act: Silu}"), layers, "{text}");
+    // Every norm after a residual add: the post-attention norm of each
+    // layer, the next layer's input norm, and the final norm.
+    assert_eq!(count("= add_rms_norm{"), 2 * layers, "{text}");
+    assert!(!text.contains("unary{Silu}"), "{text}");
+    assert!(g.node_count() < raw.node_count());
+}

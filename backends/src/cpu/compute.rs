@@ -2,7 +2,7 @@
 //! elementwise maps, reductions. `Op::infer` has checked shapes and dtypes
 //! and computed the output's (`out`) before any of this runs.
 
-use super::{attention, elementwise, f32_of, linear, norm, qlinear, reduce, rope};
+use super::{attention, elementwise, f32_of, fused, linear, norm, qlinear, reduce, rope};
 use crate::dtype::DType;
 use crate::error::{invalid, Result};
 use crate::infer::TensorMeta;
@@ -98,6 +98,16 @@ pub(super) fn run(op: &Op, inputs: &[&Tensor], out: TensorMeta) -> Result<Tensor
             };
             let (k, v) = (join(past_k, inputs[1])?, join(past_v, inputs[2])?);
             sdpa(inputs[0], &k, &v, *causal, *scale)
+        }
+        Op::GatedAct { act } => {
+            let y = fused::gated_act(*act, inputs[0].f32s()?, inputs[1].f32s()?);
+            Tensor::from_f32(y, shape)
+        }
+        Op::AddRmsNorm { eps } => {
+            let (x, y, w) = (inputs[0], inputs[1], inputs[2]);
+            let d = shape[shape.len() - 1];
+            let out = fused::add_rms_norm(x.f32s()?, y.f32s()?, &w.to_f32_vec()?, d, *eps);
+            Tensor::from_f32(out, shape)
         }
         Op::Unary(u) => {
             let x = inputs[0].to_f32()?;

@@ -6,6 +6,7 @@
 pub mod attention;
 mod compute;
 pub mod elementwise;
+pub mod fused;
 pub mod layout;
 pub mod linear;
 pub mod norm;
@@ -53,6 +54,8 @@ impl Backend for CpuBackend {
             | Op::ApplyRope
             | Op::Sdpa { .. }
             | Op::CachedSdpa { .. }
+            | Op::GatedAct { .. }
+            | Op::AddRmsNorm { .. }
             | Op::Unary(_)
             | Op::Binary(_)
             | Op::Softmax { .. }

@@ -51,7 +51,9 @@ pub fn run(a: GraphArgs) -> CliResult<()> {
     eprintln!("{}", counts("captured", &raw));
     let g = if run_passes {
         let g = passes::all(raw).map_err(|e| CliError(format!("error: {e}")))?;
-        eprintln!("{}", counts("after passes (fold, cse, dce)", &g));
+        let names: Vec<&str> = passes::ALL.iter().map(|(n, _)| *n).collect();
+        let label = format!("after passes ({})", names.join(", "));
+        eprintln!("{}", counts(&label, &g));
         g
     } else {
         raw

@@ -4,6 +4,8 @@
 pub mod cse;
 pub mod dce;
 pub mod fold;
+pub mod fuse_add_rms_norm;
+pub mod fuse_gated_act;
 
 use crate::ir::Graph;
 use crate::verify::verify;
@@ -13,7 +15,13 @@ use crate::Result;
 pub type Pass = fn(&Graph) -> Result<Graph>;
 
 /// The passes `--passes all` runs, in order.
-pub const ALL: &[(&str, Pass)] = &[("fold", fold::fold), ("cse", cse::cse), ("dce", dce::dce)];
+pub const ALL: &[(&str, Pass)] = &[
+    ("fold", fold::fold),
+    ("cse", cse::cse),
+    ("fuse_gated_act", fuse_gated_act::fuse_gated_act),
+    ("fuse_add_rms_norm", fuse_add_rms_norm::fuse_add_rms_norm),
+    ("dce", dce::dce),
+];
 
 /// Runs `passes` in order, verifying after each.
 pub fn run(g: Graph, passes: &[(&str, Pass)]) -> Result<Graph> {
