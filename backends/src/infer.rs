@@ -7,6 +7,7 @@ use crate::cpu::elementwise::broadcast_shape;
 use crate::dtype::DType;
 use crate::error::{dtype_err, invalid, shape_err, Result};
 use crate::op::Op;
+use crate::quant::QuantType;
 use crate::tensor::{numel, Tensor};
 
 /// What is known of a tensor without its data.
@@ -93,9 +94,12 @@ fn meta(shape: Vec<usize>, dtype: DType) -> Result<TensorMeta> {
 /// embedding table (input 0); any other use, and casts or constants of a
 /// quantized dtype, are dtype errors rather than silent dequantization.
 fn check_quant_inputs(op: &Op, inputs: &[TensorMeta]) -> Result<()> {
-    let allowed = match op {
-        Op::Linear => Some(1),
-        Op::Embedding => Some(0),
+    let allowed: &[usize] = match op {
+        Op::Linear => &[1],
+        Op::Embedding => &[0],
+        // Keys and values of a q8_0 KV cache.
+        Op::Sdpa { .. } => &[1, 2],
+        Op::CachedSdpa { .. } => &[3, 4],
         Op::Cast { dtype } | Op::Arange { dtype, .. } | Op::Full { dtype, .. }
             if dtype.is_quantized() =>
         {
@@ -104,13 +108,21 @@ fn check_quant_inputs(op: &Op, inputs: &[TensorMeta]) -> Result<()> {
                 format!("cannot make {dtype} tensors; quantize weights in the converter"),
             );
         }
-        _ => None,
+        _ => &[],
     };
     for (i, t) in inputs.iter().enumerate() {
-        if t.dtype.is_quantized() && Some(i) != allowed {
+        let cache_rows = matches!(op, Op::Sdpa { .. } | Op::CachedSdpa { .. })
+            && t.dtype == DType::Quant(QuantType::Q8_0);
+        if t.dtype.is_quantized()
+            && !(allowed.contains(&i)
+                && (cache_rows || !matches!(op, Op::Sdpa { .. } | Op::CachedSdpa { .. })))
+        {
             let what = match op {
                 Op::Linear => "only its weight (second input) may be quantized",
                 Op::Embedding => "only its table (first input) may be quantized",
+                Op::Sdpa { .. } | Op::CachedSdpa { .. } => {
+                    "reads quantized keys and values only as q8_0 (a KV cache)"
+                }
                 _ => "takes no quantized tensors (only linear weights and embedding tables may be)",
             };
             return dtype_err(
@@ -138,9 +150,18 @@ fn sdpa_shapes(q: &TensorMeta, k: &TensorMeta, v: &TensorMeta) -> Result<()> {
             ),
         );
     }
-    for (name, t) in [("q", q), ("k", k), ("v", v)] {
-        if t.dtype != DType::F32 {
-            return dtype_err("sdpa", format!("{name} must be f32, found {}", t.dtype));
+    if q.dtype != DType::F32 {
+        return dtype_err("sdpa", format!("q must be f32, found {}", q.dtype));
+    }
+    // Keys and values may be read straight from an f16 or q8_0 KV cache.
+    for (name, t) in [("k", k), ("v", v)] {
+        let cache_dtype =
+            matches!(t.dtype, DType::F32 | DType::F16) || t.dtype == DType::Quant(QuantType::Q8_0);
+        if !cache_dtype {
+            return dtype_err(
+                "sdpa",
+                format!("{name} must be f32, f16 or q8_0, found {}", t.dtype),
+            );
         }
     }
     Ok(())

@@ -3,27 +3,130 @@
 //! buffer and the whole history is a zero-copy view of its prefix. Eager
 //! executors and compiled graphs append to the same cache, so a prompt
 //! computed one way can be continued the other.
+//!
+//! The cache stores f32, f16 or q8_0 (`KvCache::with_dtype`): f16 halves its
+//! memory, q8_0 (blocks of 32 values along each head's dim, as llama.cpp's
+//! `-ctk q8_0`) takes 34/128 of f32's. Attention reads the stored rows
+//! directly (`cpu::attention::Rows`), widening one row at a time.
 
 use std::sync::Arc;
 
-use crate::tensor::{Buffer, Tensor};
+use half::f16;
 
-#[derive(Default)]
+use crate::dtype::DType;
+use crate::quant::{self, QuantType};
+use crate::tensor::{Buffer, ByteOwner, OwnedBytes, Tensor};
+
+/// The dtypes a cache can store, by the names `--kv-type` takes.
+pub const KV_DTYPES: &[&str] = &["f32", "f16", "q8_0"];
+
 pub struct KvCache {
+    dtype: DType,
     layers: Vec<Option<LayerKv>>,
 }
 
+impl Default for KvCache {
+    fn default() -> KvCache {
+        KvCache::new()
+    }
+}
+
+/// One growing store of rows.
+#[derive(Clone)]
+enum Store {
+    Float(Arc<Buffer>),
+    Blocks(Arc<OwnedBytes>),
+}
+
 struct LayerKv {
-    k: Arc<Buffer>,
-    v: Arc<Buffer>,
+    k: Store,
+    v: Store,
     tokens: usize,
     k_row: [usize; 2],
     v_row: [usize; 2],
 }
 
+impl Store {
+    fn new(dtype: DType) -> Store {
+        match dtype {
+            DType::F16 => Store::Float(Arc::new(Buffer::F16(vec![]))),
+            DType::Quant(_) => Store::Blocks(Arc::new(OwnedBytes(vec![]))),
+            _ => Store::Float(Arc::new(Buffer::F32(vec![]))),
+        }
+    }
+
+    /// Appends rows (copies only if an earlier view is still alive).
+    fn extend(&mut self, dtype: DType, values: &[f32]) -> Result<(), String> {
+        match self {
+            Store::Float(b) => match Arc::make_mut(b) {
+                Buffer::F32(v) => v.extend_from_slice(values),
+                Buffer::F16(v) => v.extend(values.iter().map(|&x| f16::from_f32(x))),
+                _ => return Err("unexpected cache storage".into()),
+            },
+            Store::Blocks(b) => {
+                let ty = dtype.quant().ok_or("unexpected cache dtype")?;
+                let bytes = quant::quantize(ty, values)?;
+                Arc::make_mut(b).0.extend_from_slice(&bytes);
+            }
+        }
+        Ok(())
+    }
+
+    /// Keeps the first `elems` values.
+    fn truncate(&mut self, dtype: DType, elems: usize) {
+        match self {
+            Store::Float(b) => match Arc::make_mut(b) {
+                Buffer::F32(v) => v.truncate(elems),
+                Buffer::F16(v) => v.truncate(elems),
+                _ => {}
+            },
+            Store::Blocks(b) => {
+                let bytes = elems / dtype.block_size() * dtype.size();
+                Arc::make_mut(b).0.truncate(bytes);
+            }
+        }
+    }
+
+    fn view(&self, dtype: DType, shape: Vec<usize>) -> Result<Tensor, String> {
+        match self {
+            Store::Float(b) => Tensor::from_buffer(b.clone(), 0, shape),
+            Store::Blocks(b) => {
+                let len = dtype
+                    .storage_bytes(&shape)
+                    .ok_or("cache rows are not whole blocks")?;
+                let owner: Arc<dyn ByteOwner> = b.clone();
+                Tensor::from_bytes(owner, 0, len, dtype, shape)
+            }
+        }
+        .map_err(|e| e.to_string())
+    }
+}
+
 impl KvCache {
+    /// An f32 cache.
     pub fn new() -> KvCache {
-        KvCache::default()
+        KvCache {
+            dtype: DType::F32,
+            layers: vec![],
+        }
+    }
+
+    /// A cache storing `dtype`: f32, f16 or q8_0.
+    pub fn with_dtype(dtype: DType) -> Result<KvCache, String> {
+        match dtype {
+            DType::F32 | DType::F16 | DType::Quant(QuantType::Q8_0) => Ok(KvCache {
+                dtype,
+                layers: vec![],
+            }),
+            other => Err(format!(
+                "a KV cache stores {}, not {other}",
+                KV_DTYPES.join(", ")
+            )),
+        }
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.dtype
     }
 
     /// Positions held by layer `layer` (0 before its first append).
@@ -38,24 +141,34 @@ impl KvCache {
         self.len(0) == 0
     }
 
+    /// Bytes the cache holds, all layers.
+    pub fn bytes(&self) -> usize {
+        let per = |s: &Store| match s {
+            Store::Float(b) => b.len() * b.dtype().size(),
+            Store::Blocks(b) => b.0.len(),
+        };
+        self.layers
+            .iter()
+            .flatten()
+            .map(|l| per(&l.k) + per(&l.v))
+            .sum()
+    }
+
     /// Drops every position from `tokens` on (to rewind a conversation).
     pub fn truncate(&mut self, tokens: usize) {
+        let dtype = self.dtype;
         for l in self.layers.iter_mut().flatten() {
             if tokens < l.tokens {
                 let (kr, vr) = (l.k_row[0] * l.k_row[1], l.v_row[0] * l.v_row[1]);
-                if let Buffer::F32(k) = Arc::make_mut(&mut l.k) {
-                    k.truncate(tokens * kr);
-                }
-                if let Buffer::F32(v) = Arc::make_mut(&mut l.v) {
-                    v.truncate(tokens * vr);
-                }
+                l.k.truncate(dtype, tokens * kr);
+                l.v.truncate(dtype, tokens * vr);
                 l.tokens = tokens;
             }
         }
     }
 
     /// Appends `k [s, hk, dk]` and `v [s, hk, dv]` to layer `layer`; returns
-    /// all keys and values held so far.
+    /// all keys and values held so far, in the cache's dtype.
     pub fn append(
         &mut self,
         layer: usize,
@@ -69,6 +182,15 @@ impl KvCache {
         {
             return Err(format!(
                 "keys {:?} and values {:?} must be [seq, kv_heads, dim] with equal seq and heads",
+                k.shape(),
+                v.shape()
+            ));
+        }
+        let dtype = self.dtype;
+        let bs = dtype.block_size();
+        if !k.shape()[2].is_multiple_of(bs) || !v.shape()[2].is_multiple_of(bs) {
+            return Err(format!(
+                "a {dtype} cache stores heads of whole {bs}-value blocks; keys {:?} / values {:?} do not fit (use --kv-type f16)",
                 k.shape(),
                 v.shape()
             ));
@@ -87,8 +209,8 @@ impl KvCache {
         let k_row = [k.shape()[1], k.shape()[2]];
         let v_row = [v.shape()[1], v.shape()[2]];
         let l = self.layers[layer].get_or_insert_with(|| LayerKv {
-            k: Arc::new(Buffer::F32(Vec::new())),
-            v: Arc::new(Buffer::F32(Vec::new())),
+            k: Store::new(dtype),
+            v: Store::new(dtype),
             tokens: 0,
             k_row,
             v_row,
@@ -99,18 +221,54 @@ impl KvCache {
                 l.k_row, l.v_row, k_row, v_row
             ));
         }
-        // make_mut copies only if a previous view is still alive.
-        if let Buffer::F32(buf) = Arc::make_mut(&mut l.k) {
-            buf.extend_from_slice(ks);
-        }
-        if let Buffer::F32(buf) = Arc::make_mut(&mut l.v) {
-            buf.extend_from_slice(vs);
-        }
+        l.k.extend(dtype, ks)?;
+        l.v.extend(dtype, vs)?;
         l.tokens += k.shape()[0];
-        let kt = Tensor::from_buffer(l.k.clone(), 0, vec![l.tokens, k_row[0], k_row[1]])
-            .map_err(|e| e.to_string())?;
-        let vt = Tensor::from_buffer(l.v.clone(), 0, vec![l.tokens, v_row[0], v_row[1]])
-            .map_err(|e| e.to_string())?;
+        let kt = l.k.view(dtype, vec![l.tokens, k_row[0], k_row[1]])?;
+        let vt = l.v.view(dtype, vec![l.tokens, v_row[0], v_row[1]])?;
         Ok((kt, vt))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_dtype_appends_truncates_and_round_trips() {
+        let k: Vec<f32> = (0..2 * 2 * 32).map(|i| (i as f32 * 0.37).sin()).collect();
+        let v: Vec<f32> = (0..2 * 2 * 32).map(|i| (i as f32 * 0.11).cos()).collect();
+        for (dtype, tol) in [
+            (DType::F32, 0.0),
+            (DType::F16, 1e-3),
+            (DType::Quant(QuantType::Q8_0), 1e-2),
+        ] {
+            let mut c = KvCache::with_dtype(dtype).expect("dtype");
+            let kt = Tensor::from_f32(k.clone(), vec![2, 2, 32]).expect("k");
+            let vt = Tensor::from_f32(v.clone(), vec![2, 2, 32]).expect("v");
+            c.append(0, &kt, &vt).expect("append");
+            let (ka, va) = c.append(0, &kt, &vt).expect("append");
+            assert_eq!((ka.shape(), ka.dtype()), (&[4, 2, 32][..], dtype));
+            let back = ka.to_f32_vec().expect("widen");
+            let err = back[128..]
+                .iter()
+                .zip(&k)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f32::max);
+            assert!(err <= tol, "{dtype}: {err}");
+            assert_eq!(va.numel(), 4 * 64);
+            c.truncate(1);
+            assert_eq!(c.len(0), 1);
+            let (ka, _) = c.append(0, &kt, &vt).expect("append");
+            assert_eq!(ka.shape()[0], 3);
+            assert!(c.bytes() > 0);
+        }
+        assert!(KvCache::with_dtype(DType::BF16).is_err());
+        let mut q = KvCache::with_dtype(DType::Quant(QuantType::Q8_0)).expect("q8");
+        let odd = Tensor::from_f32(vec![0.0; 12], vec![1, 1, 12]).expect("odd");
+        assert!(q
+            .append(0, &odd, &odd)
+            .unwrap_err()
+            .contains("--kv-type f16"));
     }
 }

@@ -75,6 +75,7 @@ impl Buffer {
 
 /// Owned bytes behind a tensor made in memory (`Tensor::from_quant`, or a
 /// reader's rearranged copy).
+#[derive(Clone)]
 pub struct OwnedBytes(pub Vec<u8>);
 
 impl ByteOwner for OwnedBytes {

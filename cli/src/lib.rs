@@ -23,6 +23,10 @@ pub struct LoadFlags {
     /// The backend ops run on (this build: cpu).
     #[arg(long, default_value = "cpu")]
     pub backend: mllm_runtime::model_files::Backend,
+    /// What the KV cache stores: f32, f16 (half the memory) or q8_0
+    /// (34/128 of f32; heads must be multiples of 32 values).
+    #[arg(long, default_value = "f32")]
+    pub kv_type: mllm_runtime::model_files::KvType,
 }
 
 impl From<LoadFlags> for mllm_runtime::model_files::LoadOptions {
@@ -31,6 +35,7 @@ impl From<LoadFlags> for mllm_runtime::model_files::LoadOptions {
             dequantize: f.dequantize,
             compiled: f.compiled,
             backend: f.backend,
+            kv: f.kv_type,
         }
     }
 }

@@ -267,11 +267,12 @@ impl<E: Executor> Executor for Capture<E> {
         let op = Op::Reshape { shape: vec![] };
         let (kid, vid) = (self.value_of(k, &op)?, self.value_of(v, &op)?);
         let c = self.graph.context;
+        let dtype = cache.dtype();
         let mut past = |what: &str, t: &Tensor| {
             let mut shape = t.shape().to_vec();
             shape[0] = c;
             self.graph.push(
-                TensorMeta::new(shape, DType::F32),
+                TensorMeta::new(shape, dtype),
                 Def::Input {
                     name: format!("{what}.{layer}"),
                 },

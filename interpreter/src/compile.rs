@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use mllm_backends::{Backend, KvCache, Tensor};
+use mllm_backends::{Backend, DType, KvCache, Tensor};
 use mllm_graph::{Compiled, Graph};
 
 use crate::capture::Capture;
@@ -24,11 +24,24 @@ pub fn capture<B: Backend + Clone>(
     context: usize,
     last_only: bool,
 ) -> Result<Graph, String> {
+    capture_with_kv(model, backend, seq, context, last_only, DType::F32)
+}
+
+/// `capture` for a KV cache storing `kv_dtype` (f32, f16, q8_0): the past
+/// buffers the graph declares have that dtype.
+pub fn capture_with_kv<B: Backend + Clone>(
+    model: &Model,
+    backend: &B,
+    seq: usize,
+    context: usize,
+    last_only: bool,
+    kv_dtype: DType,
+) -> Result<Graph, String> {
     if seq == 0 {
         return Err("a graph needs at least one token".into());
     }
     let mut cap = Capture::new(Eager::new(backend.clone()), &model.weights, context);
-    let scratch = Rc::new(RefCell::new(KvCache::new()));
+    let scratch = Rc::new(RefCell::new(KvCache::with_dtype(kv_dtype)?));
     let inputs =
         ForwardInputs::text(&vec![0; seq], 0, scratch, last_only).map_err(|e| e.to_string())?;
     let out = model
@@ -47,7 +60,7 @@ pub struct CompiledModel<B: Backend + Clone> {
     pub context: usize,
     /// Prefill chunk length.
     pub chunk: usize,
-    graphs: HashMap<(usize, bool), Compiled<B>>,
+    graphs: HashMap<(usize, bool, DType), Compiled<B>>,
 }
 
 impl<B: Backend + Clone> CompiledModel<B> {
@@ -70,9 +83,11 @@ impl<B: Backend + Clone> CompiledModel<B> {
         model: &Model,
         seq: usize,
         last_only: bool,
+        kv_dtype: DType,
     ) -> Result<&Compiled<B>, String> {
-        if !self.graphs.contains_key(&(seq, last_only)) {
-            let g = capture(model, &self.backend, seq, self.context, last_only)?;
+        let key = (seq, last_only, kv_dtype);
+        if !self.graphs.contains_key(&key) {
+            let g = capture_with_kv(model, &self.backend, seq, self.context, last_only, kv_dtype)?;
             let g = mllm_graph::passes::all(g).map_err(|e| e.to_string())?;
             let weights: HashMap<&str, &Tensor> =
                 model.weights.iter().map(|(n, t)| (n.as_str(), t)).collect();
@@ -80,9 +95,9 @@ impl<B: Backend + Clone> CompiledModel<B> {
                 weights.get(name).map(|t| (*t).clone())
             })
             .map_err(|e| e.to_string())?;
-            self.graphs.insert((seq, last_only), c);
+            self.graphs.insert(key, c);
         }
-        Ok(&self.graphs[&(seq, last_only)])
+        Ok(&self.graphs[&key])
     }
 
     /// Runs `ids` at rotary positions `pos..` after what `kv` holds, in
@@ -126,7 +141,7 @@ impl<B: Backend + Clone> CompiledModel<B> {
                 self.context
             ));
         }
-        let g = self.graph(model, n, last_only)?;
+        let g = self.graph(model, n, last_only, kv.dtype())?;
         let e = |e: mllm_backends::BackendError| e.to_string();
         let input = Tensor::from_i32(ids.to_vec(), vec![n]).map_err(e)?;
         let positions =

@@ -27,6 +27,8 @@ pub struct Engine {
     /// Rotary position of token `i` is `i + pos_offset`: 0 for text, the
     /// rope delta after a prompt with images (`feed_images`).
     pos_offset: i64,
+    /// What the cache stores (f32 unless `set_kv_dtype`).
+    kv_dtype: mllm_backends::DType,
 }
 
 impl Engine {
@@ -38,6 +40,7 @@ impl Engine {
             max_context,
             last_computed: 0,
             pos_offset: 0,
+            kv_dtype: mllm_backends::DType::F32,
         }
     }
 
@@ -51,9 +54,24 @@ impl Engine {
         self.runner.compile(context, chunk);
     }
 
+    /// Stores keys and values as `dtype` (f32, f16, q8_0) from now on; the
+    /// conversation starts over.
+    pub fn set_kv_dtype(&mut self, dtype: mllm_backends::DType) -> CliResult<()> {
+        KvCache::with_dtype(dtype).map_err(|e| CliError(format!("error: {e}")))?;
+        self.kv_dtype = dtype;
+        self.reset();
+        Ok(())
+    }
+
+    /// Bytes the KV cache holds now.
+    pub fn kv_bytes(&self) -> usize {
+        self.cache.borrow().bytes()
+    }
+
     /// Forgets the conversation: an empty cache.
     pub fn reset(&mut self) {
-        self.cache = Rc::new(RefCell::new(KvCache::new()));
+        let cache = KvCache::with_dtype(self.kv_dtype).unwrap_or_default();
+        self.cache = Rc::new(RefCell::new(cache));
         self.cached.clear();
         self.pos_offset = 0;
     }

@@ -96,6 +96,32 @@ pub struct LoadOptions {
     pub compiled: bool,
     /// The backend ops run on.
     pub backend: Backend,
+    /// What the KV cache stores.
+    pub kv: KvType,
+}
+
+/// The KV cache's dtype (`--kv-type f32|f16|q8_0`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KvType(pub mllm_backends::DType);
+
+impl Default for KvType {
+    fn default() -> KvType {
+        KvType(mllm_backends::DType::F32)
+    }
+}
+
+impl std::str::FromStr for KvType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<KvType, String> {
+        let names = mllm_backends::kv::KV_DTYPES;
+        match mllm_backends::DType::parse(s) {
+            Some(d) if names.contains(&d.name()) => Ok(KvType(d)),
+            _ => Err(format!(
+                "the KV cache stores {}, not `{s}`",
+                names.join(", ")
+            )),
+        }
+    }
 }
 
 /// A backend name `--backend` accepted.

@@ -2,9 +2,63 @@
 //! grouped-query heads and an optional causal mask aligned to the end (the
 //! queries are the last `sq` of `sk` positions, as in cached decoding).
 
+use half::f16;
 use rayon::prelude::*;
 
 use super::simd::{axpy, dot};
+use crate::dtype::DType;
+use crate::error::{dtype_err, Result};
+use crate::quant::{self, QuantType};
+use crate::tensor::Tensor;
+
+/// Keys or values as stored: f32, or an f16 / q8_0 KV cache, read one row
+/// (one head of one position) at a time.
+#[derive(Clone, Copy)]
+pub enum Rows<'a> {
+    F32(&'a [f32]),
+    F16(&'a [f16]),
+    /// q8_0 blocks; a row is `width / 32` blocks.
+    Q8_0(&'a [u8]),
+}
+
+impl<'a> Rows<'a> {
+    pub fn of(t: &'a Tensor) -> Result<Rows<'a>> {
+        Ok(match t.dtype() {
+            DType::F32 => Rows::F32(t.f32s()?),
+            DType::F16 => match t.floats()? {
+                crate::tensor::FloatSlice::F16(s) => Rows::F16(s),
+                _ => return dtype_err("sdpa", "f16 keys expected"),
+            },
+            DType::Quant(QuantType::Q8_0) => Rows::Q8_0(t.quant_bytes()?.0),
+            other => return dtype_err("sdpa", format!("keys and values cannot be {other}")),
+        })
+    }
+
+    /// Row `r` of `width` values, widened into `scratch` unless stored as f32.
+    #[inline]
+    pub fn row<'s>(&'s self, r: usize, width: usize, scratch: &'s mut [f32]) -> &'s [f32] {
+        match self {
+            Rows::F32(s) => &s[r * width..][..width],
+            Rows::F16(s) => {
+                half::slice::HalfFloatSliceExt::convert_to_f32_slice(
+                    &s[r * width..][..width],
+                    &mut scratch[..width],
+                );
+                &scratch[..width]
+            }
+            Rows::Q8_0(b) => {
+                let rb = width / 32 * 34;
+                // Rows are whole blocks (checked by the cache and Op::infer).
+                let _ = quant::dequantize_into(
+                    QuantType::Q8_0,
+                    &b[r * rb..][..rb],
+                    &mut scratch[..width],
+                );
+                &scratch[..width]
+            }
+        }
+    }
+}
 
 pub struct SdpaShape {
     pub sq: usize,
@@ -73,7 +127,7 @@ const QUERY_BLOCK: usize = 256;
 
 /// Fast path: matrix products per head for many queries (prefill, vision
 /// towers), else one task per (query, head) with SIMD dots.
-pub fn sdpa(q: &[f32], k: &[f32], v: &[f32], sh: &SdpaShape, causal: bool, scale: f32) -> Vec<f32> {
+pub fn sdpa(q: &[f32], k: Rows, v: Rows, sh: &SdpaShape, causal: bool, scale: f32) -> Vec<f32> {
     if sh.sq >= GEMM_MIN_QUERIES {
         return sdpa_gemm(q, k, v, sh, causal, scale);
     }
@@ -86,8 +140,8 @@ pub fn sdpa(q: &[f32], k: &[f32], v: &[f32], sh: &SdpaShape, causal: bool, scale
 /// copies first (`O(s d)` work against `O(sq sk d)`).
 pub fn sdpa_gemm(
     q: &[f32],
-    k: &[f32],
-    v: &[f32],
+    k: Rows,
+    v: Rows,
     sh: &SdpaShape,
     causal: bool,
     scale: f32,
@@ -96,25 +150,27 @@ pub fn sdpa_gemm(
     use crate::tensor::FloatSlice;
     let group = sh.hq / sh.hk;
     let mut out = vec![0.0; sh.sq * sh.hq * sh.dv];
-    let gather = |src: &[f32], rows: usize, heads: usize, h: usize, w: usize| -> Vec<f32> {
-        let mut o = Vec::with_capacity(rows * w);
+    let gather = |src: Rows, rows: usize, heads: usize, h: usize, w: usize| -> Vec<f32> {
+        let mut o = vec![0.0; rows * w];
+        let mut scratch = vec![0.0; w];
         for r in 0..rows {
-            o.extend_from_slice(&src[(r * heads + h) * w..][..w]);
+            o[r * w..][..w].copy_from_slice(src.row(r * heads + h, w, &mut scratch));
         }
         o
     };
+    let mut scratch = vec![0.0; sh.dv];
     for kh in 0..sh.hk {
         let kk = gather(k, sh.sk, sh.hk, kh, sh.d);
         // V^T [dv, sk]: `linear` multiplies by the transpose of its weight.
         let mut vt = vec![0.0f32; sh.dv * sh.sk];
         for j in 0..sh.sk {
-            let row = &v[(j * sh.hk + kh) * sh.dv..][..sh.dv];
+            let row = v.row(j * sh.hk + kh, sh.dv, &mut scratch);
             for (c, &x) in row.iter().enumerate() {
                 vt[c * sh.sk + j] = x;
             }
         }
         for h in kh * group..(kh + 1) * group {
-            let qh = gather(q, sh.sq, sh.hq, h, sh.d);
+            let qh = gather(Rows::F32(q), sh.sq, sh.hq, h, sh.d);
             for i0 in (0..sh.sq).step_by(QUERY_BLOCK) {
                 let m = QUERY_BLOCK.min(sh.sq - i0);
                 let mut s = linear(
@@ -157,8 +213,8 @@ pub fn sdpa_gemm(
 /// One task per (query, head), SIMD dots, scores kept in a per-task buffer.
 pub fn sdpa_rows(
     q: &[f32],
-    k: &[f32],
-    v: &[f32],
+    k: Rows,
+    v: Rows,
     sh: &SdpaShape,
     causal: bool,
     scale: f32,
@@ -175,8 +231,13 @@ pub fn sdpa_rows(
         let qi = &q[(i * sh.hq + h) * sh.d..][..sh.d];
         let mut scores = Vec::with_capacity(n);
         let mut mx = f32::NEG_INFINITY;
+        // Widened rows of an f16 / q8_0 cache (unused for f32).
+        let mut scratch = match k {
+            Rows::F32(_) => vec![],
+            _ => vec![0.0; sh.d.max(sh.dv)],
+        };
         for j in 0..n {
-            let s = dot(qi, &k[(j * sh.hk + kh) * sh.d..][..sh.d]) * scale;
+            let s = dot(qi, k.row(j * sh.hk + kh, sh.d, &mut scratch)) * scale;
             mx = mx.max(s);
             scores.push(s);
         }
@@ -187,7 +248,7 @@ pub fn sdpa_rows(
         }
         let inv = 1.0 / sum;
         for (j, s) in scores.iter().enumerate() {
-            axpy(o, s * inv, &v[(j * sh.hk + kh) * sh.dv..][..sh.dv]);
+            axpy(o, s * inv, v.row(j * sh.hk + kh, sh.dv, &mut scratch));
         }
     };
     if sh.sq * sh.hq * sh.sk * sh.d >= 1 << 14 {
@@ -214,7 +275,7 @@ mod tests {
             let k = vec_f32(seed ^ 1, sh.sk * hk * d);
             let v = vec_f32(seed ^ 2, sh.sk * hk * dv);
             let scale = 1.0 / (d as f32).sqrt();
-            assert_close(&sdpa(&q, &k, &v, &sh, causal, scale), &sdpa_ref(&q, &k, &v, &sh, causal, scale), 1e-5)?;
+            assert_close(&sdpa(&q, Rows::F32(&k), Rows::F32(&v), &sh, causal, scale), &sdpa_ref(&q, &k, &v, &sh, causal, scale), 1e-5)?;
         }
 
         /// The GEMM path on its own, at every size (odd ones, more queries
@@ -228,7 +289,32 @@ mod tests {
             let k = vec_f32(seed ^ 1, sh.sk * hk * d);
             let v = vec_f32(seed ^ 2, sh.sk * hk * dv);
             let scale = 1.0 / (d as f32).sqrt();
-            assert_close(&sdpa_gemm(&q, &k, &v, &sh, causal, scale), &sdpa_ref(&q, &k, &v, &sh, causal, scale), 1e-5)?;
+            assert_close(&sdpa_gemm(&q, Rows::F32(&k), Rows::F32(&v), &sh, causal, scale), &sdpa_ref(&q, &k, &v, &sh, causal, scale), 1e-5)?;
+        }
+
+        /// Keys and values stored as f16 or q8_0 (a KV cache): both paths
+        /// equal the reference on the widened values.
+        #[test]
+        fn sdpa_reads_f16_and_q8_0_rows(sq in 1usize..40, extra in 0usize..20, hk in 1usize..3, group in 1usize..3,
+                                        blocks in 1usize..3, causal in any::<bool>(), q8 in any::<bool>(), seed in any::<u64>()) {
+            let (d, dv) = (32 * blocks, 32);
+            let sh = SdpaShape { sq, sk: sq + extra, hq: hk * group, hk, d, dv };
+            let q = vec_f32(seed, sh.sq * sh.hq * d);
+            let k = vec_f32(seed ^ 1, sh.sk * hk * d);
+            let v = vec_f32(seed ^ 2, sh.sk * hk * dv);
+            let scale = 1.0 / (d as f32).sqrt();
+            let got = if q8 {
+                let (kb, vb) = (quant::quantize(QuantType::Q8_0, &k).expect("q"), quant::quantize(QuantType::Q8_0, &v).expect("q"));
+                let (kw, vw) = (quant::dequantize(QuantType::Q8_0, &kb, k.len()).expect("d"), quant::dequantize(QuantType::Q8_0, &vb, v.len()).expect("d"));
+                let want = sdpa_ref(&q, &kw, &vw, &sh, causal, scale);
+                (sdpa(&q, Rows::Q8_0(&kb), Rows::Q8_0(&vb), &sh, causal, scale), want)
+            } else {
+                let (kh, vh): (Vec<f16>, Vec<f16>) = (k.iter().map(|&x| f16::from_f32(x)).collect(), v.iter().map(|&x| f16::from_f32(x)).collect());
+                let (kw, vw): (Vec<f32>, Vec<f32>) = (kh.iter().map(|x| x.to_f32()).collect(), vh.iter().map(|x| x.to_f32()).collect());
+                let want = sdpa_ref(&q, &kw, &vw, &sh, causal, scale);
+                (sdpa(&q, Rows::F16(&kh), Rows::F16(&vh), &sh, causal, scale), want)
+            };
+            assert_close(&got.0, &got.1, 1e-5)?;
         }
     }
 }

@@ -90,6 +90,8 @@ pub(super) fn run(op: &Op, inputs: &[&Tensor], out: TensorMeta) -> Result<Tensor
             let n = past_len(len, past_k.shape()[0])?;
             let join = |past: &Tensor, new: &Tensor| -> Result<Tensor> {
                 let past = past.narrow0(0, n)?;
+                // An f16 / q8_0 cache is widened here (the reference path).
+                let past = Tensor::from_f32(past.to_f32_vec()?, past.shape().to_vec())?;
                 super::shape_ops::run(
                     &Op::Concat { dim: 0 },
                     &[&past, new],
@@ -169,7 +171,8 @@ fn sdpa(q: &Tensor, k: &Tensor, v: &Tensor, causal: bool, scale: f32) -> Result<
             format!("{} queries but only {} keys", sh.sq, sh.sk),
         );
     }
-    let y = attention::sdpa(q.f32s()?, k.f32s()?, v.f32s()?, &sh, causal, scale);
+    let (kr, vr) = (attention::Rows::of(k)?, attention::Rows::of(v)?);
+    let y = attention::sdpa(q.f32s()?, kr, vr, &sh, causal, scale);
     Tensor::from_f32(y, vec![sh.sq, sh.hq, sh.dv])
 }
 

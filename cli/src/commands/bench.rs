@@ -78,6 +78,7 @@ pub fn run(a: BenchArgs) -> CliResult<()> {
         .filter_map(|p| p.dtype.map(|d| d.to_string()))
         .collect();
     let mut engine = Engine::new(model, None);
+    engine.set_kv_dtype(a.load.kv.0)?;
     if a.load.compiled {
         engine.compile(PREFILL_CHUNK);
     }

@@ -61,7 +61,8 @@ pub fn run(a: ExecArgs) -> CliResult<()> {
     let t0 = Instant::now();
     let mut m = load_with(&a.script, &a.model, a.load)?;
     let load_s = t0.elapsed().as_secs_f64();
-    let cache = Rc::new(RefCell::new(KvCache::new()));
+    let cache = KvCache::with_dtype(a.load.kv.0).map_err(|e| CliError(format!("error: {e}")))?;
+    let cache = Rc::new(RefCell::new(cache));
     let t1 = Instant::now();
     let need_all = a.logits_out.is_some();
     let images = a.pixel_values.as_deref().map(read_images).transpose()?;

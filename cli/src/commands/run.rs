@@ -115,6 +115,7 @@ pub fn run(a: RunArgs) -> CliResult<()> {
         tok.encode(&text, false)?
     };
     let mut engine = Engine::new(model, files.max_context());
+    engine.set_kv_dtype(a.load.kv.0)?;
     if a.load.compiled {
         engine.compile(PREFILL_CHUNK);
     }
