@@ -18,8 +18,12 @@ pub struct LoadFlags {
     pub dequantize: bool,
     /// Run steps as captured graphs (prefill chunks and 1-token decode),
     /// without the interpreter; the first step of each shape captures.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "eager")]
     pub compiled: bool,
+    /// Interpret the script at every step, decode too (run, chat and bench
+    /// otherwise decode through a captured graph).
+    #[arg(long)]
+    pub eager: bool,
     /// The backend ops run on (this build: cpu).
     #[arg(long, default_value = "cpu")]
     pub backend: mllm_runtime::model_files::Backend,
@@ -34,6 +38,7 @@ impl From<LoadFlags> for mllm_runtime::model_files::LoadOptions {
         mllm_runtime::model_files::LoadOptions {
             dequantize: f.dequantize,
             compiled: f.compiled,
+            eager: f.eager,
             backend: f.backend,
             kv: f.kv_type,
         }

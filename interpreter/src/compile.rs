@@ -100,6 +100,19 @@ impl<B: Backend + Clone> CompiledModel<B> {
         Ok(&self.graphs[&key])
     }
 
+    /// Captures (once) the graph `forward` would use for `seq` tokens, so a
+    /// runner can learn that a script cannot be captured before any step
+    /// touches its cache.
+    pub fn prepare(
+        &mut self,
+        model: &Model,
+        seq: usize,
+        last_only: bool,
+        kv_dtype: DType,
+    ) -> Result<(), String> {
+        self.graph(model, seq, last_only, kv_dtype).map(|_| ())
+    }
+
     /// Runs `ids` at rotary positions `pos..` after what `kv` holds, in
     /// chunks; returns the logits of the last chunk (its last row only with
     /// `last_only`).

@@ -32,9 +32,12 @@ pub struct Engine {
 }
 
 impl Engine {
+    /// Decode steps run as a captured graph by default (`eager` undoes it).
     pub fn new(model: Model, max_context: Option<usize>) -> Engine {
+        let mut runner = Runner::new(model);
+        runner.compile_decode(max_context.unwrap_or(crate::model_files::DEFAULT_CONTEXT));
         Engine {
-            runner: Runner::new(model),
+            runner,
             cache: Rc::new(RefCell::new(KvCache::new())),
             cached: vec![],
             max_context,
@@ -61,6 +64,11 @@ impl Engine {
         self.kv_dtype = dtype;
         self.reset();
         Ok(())
+    }
+
+    /// Every step eager, no captured graphs (`--eager`).
+    pub fn eager(&mut self) {
+        self.runner.eager_only();
     }
 
     /// Bytes the KV cache holds now.

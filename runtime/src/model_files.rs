@@ -94,6 +94,9 @@ pub struct LoadOptions {
     /// Run steps as captured graphs (prefill chunks and 1-token decode),
     /// without the interpreter; the first step of each shape captures.
     pub compiled: bool,
+    /// No captured graphs at all (run, chat and bench decode through a
+    /// graph by default).
+    pub eager: bool,
     /// The backend ops run on.
     pub backend: Backend,
     /// What the KV cache stores.

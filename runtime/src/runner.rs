@@ -18,8 +18,11 @@ pub const PREFILL_CHUNK: usize = 128;
 pub struct Runner {
     pub model: Model,
     pub exec: Eager<CpuBackend>,
-    /// Captured graphs, when text steps run compiled.
+    /// Captured graphs, when every text step runs compiled (`compile`).
     pub compiled: Option<CompiledModel<CpuBackend>>,
+    /// The 1-token decode graph, when only decoding runs compiled
+    /// (`compile_decode`; what `Engine` does by default).
+    decode: Option<CompiledModel<CpuBackend>>,
 }
 
 impl Runner {
@@ -28,6 +31,29 @@ impl Runner {
             model,
             exec: Eager::new(CpuBackend),
             compiled: None,
+            decode: None,
+        }
+    }
+
+    /// Runs 1-token decode steps as a captured graph (bit-identical to the
+    /// eager step and faster: no interpreter); prompts stay eager. A script
+    /// that cannot be captured decodes eagerly after one warning.
+    pub fn compile_decode(&mut self, context: usize) {
+        self.decode = Some(CompiledModel::new(CpuBackend, context, 1));
+    }
+
+    /// Every step eager (`--eager`).
+    pub fn eager_only(&mut self) {
+        self.compiled = None;
+        self.decode = None;
+    }
+
+    /// How steps run, for reports: `eager`, `graph decode`, `graph`.
+    pub fn mode(&self) -> &'static str {
+        match (&self.compiled, &self.decode) {
+            (Some(_), _) => "graph",
+            (None, Some(_)) => "graph decode",
+            _ => "eager",
         }
     }
 
@@ -52,6 +78,22 @@ impl Runner {
             return c
                 .forward(&self.model, ids, start, &mut cache.borrow_mut(), last_only)
                 .map_err(|e| Error(format!("error: compiled step: {e}")));
+        }
+        if ids.len() == 1 && last_only {
+            if let Some(d) = self.decode.as_mut() {
+                let dtype = cache.borrow().dtype();
+                match d.prepare(&self.model, 1, true, dtype) {
+                    Ok(()) => {
+                        return d
+                            .forward(&self.model, ids, start, &mut cache.borrow_mut(), true)
+                            .map_err(|e| Error(format!("error: compiled decode step: {e}")));
+                    }
+                    Err(e) => {
+                        eprintln!("warning: decoding eagerly: the script's decode step cannot be captured: {e}");
+                        self.decode = None;
+                    }
+                }
+            }
         }
         crate::engine::run_forward(&self.model, &mut self.exec, cache, ids, start, last_only)
     }

@@ -26,11 +26,18 @@ fn cache(dtype: DType) -> Rc<RefCell<KvCache>> {
 
 /// Logits of the prompt's last position and of `steps` teacher-forced
 /// decode steps (the reference's greedy ids).
-fn decode_rows(m: &mut mllm_runtime::Loaded, dtype: DType, ids: &[i32], steps: &[i32]) -> Vec<Vec<f32>> {
+fn decode_rows(
+    m: &mut mllm_runtime::Loaded,
+    dtype: DType,
+    ids: &[i32],
+    steps: &[i32],
+) -> Vec<Vec<f32>> {
     let c = cache(dtype);
     let mut rows = vec![data(&m.step(&c, ids, 0, true).expect("prefill"))];
     for (j, &t) in steps.iter().enumerate() {
-        rows.push(data(&m.step(&c, &[t], ids.len() + j, true).expect("decode")));
+        rows.push(data(
+            &m.step(&c, &[t], ids.len() + j, true).expect("decode"),
+        ));
     }
     rows
 }
@@ -43,7 +50,10 @@ fn f16_and_q8_0_caches_stay_close_to_f32() {
     let ids: Vec<i32> = (0..24).map(|i| (i * 37 + 5) % 200).collect();
     let steps: Vec<i32> = (0..8).map(|i| (i * 11 + 3) % 200).collect();
     let f32_rows = decode_rows(&mut m, DType::F32, &ids, &steps);
-    for (dtype, min_cos) in [(DType::F16, 0.99999), (DType::Quant(QuantType::Q8_0), 0.999)] {
+    for (dtype, min_cos) in [
+        (DType::F16, 0.99999),
+        (DType::Quant(QuantType::Q8_0), 0.999),
+    ] {
         let rows = decode_rows(&mut m, dtype, &ids, &steps);
         let worst = rows
             .iter()
@@ -69,12 +79,22 @@ fn compiled_steps_equal_eager_steps_on_every_cache_dtype() {
         )];
         for (j, &t) in [7, 9, 11].iter().enumerate() {
             rows.push(data(
-                &c.forward(&m.runner.model, &[t], ids.len() + j, &mut kv.borrow_mut(), true)
-                    .unwrap_or_else(|e| panic!("{e}")),
+                &c.forward(
+                    &m.runner.model,
+                    &[t],
+                    ids.len() + j,
+                    &mut kv.borrow_mut(),
+                    true,
+                )
+                .unwrap_or_else(|e| panic!("{e}")),
             ));
         }
         for (a, b) in rows.iter().zip(&eager) {
-            assert!(max_abs(a, b) <= 1e-5, "{dtype}: compiled differs by {}", max_abs(a, b));
+            assert!(
+                max_abs(a, b) <= 1e-5,
+                "{dtype}: compiled differs by {}",
+                max_abs(a, b)
+            );
         }
         assert_eq!(kv.borrow().dtype(), dtype);
     }
@@ -84,6 +104,8 @@ fn compiled_steps_equal_eager_steps_on_every_cache_dtype() {
 fn heads_that_are_not_whole_blocks_are_a_clear_error() {
     let mut m = load_case("gqa_tied_f32"); // head_dim 16
     let c = cache(DType::Quant(QuantType::Q8_0));
-    let err = m.step(&c, &[1, 2], 0, true).expect_err("q8_0 needs 32-value heads");
+    let err = m
+        .step(&c, &[1, 2], 0, true)
+        .expect_err("q8_0 needs 32-value heads");
     assert!(err.0.contains("--kv-type f16"), "{}", err.0);
 }

@@ -79,7 +79,9 @@ pub fn run(a: BenchArgs) -> CliResult<()> {
         .collect();
     let mut engine = Engine::new(model, None);
     engine.set_kv_dtype(a.load.kv.0)?;
-    if a.load.compiled {
+    if a.load.eager {
+        engine.eager();
+    } else if a.load.compiled {
         engine.compile(PREFILL_CHUNK);
     }
     let mut rows = vec![];
@@ -169,7 +171,7 @@ pub fn run(a: BenchArgs) -> CliResult<()> {
             })
             .collect();
         let out = serde_json::json!({
-            "model": name, "weights_dtype": dt, "params": params, "bytes": bytes, "backend": "cpu",
+            "model": name, "weights_dtype": dt, "params": params, "bytes": bytes, "backend": "cpu", "mode": engine.runner.mode(),
             "threads": a.threads, "repetitions": reps, "load_seconds": load_secs, "results": results,
         });
         println!(
@@ -178,12 +180,13 @@ pub fn run(a: BenchArgs) -> CliResult<()> {
         );
         return Ok(());
     }
+    let backend = format!("cpu ({})", engine.runner.mode());
     println!("| model | weights | size | params | backend | threads | test | t/s |");
     println!("| --- | --- | ---: | ---: | --- | ---: | ---: | ---: |");
     for (test, r) in &rows {
         let (m, s) = stats(r);
         println!(
-            "| {name} | {dt} | {:.1} MiB | {:.1} M | cpu | {} | {test} | {m:.2} ± {s:.2} |",
+            "| {name} | {dt} | {:.1} MiB | {:.1} M | {backend} | {} | {test} | {m:.2} ± {s:.2} |",
             bytes as f64 / (1 << 20) as f64,
             params as f64 / 1e6,
             a.threads

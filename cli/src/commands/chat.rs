@@ -42,7 +42,9 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
     let model = load_model(&files, a.script.as_deref())?;
     let mut engine = Engine::new(model, files.max_context());
     engine.set_kv_dtype(a.load.kv.0)?;
-    if a.load.compiled {
+    if a.load.eager {
+        engine.eager();
+    } else if a.load.compiled {
         engine.compile(PREFILL_CHUNK);
     }
     let mut sampler = a.sampling.sampler();
