@@ -105,15 +105,7 @@ fn qwen3_vl_text_decoder_compiled_after_images() {
     for config in ["p16_m2_tied_published", "p8_m3_untied_ropeparams"] {
         let dir = fixture(&format!("qwen3_vl/{config}"));
         let path = dir.join("reference_one_image.safetensors");
-        let bytes = std::fs::read(&path).expect("reference");
-        let st = safetensors::SafeTensors::deserialize(&bytes).expect("safetensors");
-        let ids: Vec<i32> = st
-            .tensor("input_ids")
-            .expect("ids")
-            .data()
-            .chunks_exact(4)
-            .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect();
+        let ids = ref_i32s(&path, "input_ids");
         let images =
             read_images(path.to_str().expect("utf-8")).unwrap_or_else(|e| panic!("{}", e.0));
         let mut m = load_with(&script("qwen3_vl"), &format!("qwen3_vl/{config}"));

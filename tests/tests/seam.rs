@@ -135,15 +135,7 @@ fn every_tensor_of_a_qwen3_vl_forward_with_images_passes_the_executor() {
         "every weight went through `weight`"
     );
     let path = case.join("reference_two_images.safetensors");
-    let bytes = std::fs::read(&path).expect("reference");
-    let st = safetensors::SafeTensors::deserialize(&bytes).expect("safetensors");
-    let ids: Vec<i32> = st
-        .tensor("input_ids")
-        .expect("ids")
-        .data()
-        .chunks_exact(4)
-        .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
+    let ids = ref_i32s(&path, "input_ids");
     let images = read_images(path.to_str().expect("utf-8")).unwrap_or_else(|e| panic!("{}", e.0));
     let spec = ImageTokens::from_config(&files.config).expect("image tokens");
     let cache = new_cache();

@@ -56,6 +56,13 @@ fn i32s(t: &safetensors::tensor::TensorView) -> Vec<i32> {
         .collect()
 }
 
+/// An i32 tensor of a reference safetensors file, by name.
+pub fn ref_i32s(path: &std::path::Path, name: &str) -> Vec<i32> {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let st = safetensors::SafeTensors::deserialize(&bytes).expect("valid safetensors");
+    i32s(&st.tensor(name).unwrap_or_else(|_| panic!("{name}")))
+}
+
 pub fn reference(case: &str) -> Reference {
     let bytes =
         std::fs::read(fixture(case).join("reference.safetensors")).expect("reference.safetensors");
