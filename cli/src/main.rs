@@ -132,6 +132,9 @@ enum Cmd {
         /// Numbers of generated tokens to time (comma-separated).
         #[arg(long, short = 'n', value_delimiter = ',', default_value = "128")]
         n_gen: Vec<usize>,
+        /// Context tokens computed (untimed) before each test (comma-separated).
+        #[arg(long, short = 'd', value_delimiter = ',', default_value = "0")]
+        depth: Vec<usize>,
         /// Repetitions of each test.
         #[arg(long, short = 'r', default_value_t = 3)]
         repetitions: usize,
@@ -234,6 +237,10 @@ fn main() {
 }
 
 fn run(cli: Cli) -> i32 {
+    if let Err(e) = mllm_backends::cpu::qlinear::Isa::forced() {
+        eprintln!("error: {e}");
+        return 1;
+    }
     let result = match cli.cmd {
         Cmd::Check { files } => commands::check::run(&files),
         Cmd::Exec {
@@ -336,6 +343,7 @@ fn run(cli: Cli) -> i32 {
             model,
             n_prompt,
             n_gen,
+            depth,
             repetitions,
             threads,
             json,
@@ -349,6 +357,7 @@ fn run(cli: Cli) -> i32 {
                 model,
                 prompt: n_prompt,
                 gen: n_gen,
+                depth,
                 reps: repetitions,
                 threads,
                 json,

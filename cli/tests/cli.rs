@@ -1004,3 +1004,53 @@ fn graph_prints_a_captured_decode_step() {
     ]);
     assert!(!bad.status.success() && text(&bad.stderr).contains("`all` or `none`"));
 }
+
+/// `bench -d` times tests after a context, reports peak RSS; an unknown
+/// `MLLM_QLINEAR_ISA` is an error, not silently ignored.
+#[test]
+fn bench_depth_peak_rss_and_isa_errors() {
+    let model = "tests/fixtures/qwen3/gqa_tied_f32";
+    let out = mllm(&[
+        "bench", "--model", model, "-p", "8", "-n", "4", "-d", "0,16", "-r", "1", "-t", "1",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let t = text(&out.stdout);
+    for row in [
+        "| pp8 |",
+        "| pp8 @ d16 |",
+        "| tg4 |",
+        "| tg4 @ d16 |",
+        "peak RSS",
+    ] {
+        assert!(t.contains(row), "{row}: {t}");
+    }
+    let json = mllm(&[
+        "bench",
+        "--model",
+        model,
+        "-p",
+        "8",
+        "-n",
+        "2",
+        "-r",
+        "1",
+        "--json",
+        "--kv-type",
+        "f16",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).expect("json");
+    assert!(v["peak_rss_bytes"].as_u64().is_some_and(|b| b > 0), "{v}");
+    assert_eq!(v["kv_type"], "f16");
+    let bad = Command::new(env!("CARGO_BIN_EXE_mllm"))
+        .args(["bench", "--model", model, "-p", "8", "-n", "2", "-r", "1"])
+        .current_dir(root())
+        .env("MLLM_QLINEAR_ISA", "sse9")
+        .output()
+        .expect("run mllm");
+    assert!(!bad.status.success());
+    assert!(
+        text(&bad.stderr).contains("MLLM_QLINEAR_ISA=sse9 names no kernel path"),
+        "{}",
+        text(&bad.stderr)
+    );
+}

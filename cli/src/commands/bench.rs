@@ -17,6 +17,8 @@ pub struct BenchArgs {
     pub model: String,
     pub prompt: Vec<usize>,
     pub gen: Vec<usize>,
+    /// Context tokens computed (untimed) before each test, as llama-bench's `-d`.
+    pub depth: Vec<usize>,
     pub reps: usize,
     pub threads: usize,
     pub json: bool,
@@ -34,6 +36,14 @@ fn stats(xs: &[f64]) -> (f64, f64) {
         0.0
     };
     (mean, var.sqrt())
+}
+
+/// The process's peak resident memory (Linux `VmHWM`), when known.
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
 }
 
 /// Deterministic token ids spread over the vocabulary.
@@ -86,18 +96,37 @@ pub fn run(a: BenchArgs) -> CliResult<()> {
     }
     let mut rows = vec![];
     let reps = a.reps.max(1);
-    for &n in a.prompt.iter().filter(|&&n| n > 0) {
-        let mut rates = vec![];
-        // One warm-up run, not counted.
-        for rep in 0..=reps {
-            engine.reset();
-            let t = Instant::now();
-            engine.feed(&ids(n, vocab, rep))?;
-            if rep > 0 {
-                rates.push(n as f64 / t.elapsed().as_secs_f64());
-            }
+    let depths: Vec<usize> = if a.depth.is_empty() {
+        vec![0]
+    } else {
+        a.depth.clone()
+    };
+    let at = |name: String, d: usize| {
+        if d > 0 {
+            format!("{name} @ d{d}")
+        } else {
+            name
         }
-        rows.push((format!("pp{n}"), rates));
+    };
+    for &d in &depths {
+        for &n in a.prompt.iter().filter(|&&n| n > 0) {
+            let mut rates = vec![];
+            // One warm-up run, not counted.
+            for rep in 0..=reps {
+                engine.reset();
+                let mut all = ids(d, vocab, 5000 + rep);
+                if d > 0 {
+                    engine.feed(&all)?;
+                }
+                all.extend(ids(n, vocab, rep));
+                let t = Instant::now();
+                engine.feed(&all)?;
+                if rep > 0 {
+                    rates.push(n as f64 / t.elapsed().as_secs_f64());
+                }
+            }
+            rows.push((at(format!("pp{n}"), d), rates));
+        }
     }
     if let Some((side, (imgs, spec))) = &image {
         let count = imgs.grid_thw.first().map_or(0, |&g| spec.count(g));
@@ -142,22 +171,35 @@ pub fn run(a: BenchArgs) -> CliResult<()> {
             ));
         }
     }
-    for &n in a.gen.iter().filter(|&&n| n > 0) {
-        let mut rates = vec![];
-        for rep in 0..=reps {
-            engine.reset();
-            let toks = ids(n, vocab, 1000 + rep);
-            let t = Instant::now();
-            engine.feed(&toks[..1])?;
-            for &tok in &toks[1..] {
-                engine.step(tok)?;
+    for &d in &depths {
+        for &n in a.gen.iter().filter(|&&n| n > 0) {
+            let mut rates = vec![];
+            for rep in 0..=reps {
+                engine.reset();
+                let toks = ids(n, vocab, 1000 + rep);
+                let t = if d > 0 {
+                    engine.feed(&ids(d, vocab, 6000 + rep))?;
+                    let t = Instant::now();
+                    for &tok in &toks {
+                        engine.step(tok)?;
+                    }
+                    t
+                } else {
+                    let t = Instant::now();
+                    engine.feed(&toks[..1])?;
+                    for &tok in &toks[1..] {
+                        engine.step(tok)?;
+                    }
+                    t
+                };
+                if rep > 0 {
+                    rates.push(n as f64 / t.elapsed().as_secs_f64());
+                }
             }
-            if rep > 0 {
-                rates.push(n as f64 / t.elapsed().as_secs_f64());
-            }
+            rows.push((at(format!("tg{n}"), d), rates));
         }
-        rows.push((format!("tg{n}"), rates));
     }
+    let peak_rss = peak_rss_bytes();
     let name = std::path::Path::new(&a.model)
         .file_name()
         .map_or(a.model.clone(), |f| f.to_string_lossy().into_owned());
@@ -173,6 +215,7 @@ pub fn run(a: BenchArgs) -> CliResult<()> {
         let out = serde_json::json!({
             "model": name, "weights_dtype": dt, "params": params, "bytes": bytes, "backend": "cpu", "mode": engine.runner.mode(),
             "threads": a.threads, "repetitions": reps, "load_seconds": load_secs, "results": results,
+            "peak_rss_bytes": peak_rss, "kv_type": a.load.kv.0.name(),
         });
         println!(
             "{}",
@@ -191,6 +234,9 @@ pub fn run(a: BenchArgs) -> CliResult<()> {
             params as f64 / 1e6,
             a.threads
         );
+    }
+    if let Some(b) = peak_rss {
+        println!("\npeak RSS {:.1} MiB", b as f64 / (1 << 20) as f64);
     }
     Ok(())
 }

@@ -121,19 +121,43 @@ impl Isa {
         Isa::ALL.into_iter().filter(|i| i.is_available()).collect()
     }
 
-    /// The path `linear` uses: `MLLM_QLINEAR_ISA` if set (and available),
-    /// else the fastest available. Detected once.
+    /// The path `MLLM_QLINEAR_ISA` forces, if it is set: an unknown name,
+    /// or a path this CPU cannot run, is an error (never silently ignored).
+    pub fn forced() -> std::result::Result<Option<Isa>, String> {
+        let Ok(v) = std::env::var("MLLM_QLINEAR_ISA") else {
+            return Ok(None);
+        };
+        let names: Vec<&str> = Isa::ALL.iter().map(|i| i.name()).collect();
+        let Some(isa) = Isa::ALL
+            .into_iter()
+            .find(|i| i.name().eq_ignore_ascii_case(v.trim()))
+        else {
+            return Err(format!(
+                "MLLM_QLINEAR_ISA={v} names no kernel path; known: {}",
+                names.join(", ")
+            ));
+        };
+        if !isa.is_available() {
+            let here: Vec<&str> = Isa::available().iter().map(|i| i.name()).collect();
+            return Err(format!(
+                "MLLM_QLINEAR_ISA={v}: this CPU cannot run it; available here: {}",
+                here.join(", ")
+            ));
+        }
+        Ok(Some(isa))
+    }
+
+    /// The path `linear` uses: `MLLM_QLINEAR_ISA` if set, else the fastest
+    /// available. Detected once; a bad `MLLM_QLINEAR_ISA` is reported on
+    /// stderr and the fastest path used (the CLI refuses it up front).
     pub fn best() -> Isa {
         static BEST: OnceLock<Isa> = OnceLock::new();
-        *BEST.get_or_init(|| {
-            let forced = std::env::var("MLLM_QLINEAR_ISA").ok().and_then(|v| {
-                Isa::ALL
-                    .into_iter()
-                    .find(|i| i.name().eq_ignore_ascii_case(v.trim()))
-            });
-            match forced {
-                Some(i) if i.is_available() => i,
-                _ => *Isa::available().last().unwrap_or(&Isa::Scalar),
+        *BEST.get_or_init(|| match Isa::forced() {
+            Ok(Some(i)) => i,
+            Ok(None) => *Isa::available().last().unwrap_or(&Isa::Scalar),
+            Err(e) => {
+                eprintln!("warning: {e}; using the fastest path");
+                *Isa::available().last().unwrap_or(&Isa::Scalar)
             }
         })
     }
