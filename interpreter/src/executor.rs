@@ -205,3 +205,44 @@ impl<E: Executor> Executor for Trace<E> {
         self.inner.kv_append(cache, layer, k, v)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mllm_backends::{BinaryOp, UnaryOp};
+
+    /// A backend with kernels for binary ops only.
+    struct BinaryOnly;
+
+    impl Backend for BinaryOnly {
+        fn name(&self) -> &'static str {
+            "binary-only"
+        }
+        fn supports(&self, op: &Op) -> bool {
+            matches!(op, Op::Binary(_))
+        }
+        fn run(&self, op: &Op, inputs: &[&Tensor]) -> Result<Tensor, BackendError> {
+            CpuBackend.run(op, inputs)
+        }
+    }
+
+    #[test]
+    fn unsupported_ops_are_errors_or_run_on_the_cpu_never_silently_dropped() {
+        let x = Tensor::from_f32(vec![-1.0, 2.0], vec![2]).expect("x");
+        let relu = Op::Unary(UnaryOp::Relu);
+        let mut strict = Eager::new(BinaryOnly);
+        let err = strict.run(&relu, &[&x]).expect_err("no relu kernel");
+        assert_eq!(
+            err,
+            BackendError::Unsupported {
+                op: "unary",
+                backend: "binary-only"
+            }
+        );
+        assert!(strict.run(&Op::Binary(BinaryOp::Add), &[&x, &x]).is_ok());
+        let mut lenient = Eager::with_policy(BinaryOnly, Unsupported::CpuFallback);
+        let y = lenient.run(&relu, &[&x]).expect("runs on the cpu");
+        assert_eq!(y.f32s().expect("f32"), &[0.0, 2.0]);
+        assert!(lenient.warned.contains("unary"), "warned once");
+    }
+}
