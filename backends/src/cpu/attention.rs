@@ -252,7 +252,12 @@ pub fn sdpa_rows(
         }
     };
     if sh.sq * sh.hq * sh.sk * sh.d >= 1 << 14 {
-        out.par_chunks_mut(sh.dv).enumerate().for_each(task);
+        let dst = crate::cpu::qlinear::SendPtr(out.as_mut_ptr());
+        crate::cpu::pool::for_each(sh.sq * sh.hq, |idx| {
+            // Each (query, head) task owns `dv` values of `out`.
+            let o = unsafe { std::slice::from_raw_parts_mut(dst.get().add(idx * sh.dv), sh.dv) };
+            task((idx, o));
+        });
     } else {
         out.chunks_mut(sh.dv).enumerate().for_each(task);
     }

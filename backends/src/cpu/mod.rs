@@ -10,6 +10,7 @@ pub mod fused;
 pub mod layout;
 pub mod linear;
 pub mod norm;
+pub mod pool;
 pub mod qlinear;
 pub mod reduce;
 pub mod rope;

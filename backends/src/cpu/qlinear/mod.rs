@@ -40,8 +40,6 @@ mod w8a8;
 
 use std::sync::OnceLock;
 
-use rayon::prelude::*;
-
 use self::act_quant::{ActQ8, ActQ8K};
 use self::w8a8::ActTok;
 use crate::error::{invalid, shape_err, BackendError, Result};
@@ -160,6 +158,20 @@ impl Isa {
                 *Isa::available().last().unwrap_or(&Isa::Scalar)
             }
         })
+    }
+}
+
+/// A raw pointer tasks of one parallel loop write through, each to its own
+/// disjoint range.
+#[derive(Clone, Copy)]
+pub(crate) struct SendPtr(pub *mut f32);
+unsafe impl Send for SendPtr {}
+unsafe impl Sync for SendPtr {}
+
+impl SendPtr {
+    /// The pointer (a method, so closures capture the Sync wrapper).
+    pub(crate) fn get(self) -> *mut f32 {
+        self.0
     }
 }
 
@@ -303,21 +315,32 @@ pub fn linear_with(
     if m * n * k < PAR_MACS || tr >= n {
         run(w, n, &mut out);
     } else {
-        // Each task computes [m, rows] for its weight rows; the scatter
-        // costs m * n copies against m * n * k multiply-adds.
-        let parts: Vec<Vec<f32>> = w
-            .par_chunks(tr * row_bytes)
-            .map(|wc| {
-                let nr = wc.len() / row_bytes;
-                let mut part = vec![0.0f32; m * nr];
-                run(wc, nr, &mut part);
-                part
-            })
-            .collect();
-        for (t, part) in parts.iter().enumerate() {
-            let (j0, nr) = (t * tr, part.len() / m);
-            for i in 0..m {
-                out[i * n + j0..i * n + j0 + nr].copy_from_slice(&part[i * nr..(i + 1) * nr]);
+        // Task t computes weight rows t*tr.. for every activation row.
+        // One row (decode): straight into its slice of `out`. Several: into
+        // a task-major scratch, scattered afterwards (m * n copies against
+        // m * n * k multiply-adds).
+        let tasks = n.div_ceil(tr);
+        let mut scratch = if m == 1 { vec![] } else { vec![0.0f32; m * n] };
+        let dst = SendPtr(if m == 1 {
+            out.as_mut_ptr()
+        } else {
+            scratch.as_mut_ptr()
+        });
+        crate::cpu::pool::for_each(tasks, |t| {
+            let j0 = t * tr;
+            let nr = tr.min(n - j0);
+            let wc = &w[j0 * row_bytes..(j0 + nr) * row_bytes];
+            // Tasks write disjoint ranges: `m * j0 ..` of `m * nr` values.
+            let part = unsafe { std::slice::from_raw_parts_mut(dst.get().add(m * j0), m * nr) };
+            run(wc, nr, part);
+        });
+        if m > 1 {
+            for t in 0..tasks {
+                let (j0, nr) = (t * tr, tr.min(n - t * tr));
+                let part = &scratch[m * j0..m * (j0 + nr)];
+                for i in 0..m {
+                    out[i * n + j0..i * n + j0 + nr].copy_from_slice(&part[i * nr..(i + 1) * nr]);
+                }
             }
         }
     }
