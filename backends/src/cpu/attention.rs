@@ -210,7 +210,10 @@ pub fn sdpa_gemm(
     out
 }
 
-/// One task per (query, head), SIMD dots, scores kept in a per-task buffer.
+/// One task per (query, key head) covering the key head's whole group of
+/// query heads, so each cached key and value row is read (and, for an f16 /
+/// q8_0 cache, widened) once per group rather than once per query head.
+/// Per head the arithmetic is the per-head loop's, in the same order.
 pub fn sdpa_rows(
     q: &[f32],
     k: Rows,
@@ -221,45 +224,63 @@ pub fn sdpa_rows(
 ) -> Vec<f32> {
     let group = sh.hq / sh.hk;
     let mut out = vec![0.0; sh.sq * sh.hq * sh.dv];
+    // `o`: the group's outputs, `group * dv` values (its heads are adjacent).
     let task = |(idx, o): (usize, &mut [f32])| {
-        let (i, h) = (idx / sh.hq, idx % sh.hq);
-        let kh = h / group;
+        let (i, kh) = (idx / sh.hk, idx % sh.hk);
         let n = visible(sh, causal, i);
         if n == 0 {
             return;
         }
-        let qi = &q[(i * sh.hq + h) * sh.d..][..sh.d];
-        let mut scores = Vec::with_capacity(n);
-        let mut mx = f32::NEG_INFINITY;
+        let qs: Vec<&[f32]> = (0..group)
+            .map(|g| &q[(i * sh.hq + kh * group + g) * sh.d..][..sh.d])
+            .collect();
+        // scores[g * n + j] for head g of the group.
+        let mut scores = vec![0.0f32; group * n];
+        let mut mx = vec![f32::NEG_INFINITY; group];
         // Widened rows of an f16 / q8_0 cache (unused for f32).
         let mut scratch = match k {
             Rows::F32(_) => vec![],
             _ => vec![0.0; sh.d.max(sh.dv)],
         };
         for j in 0..n {
-            let s = dot(qi, k.row(j * sh.hk + kh, sh.d, &mut scratch)) * scale;
-            mx = mx.max(s);
-            scores.push(s);
+            let kj = k.row(j * sh.hk + kh, sh.d, &mut scratch);
+            for (g, qi) in qs.iter().enumerate() {
+                let s = dot(qi, kj) * scale;
+                mx[g] = mx[g].max(s);
+                scores[g * n + j] = s;
+            }
         }
-        let mut sum = 0.0;
-        for s in scores.iter_mut() {
-            *s = (*s - mx).exp();
-            sum += *s;
+        // e^(s - max) per head, vectorised where the CPU allows.
+        let mut exps = vec![0.0f32; group * n];
+        let mut inv = vec![0.0f32; group];
+        for g in 0..group {
+            let (sg, eg) = (
+                &mut scores[g * n..(g + 1) * n],
+                &mut exps[g * n..(g + 1) * n],
+            );
+            sg.iter_mut().for_each(|s| *s -= mx[g]);
+            if !super::vmath::unary_fast(crate::op::UnaryOp::Exp, sg, eg) {
+                eg.iter_mut().zip(sg.iter()).for_each(|(e, s)| *e = s.exp());
+            }
+            inv[g] = 1.0 / eg.iter().sum::<f32>();
         }
-        let inv = 1.0 / sum;
-        for (j, s) in scores.iter().enumerate() {
-            axpy(o, s * inv, v.row(j * sh.hk + kh, sh.dv, &mut scratch));
+        for j in 0..n {
+            let vj = v.row(j * sh.hk + kh, sh.dv, &mut scratch);
+            for (g, og) in o.chunks_mut(sh.dv).enumerate() {
+                axpy(og, exps[g * n + j] * inv[g], vj);
+            }
         }
     };
+    let span = group * sh.dv;
     if sh.sq * sh.hq * sh.sk * sh.d >= 1 << 14 {
         let dst = crate::cpu::qlinear::SendPtr(out.as_mut_ptr());
-        crate::cpu::pool::for_each(sh.sq * sh.hq, |idx| {
-            // Each (query, head) task owns `dv` values of `out`.
-            let o = unsafe { std::slice::from_raw_parts_mut(dst.get().add(idx * sh.dv), sh.dv) };
+        crate::cpu::pool::for_each(sh.sq * sh.hk, |idx| {
+            // Each (query, key head) task owns its group's `group * dv` values.
+            let o = unsafe { std::slice::from_raw_parts_mut(dst.get().add(idx * span), span) };
             task((idx, o));
         });
     } else {
-        out.chunks_mut(sh.dv).enumerate().for_each(task);
+        out.chunks_mut(span).enumerate().for_each(task);
     }
     out
 }
