@@ -24,7 +24,8 @@ pub struct MemoryPlan {
     pub buffers: usize,
 }
 
-fn is_view(op: &Op) -> bool {
+/// Ops whose result shares its input's storage (no compute, no memory).
+pub fn is_view(op: &Op) -> bool {
     matches!(
         op,
         Op::Reshape { .. }

@@ -40,12 +40,15 @@ pub fn to_text(g: &Graph) -> String {
     s
 }
 
-/// Counts for a summary line: nodes, values, params, consts, inputs.
+/// Counts for a summary line: nodes (and how many are zero-copy views),
+/// values, params, consts, inputs.
 pub fn summary(g: &Graph) -> String {
     let count = |f: fn(&Def) -> bool| g.values.iter().filter(|v| f(&v.def)).count();
+    let views = count(|d| matches!(d, Def::Node { op, .. } if crate::plan::is_view(op)));
     format!(
-        "{} nodes, {} values ({} inputs, {} params, {} consts), {} outputs, context {}",
+        "{} nodes ({} compute, {views} views), {} values ({} inputs, {} params, {} consts), {} outputs, context {}",
         g.node_count(),
+        g.node_count() - views,
         g.values.len(),
         count(|d| matches!(d, Def::Input { .. })),
         count(|d| matches!(d, Def::Param { .. })),
