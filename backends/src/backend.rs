@@ -8,6 +8,7 @@
 //! warning: see `mllm_interpreter::Eager`), never a silent change.
 
 use crate::error::{BackendError, Result};
+use crate::infer::TensorMeta;
 use crate::op::Op;
 use crate::tensor::Tensor;
 
@@ -23,6 +24,21 @@ pub trait Backend: Send + Sync {
     /// Runs `op`. Inputs are in the order `Op` documents; the output is a new
     /// tensor (or a view sharing an input's buffer).
     fn run(&self, op: &Op, inputs: &[&Tensor]) -> Result<Tensor>;
+
+    /// Whether `run_into` writes `op`'s result (typed `out`) into a
+    /// caller's buffer: what a compiled graph may place in its arena.
+    fn writes_into(&self, op: &Op, out: &TensorMeta) -> bool {
+        let _ = (op, out);
+        false
+    }
+
+    /// Runs `op` writing its f32 result into `out` (zero-filled, exactly
+    /// the result's length) instead of a new buffer; `false` when this
+    /// backend has no such path for `op` (the caller then uses `run`).
+    fn run_into(&self, op: &Op, inputs: &[&Tensor], out: &mut [f32]) -> Result<bool> {
+        let _ = (op, inputs, out);
+        Ok(false)
+    }
 
     /// Takes the checkpoint tensor `name` once, at load. The CPU keeps it as
     /// it is (zero-copy mmapped or blocks); a device uploads it, a backend
@@ -55,6 +71,12 @@ impl Backend for Box<dyn Backend> {
     }
     fn prepare_weight(&self, name: &str, t: Tensor) -> Result<Tensor> {
         (**self).prepare_weight(name, t)
+    }
+    fn writes_into(&self, op: &Op, out: &TensorMeta) -> bool {
+        (**self).writes_into(op, out)
+    }
+    fn run_into(&self, op: &Op, inputs: &[&Tensor], out: &mut [f32]) -> Result<bool> {
+        (**self).run_into(op, inputs, out)
     }
     fn upload(&self, t: Tensor) -> Result<Tensor> {
         (**self).upload(t)

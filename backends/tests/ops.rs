@@ -250,6 +250,33 @@ fn every_op_runs_on_cpu_with_the_right_answer() {
     }
 }
 
+/// `run_into` (a compiled graph's arena) gives exactly `run`'s values for
+/// every op it serves, and says no for the others.
+#[test]
+fn run_into_equals_run() {
+    let mut served = 0;
+    for case in cases() {
+        let refs: Vec<&Tensor> = case.inputs.iter().collect();
+        let want = CpuBackend.run(&case.op, &refs).expect("run");
+        let meta = mllm_backends::TensorMeta::of(&want);
+        let mut out = vec![0.0f32; want.numel()];
+        let wrote = CpuBackend
+            .run_into(&case.op, &refs, &mut out)
+            .unwrap_or_else(|e| panic!("{}: {e}", case.op.name()));
+        assert_eq!(
+            wrote,
+            CpuBackend.writes_into(&case.op, &meta),
+            "{}",
+            case.op.name()
+        );
+        if wrote {
+            served += 1;
+            assert_eq!(out, want.to_f32_vec().expect("f32"), "{}", case.op.name());
+        }
+    }
+    assert!(served >= 8, "{served} ops served");
+}
+
 #[test]
 fn the_cases_cover_the_whole_vocabulary() {
     let covered: Vec<&str> = cases().iter().map(|c| c.op.name()).collect();

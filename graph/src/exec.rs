@@ -1,6 +1,9 @@
 //! The compiled executor: replays a graph on a backend, node by node, with
-//! no interpreter. Parameters and constants are bound once; each node's
-//! result is dropped after its last reader (the memory plan's lifetimes).
+//! no interpreter. Parameters and constants are bound once. Results the
+//! backend can write into a caller's buffer (`Backend::writes_into`) live in
+//! one arena laid out by the memory plan and allocated once, so a step
+//! allocates no activation buffers for them; other results are the
+//! backend's own tensors, dropped after their last reader.
 //!
 //! The KV cache: `CachedSdpa` nodes read `past_key.N` / `past_value.N` and
 //! the new rows. On a host backend the executor keeps the cache as one
@@ -10,11 +13,39 @@
 //! and eager steps give the same numbers and can be interleaved.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
-use mllm_backends::{Backend, KvCache, Op, Tensor};
+use mllm_backends::{Backend, ByteOwner, DType, KvCache, Op, Tensor};
 
 use crate::ir::{Def, Graph, ValueId};
+use crate::plan::{is_view, plan_memory_with, MemoryPlan};
 use crate::{err, Result};
+
+/// The arena's memory, allocated once per compiled graph.
+struct ArenaMem {
+    base: *mut u8,
+    len: usize,
+    _buf: Box<[u64]>,
+}
+
+// The memory is only written through `region_mut` under the plan's
+// guarantee (below); reads go through `Region::bytes`.
+unsafe impl Send for ArenaMem {}
+unsafe impl Sync for ArenaMem {}
+
+/// One planned value's bytes in the arena, as a tensor's storage.
+struct Region {
+    mem: Arc<ArenaMem>,
+    offset: usize,
+    len: usize,
+}
+
+impl ByteOwner for Region {
+    fn bytes(&self) -> &[u8] {
+        // In bounds: the plan placed `offset + len` inside the arena.
+        unsafe { std::slice::from_raw_parts(self.mem.base.add(self.offset), self.len) }
+    }
+}
 
 pub struct Compiled<B: Backend> {
     pub graph: Graph,
@@ -24,6 +55,10 @@ pub struct Compiled<B: Backend> {
     last: Vec<usize>,
     /// `past_key.N` input -> layer N.
     layer_of: HashMap<ValueId, usize>,
+    pub plan: MemoryPlan,
+    arena: Arc<ArenaMem>,
+    /// The tensor over each arena-placed value's region, made once.
+    placed: Vec<Option<Tensor>>,
 }
 
 impl<B: Backend> Compiled<B> {
@@ -50,13 +85,98 @@ impl<B: Backend> Compiled<B> {
         }
         let layer_of = graph.kv.iter().map(|l| (l.past_key, l.layer)).collect();
         let last = graph.last_uses();
+        let plan = plan_memory_with(&graph, &|op, meta| {
+            // CachedSdpa writes through the backend's Sdpa.
+            let op = match op {
+                Op::CachedSdpa { causal, scale } => &Op::Sdpa {
+                    causal: *causal,
+                    scale: *scale,
+                },
+                other => other,
+            };
+            backend.writes_into(op, meta)
+        });
+        let mut buf = vec![0u64; plan.arena_bytes.div_ceil(8)].into_boxed_slice();
+        let arena = Arc::new(ArenaMem {
+            base: buf.as_mut_ptr() as *mut u8,
+            len: plan.arena_bytes,
+            _buf: buf,
+        });
+        let mut placed = vec![None; graph.values.len()];
+        for (i, off) in plan.offsets.iter().enumerate() {
+            let Some(offset) = *off else { continue };
+            let meta = &graph.values[i].meta;
+            let len = meta.numel() * 4;
+            if offset + len > arena.len || meta.dtype != DType::F32 {
+                return err(format!("%{i}: planned outside the arena"));
+            }
+            let owner: Arc<dyn ByteOwner> = Arc::new(Region {
+                mem: arena.clone(),
+                offset,
+                len,
+            });
+            placed[i] = Some(Tensor::from_bytes(
+                owner,
+                0,
+                len,
+                DType::F32,
+                meta.shape.clone(),
+            )?);
+        }
         Ok(Compiled {
             graph,
             backend,
             fixed,
             last,
             layer_of,
+            plan,
+            arena,
+            placed,
         })
+    }
+
+    /// Where value `i`'s f32 region starts in the arena, and its length.
+    fn region(&self, i: ValueId) -> Option<(*mut f32, usize)> {
+        let offset = self.plan.offsets[i]?;
+        let n = self.graph.values[i].meta.numel();
+        // In bounds: checked against the arena when the graph was bound.
+        Some((unsafe { self.arena.base.add(offset) } as *mut f32, n))
+    }
+
+    /// Runs `op` for value `i`: into its arena region when it has one.
+    fn compute(&self, i: ValueId, op: &Op, args: &[&Tensor]) -> Result<Tensor> {
+        if let (Some((ptr, n)), Some(t)) = (self.region(i), &self.placed[i]) {
+            // SAFETY: value `i` is being computed inside `run`, which holds
+            // `&mut self`; the plan gives every value alive now other bytes,
+            // so no tensor read during this op overlaps the slice.
+            let out = unsafe { std::slice::from_raw_parts_mut(ptr, n) };
+            out.fill(0.0);
+            if !self.backend.run_into(op, args, out)? {
+                let r = self.backend.run(op, args)?;
+                out.copy_from_slice(self.backend.download(&r)?.f32s()?);
+            }
+            return Ok(t.clone());
+        }
+        let r = self.backend.run(op, args)?;
+        // A result sharing an input's storage (a cast to the same dtype, say)
+        // must not outlive that input's arena bytes: copy it unless the plan
+        // knows it as a view.
+        let aliased = !is_view(op) && args.iter().any(|a| Arc::ptr_eq(a.buffer(), r.buffer()));
+        if aliased {
+            let host = self.backend.download(&r)?;
+            let copy = match host.dtype() {
+                DType::I32 => Tensor::from_i32(host.i32s()?.to_vec(), host.shape().to_vec())?,
+                _ => Tensor::from_f32(host.to_f32_vec()?, host.shape().to_vec())?,
+            };
+            return Ok(self.backend.upload(copy)?);
+        }
+        Ok(r)
+    }
+
+    /// Values whose results live in the arena, of all op results.
+    pub fn arena_coverage(&self) -> (usize, usize) {
+        let placed = self.placed.iter().filter(|p| p.is_some()).count();
+        (placed, self.graph.node_count())
     }
 
     pub fn backend(&self) -> &B {
@@ -122,14 +242,14 @@ impl<B: Backend> Compiled<B> {
                         causal: *causal,
                         scale: *scale,
                     };
-                    self.backend.run(&sdpa, &[q, &keys, &values])?
+                    self.compute(i, &sdpa, &[q, &keys, &values])?
                 }
                 _ => {
                     let args: Vec<&Tensor> = inputs
                         .iter()
                         .map(|&j| get(&slots, j))
                         .collect::<Result<_>>()?;
-                    self.backend.run(op, &args)?
+                    self.compute(i, op, &args)?
                 }
             };
             slots[i] = Some(out);
@@ -143,10 +263,18 @@ impl<B: Backend> Compiled<B> {
             g.kv.iter()
                 .flat_map(|l| [l.present_key, l.present_value])
                 .collect();
+        // Outputs leave as copies: the arena is rewritten by the next step.
         g.outputs
             .iter()
             .filter(|(_, id)| !kv_rows.contains(id))
-            .map(|(name, id)| Ok((name.clone(), self.backend.download(get(&slots, *id)?)?)))
+            .map(|(name, id)| {
+                let host = self.backend.download(get(&slots, *id)?)?;
+                let copy = match host.dtype() {
+                    DType::I32 => Tensor::from_i32(host.i32s()?.to_vec(), host.shape().to_vec())?,
+                    _ => Tensor::from_f32(host.to_f32_vec()?, host.shape().to_vec())?,
+                };
+                Ok((name.clone(), copy))
+            })
             .collect()
     }
 }

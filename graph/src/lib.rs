@@ -16,7 +16,7 @@ pub mod verify;
 
 pub use exec::Compiled;
 pub use ir::{Def, GValue, Graph, KvLayer, ValueId};
-pub use plan::{plan_memory, MemoryPlan};
+pub use plan::{plan_memory, plan_memory_with, MemoryPlan};
 
 /// A graph that cannot be built, checked or run, with the reason.
 #[derive(Debug, Clone, PartialEq)]

@@ -4,7 +4,7 @@
 //! first, lowest offset that overlaps no placed buffer alive at the same
 //! time), as TFLite's arena planner does.
 
-use mllm_backends::Op;
+use mllm_backends::{Op, TensorMeta};
 
 use crate::ir::{Def, Graph, ValueId};
 
@@ -37,7 +37,15 @@ pub fn is_view(op: &Op) -> bool {
     )
 }
 
+/// Plans every op result (what `mllm graph` reports).
 pub fn plan_memory(g: &Graph) -> MemoryPlan {
+    plan_memory_with(g, &|_, _| true)
+}
+
+/// Plans the results `in_arena` accepts (the ones a backend can write into
+/// a caller's buffer); views of them share their storage, the rest are
+/// left to the backend.
+pub fn plan_memory_with(g: &Graph, in_arena: &dyn Fn(&Op, &TensorMeta) -> bool) -> MemoryPlan {
     let n = g.values.len();
     // Storage root of each value: a view stores nothing of its own.
     let mut root: Vec<ValueId> = (0..n).collect();
@@ -61,7 +69,10 @@ pub fn plan_memory(g: &Graph) -> MemoryPlan {
         size: usize,
     }
     let mut bufs: Vec<Buf> = (0..n)
-        .filter(|&i| root[i] == i && matches!(g.values[i].def, Def::Node { .. }))
+        .filter(|&i| {
+            root[i] == i
+                && matches!(&g.values[i].def, Def::Node { op, .. } if in_arena(op, &g.values[i].meta))
+        })
         .map(|i| Buf {
             id: i,
             start: i,

@@ -84,7 +84,7 @@ impl<B: Backend + Clone> CompiledModel<B> {
         seq: usize,
         last_only: bool,
         kv_dtype: DType,
-    ) -> Result<&Compiled<B>, String> {
+    ) -> Result<&mut Compiled<B>, String> {
         let key = (seq, last_only, kv_dtype);
         if !self.graphs.contains_key(&key) {
             let g = capture_with_kv(model, &self.backend, seq, self.context, last_only, kv_dtype)?;
@@ -97,7 +97,9 @@ impl<B: Backend + Clone> CompiledModel<B> {
             .map_err(|e| e.to_string())?;
             self.graphs.insert(key, c);
         }
-        Ok(&self.graphs[&key])
+        self.graphs
+            .get_mut(&key)
+            .ok_or_else(|| "graph missing".to_string())
     }
 
     /// Captures (once) the graph `forward` would use for `seq` tokens, so a

@@ -128,10 +128,26 @@ const QUERY_BLOCK: usize = 256;
 /// Fast path: matrix products per head for many queries (prefill, vision
 /// towers), else one task per (query, head) with SIMD dots.
 pub fn sdpa(q: &[f32], k: Rows, v: Rows, sh: &SdpaShape, causal: bool, scale: f32) -> Vec<f32> {
+    let mut out = vec![0.0; sh.sq * sh.hq * sh.dv];
+    sdpa_into(q, k, v, sh, causal, scale, &mut out);
+    out
+}
+
+/// `sdpa` writing into `out` (`sq * hq * dv` values).
+pub fn sdpa_into(
+    q: &[f32],
+    k: Rows,
+    v: Rows,
+    sh: &SdpaShape,
+    causal: bool,
+    scale: f32,
+    out: &mut [f32],
+) {
     if sh.sq >= GEMM_MIN_QUERIES {
-        return sdpa_gemm(q, k, v, sh, causal, scale);
+        sdpa_gemm_into(q, k, v, sh, causal, scale, out);
+    } else {
+        sdpa_rows_into(q, k, v, sh, causal, scale, out);
     }
-    sdpa_rows(q, k, v, sh, causal, scale)
 }
 
 /// Per head and block of queries: `S = Q K^T` and `O = softmax(S) V` with
@@ -146,10 +162,23 @@ pub fn sdpa_gemm(
     causal: bool,
     scale: f32,
 ) -> Vec<f32> {
+    let mut out = vec![0.0; sh.sq * sh.hq * sh.dv];
+    sdpa_gemm_into(q, k, v, sh, causal, scale, &mut out);
+    out
+}
+
+fn sdpa_gemm_into(
+    q: &[f32],
+    k: Rows,
+    v: Rows,
+    sh: &SdpaShape,
+    causal: bool,
+    scale: f32,
+    out: &mut [f32],
+) {
     use super::linear::linear;
     use crate::tensor::FloatSlice;
     let group = sh.hq / sh.hk;
-    let mut out = vec![0.0; sh.sq * sh.hq * sh.dv];
     let gather = |src: Rows, rows: usize, heads: usize, h: usize, w: usize| -> Vec<f32> {
         let mut o = vec![0.0; rows * w];
         let mut scratch = vec![0.0; w];
@@ -207,7 +236,6 @@ pub fn sdpa_gemm(
             }
         }
     }
-    out
 }
 
 /// One task per (query, key head) covering the key head's whole group of
@@ -222,8 +250,23 @@ pub fn sdpa_rows(
     causal: bool,
     scale: f32,
 ) -> Vec<f32> {
-    let group = sh.hq / sh.hk;
     let mut out = vec![0.0; sh.sq * sh.hq * sh.dv];
+    sdpa_rows_into(q, k, v, sh, causal, scale, &mut out);
+    out
+}
+
+fn sdpa_rows_into(
+    q: &[f32],
+    k: Rows,
+    v: Rows,
+    sh: &SdpaShape,
+    causal: bool,
+    scale: f32,
+    out: &mut [f32],
+) {
+    // Rows of fully masked queries stay zero.
+    out.fill(0.0);
+    let group = sh.hq / sh.hk;
     // `o`: the group's outputs, `group * dv` values (its heads are adjacent).
     let task = |(idx, o): (usize, &mut [f32])| {
         let (i, kh) = (idx / sh.hk, idx % sh.hk);
@@ -282,7 +325,6 @@ pub fn sdpa_rows(
     } else {
         out.chunks_mut(span).enumerate().for_each(task);
     }
-    out
 }
 
 #[cfg(test)]

@@ -30,29 +30,27 @@ pub fn unary_scalar(op: UnaryOp, x: f32) -> f32 {
 /// `op` over `x`: the vectorised maps of `vmath` where the CPU has them
 /// (their twin is `unary_scalar`), in parallel chunks for large inputs.
 pub fn unary(op: UnaryOp, x: &[f32]) -> Vec<f32> {
+    let mut out = vec![0.0f32; x.len()];
+    unary_into(op, x, &mut out);
+    out
+}
+
+/// `unary` writing into `out` (`x`'s length).
+pub fn unary_into(op: UnaryOp, x: &[f32], out: &mut [f32]) {
     const CHUNK: usize = 1 << 14;
-    if super::vmath::has_fast_path(op) {
-        let mut out = vec![0.0f32; x.len()];
-        let fast = |(o, x): (&mut [f32], &[f32])| {
-            if !super::vmath::unary_fast(op, x, o) {
-                for (o, &v) in o.iter_mut().zip(x) {
-                    *o = unary_scalar(op, v);
-                }
+    let fast = |(o, x): (&mut [f32], &[f32])| {
+        if !super::vmath::unary_fast(op, x, o) {
+            for (o, &v) in o.iter_mut().zip(x) {
+                *o = unary_scalar(op, v);
             }
-        };
-        if x.len() >= 1 << 16 {
-            out.par_chunks_mut(CHUNK)
-                .zip(x.par_chunks(CHUNK))
-                .for_each(fast);
-        } else {
-            fast((&mut out, x));
         }
-        return out;
-    }
+    };
     if x.len() >= 1 << 16 {
-        x.par_iter().map(|&v| unary_scalar(op, v)).collect()
+        out.par_chunks_mut(CHUNK)
+            .zip(x.par_chunks(CHUNK))
+            .for_each(fast);
     } else {
-        x.iter().map(|&v| unary_scalar(op, v)).collect()
+        fast((out, x));
     }
 }
 
@@ -188,6 +186,39 @@ pub fn binary_ref(
 
 /// Fast broadcasting binary op: contiguous fast paths for equal shapes, a
 /// scalar side, and a row vector broadcast over rows; the generic walk otherwise.
+/// `binary` writing into `out` (the broadcast shape's length).
+pub fn binary_into(
+    op: BinaryOp,
+    a: &[f32],
+    ash: &[usize],
+    b: &[f32],
+    bsh: &[usize],
+    shape: &[usize],
+    out: &mut [f32],
+) {
+    let n = out.len();
+    if ash == bsh {
+        let f = |(o, (&x, &y)): (&mut f32, (&f32, &f32))| *o = binary_f32(op, x, y);
+        if n >= 1 << 16 {
+            out.par_iter_mut()
+                .zip(a.par_iter().zip(b.par_iter()))
+                .for_each(f);
+        } else {
+            out.iter_mut().zip(a.iter().zip(b)).for_each(f);
+        }
+    } else if b.len() == 1 && a.len() == n {
+        out.iter_mut()
+            .zip(a)
+            .for_each(|(o, &x)| *o = binary_f32(op, x, b[0]));
+    } else if a.len() == 1 && b.len() == n {
+        out.iter_mut()
+            .zip(b)
+            .for_each(|(o, &y)| *o = binary_f32(op, a[0], y));
+    } else {
+        out.copy_from_slice(&binary(op, a, ash, b, bsh, shape));
+    }
+}
+
 pub fn binary(
     op: BinaryOp,
     a: &[f32],

@@ -6,20 +6,26 @@
 
 use rayon::prelude::*;
 
-use super::elementwise::{unary, unary_scalar};
-use super::norm::{rms_norm, rms_norm_ref};
+use super::elementwise::{unary_into, unary_scalar};
+use super::norm::{rms_norm_into, rms_norm_ref};
 use crate::op::UnaryOp;
 
 /// `act(gate) * up`, the gated MLP's middle (SwiGLU, GeGLU).
 pub fn gated_act(act: UnaryOp, gate: &[f32], up: &[f32]) -> Vec<f32> {
-    let mut out = unary(act, gate);
+    let mut out = vec![0.0; gate.len()];
+    gated_act_into(act, gate, up, &mut out);
+    out
+}
+
+/// `gated_act` writing into `out` (`gate`'s length).
+pub fn gated_act_into(act: UnaryOp, gate: &[f32], up: &[f32], out: &mut [f32]) {
+    unary_into(act, gate, out);
     let mul = |(o, &u): (&mut f32, &f32)| *o *= u;
     if out.len() >= 1 << 16 {
         out.par_iter_mut().zip(up.par_iter()).for_each(mul);
     } else {
         out.iter_mut().zip(up).for_each(mul);
     }
-    out
 }
 
 pub fn gated_act_ref(act: UnaryOp, gate: &[f32], up: &[f32]) -> Vec<f32> {
@@ -33,12 +39,18 @@ pub fn gated_act_ref(act: UnaryOp, gate: &[f32], up: &[f32]) -> Vec<f32> {
 /// `rms_norm(h, w)`, stacked as `[h; norm]` (twice `x`'s length), so both
 /// results are views of one buffer.
 pub fn add_rms_norm(x: &[f32], y: &[f32], w: &[f32], d: usize, eps: f32) -> Vec<f32> {
-    let n = x.len();
-    let mut out = Vec::with_capacity(2 * n);
-    out.extend(x.iter().zip(y).map(|(a, b)| a + b));
-    let normed = rms_norm(&out, w, d, eps);
-    out.extend_from_slice(&normed);
+    let mut out = vec![0.0; 2 * x.len()];
+    add_rms_norm_into(x, y, w, d, eps, &mut out);
     out
+}
+
+/// `add_rms_norm` writing into `out` (twice `x`'s length).
+pub fn add_rms_norm_into(x: &[f32], y: &[f32], w: &[f32], d: usize, eps: f32, out: &mut [f32]) {
+    let (h, normed) = out.split_at_mut(x.len());
+    h.iter_mut()
+        .zip(x.iter().zip(y))
+        .for_each(|(o, (a, b))| *o = a + b);
+    rms_norm_into(h, w, d, eps, normed);
 }
 
 pub fn add_rms_norm_ref(x: &[f32], y: &[f32], w: &[f32], d: usize, eps: f32) -> Vec<f32> {

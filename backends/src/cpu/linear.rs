@@ -2,8 +2,6 @@
 //! bf16; half-precision rows are widened once per block of output features
 //! and reused for every row of `x`, so prefill pays the widening once.
 
-use rayon::prelude::*;
-
 use super::simd::{dot, dot_2x4, dot_bf16, dot_f16, dot_ref};
 use crate::tensor::FloatSlice;
 
@@ -39,13 +37,32 @@ pub fn linear(
     n: usize,
     bias: Option<&[f32]>,
 ) -> Vec<f32> {
+    let mut out = vec![0.0f32; m * n];
+    linear_into(x, m, k, w, n, bias, &mut out);
+    out
+}
+
+/// `linear` writing into `out` (`m * n` values).
+pub fn linear_into(
+    x: &[f32],
+    m: usize,
+    k: usize,
+    w: FloatSlice,
+    n: usize,
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+) {
     let blocks = n.div_ceil(BLOCK_N);
-    // Each task returns its block as [m, bn]; scattering afterwards costs m*n
-    // copies against m*n*k multiply-adds.
-    let run_block = |b: usize| -> Vec<f32> {
+    debug_assert_eq!(out.len(), m * n);
+    // Each task writes its block of columns, `[m, bn]` at `j0`, straight
+    // into `out`; blocks own disjoint columns.
+    let dst = super::qlinear::SendPtr(out.as_mut_ptr());
+    let run_block = |b: usize| {
         let j0 = b * BLOCK_N;
         let bn = BLOCK_N.min(n - j0);
-        let mut out = vec![0.0f32; m * bn];
+        // SAFETY: (i, j) with i < m, j < bn lies in this block's columns.
+        let put = |i: usize, j: usize, v: f32| unsafe { *dst.get().add(i * n + j0 + j) = v };
+        let bias_of = |j: usize| bias.map_or(0.0, |b| b[j0 + j]);
         // Few rows (decode): read half-precision weights directly, no
         // widened copy; the weights are streamed exactly once either way.
         if m <= 2 && !matches!(w, FloatSlice::F32(_)) {
@@ -58,10 +75,10 @@ pub fn linear(
                         FloatSlice::F16(s) => dot_f16(xi, &s[r..r + k]),
                         FloatSlice::F32(s) => dot(xi, &s[r..r + k]),
                     };
-                    out[i * bn + j] = d + bias.map_or(0.0, |b| b[j0 + j]);
+                    put(i, j, d + bias_of(j));
                 }
             }
-            return out;
+            return;
         }
         let widened;
         let wb: &[f32] = match w {
@@ -73,7 +90,8 @@ pub fn linear(
                 &widened
             }
         };
-        // 2x4 tiles of (x rows, weight rows), then the ragged edges.
+        // 2x4 tiles of (x rows, weight rows), then the ragged edges; the
+        // bias is added after each dot, as before the direct writes.
         let row = |i: usize| &x[i * k..(i + 1) * k];
         let wrow = |j: usize| &wb[j * k..(j + 1) * k];
         let (m2, n4) = (m - m % 2, bn - bn % 4);
@@ -84,43 +102,27 @@ pub fn linear(
                     [wrow(j), wrow(j + 1), wrow(j + 2), wrow(j + 3)],
                 );
                 for r in 0..2 {
-                    out[(i + r) * bn + j..(i + r) * bn + j + 4]
-                        .copy_from_slice(&t[r * 4..r * 4 + 4]);
+                    for c in 0..4 {
+                        put(i + r, j + c, t[r * 4 + c] + bias_of(j + c));
+                    }
                 }
             }
             for j in n4..bn {
-                out[i * bn + j] = dot(row(i), wrow(j));
-                out[(i + 1) * bn + j] = dot(row(i + 1), wrow(j));
+                put(i, j, dot(row(i), wrow(j)) + bias_of(j));
+                put(i + 1, j, dot(row(i + 1), wrow(j)) + bias_of(j));
             }
         }
         for i in m2..m {
             for j in 0..bn {
-                out[i * bn + j] = dot(row(i), wrow(j));
+                put(i, j, dot(row(i), wrow(j)) + bias_of(j));
             }
         }
-        if let Some(b) = bias {
-            for i in 0..m {
-                for j in 0..bn {
-                    out[i * bn + j] += b[j0 + j];
-                }
-            }
-        }
-        out
     };
-    let parts: Vec<Vec<f32>> = if m * n * k >= 1 << 15 {
-        (0..blocks).into_par_iter().map(run_block).collect()
+    if m * n * k >= 1 << 15 {
+        crate::cpu::pool::for_each(blocks, run_block);
     } else {
-        (0..blocks).map(run_block).collect()
-    };
-    let mut out = vec![0.0f32; m * n];
-    for (b, part) in parts.iter().enumerate() {
-        let j0 = b * BLOCK_N;
-        let bn = BLOCK_N.min(n - j0);
-        for i in 0..m {
-            out[i * n + j0..i * n + j0 + bn].copy_from_slice(&part[i * bn..(i + 1) * bn]);
-        }
+        (0..blocks).for_each(run_block);
     }
-    out
 }
 
 /// Transposes a row-major `[rows, cols]` matrix.

@@ -7,6 +7,7 @@ pub mod attention;
 mod compute;
 pub mod elementwise;
 pub mod fused;
+mod into;
 pub mod layout;
 pub mod linear;
 pub mod norm;
@@ -41,6 +42,16 @@ fn f32_of<'a>(op: &'static str, t: &'a Tensor) -> Result<&'a [f32]> {
 impl Backend for CpuBackend {
     fn name(&self) -> &'static str {
         "cpu"
+    }
+
+    fn writes_into(&self, op: &Op, out: &TensorMeta) -> bool {
+        into::writes_into(op, out)
+    }
+
+    fn run_into(&self, op: &Op, inputs: &[&Tensor], out: &mut [f32]) -> Result<bool> {
+        let metas: Vec<TensorMeta> = inputs.iter().map(|t| TensorMeta::of(t)).collect();
+        let meta = op.infer(&metas)?;
+        into::run_into(op, inputs, &meta, out)
     }
 
     fn run(&self, op: &Op, inputs: &[&Tensor]) -> Result<Tensor> {

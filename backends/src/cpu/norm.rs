@@ -19,6 +19,12 @@ pub fn rms_norm_ref(x: &[f32], w: &[f32], d: usize, eps: f32) -> Vec<f32> {
 
 pub fn rms_norm(x: &[f32], w: &[f32], d: usize, eps: f32) -> Vec<f32> {
     let mut out = vec![0.0; x.len()];
+    rms_norm_into(x, w, d, eps, &mut out);
+    out
+}
+
+/// `rms_norm` writing into `out` (`x`'s length).
+pub fn rms_norm_into(x: &[f32], w: &[f32], d: usize, eps: f32, out: &mut [f32]) {
     let row = |(xr, or): (&[f32], &mut [f32])| {
         let inv = 1.0 / (dot(xr, xr) / d as f32 + eps).sqrt();
         for ((o, &v), &g) in or.iter_mut().zip(xr).zip(w) {
@@ -30,7 +36,6 @@ pub fn rms_norm(x: &[f32], w: &[f32], d: usize, eps: f32) -> Vec<f32> {
     } else {
         x.chunks(d).zip(out.chunks_mut(d)).for_each(row);
     }
-    out
 }
 
 /// Reference LayerNorm with weight and bias (biased variance, as PyTorch).

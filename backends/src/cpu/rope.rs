@@ -30,9 +30,23 @@ pub fn apply_rope_ref(
 }
 
 pub fn apply_rope(x: &[f32], cos: &[f32], sin: &[f32], s: usize, h: usize, d: usize) -> Vec<f32> {
+    let mut out = vec![0.0; x.len()];
+    apply_rope_into(x, cos, sin, s, h, d, &mut out);
+    out
+}
+
+/// `apply_rope` writing into `out` (`x`'s length).
+pub fn apply_rope_into(
+    x: &[f32],
+    cos: &[f32],
+    sin: &[f32],
+    s: usize,
+    h: usize,
+    d: usize,
+    out: &mut [f32],
+) {
     debug_assert_eq!(x.len(), s * h * d);
     let half = d / 2;
-    let mut out = vec![0.0; x.len()];
     let per_token = |(t, (xo, oo)): (usize, (&[f32], &mut [f32]))| {
         let (c, sn) = (
             &cos[t * half..(t + 1) * half],
@@ -58,7 +72,6 @@ pub fn apply_rope(x: &[f32], cos: &[f32], sin: &[f32], s: usize, h: usize, d: us
             .enumerate()
             .for_each(per_token);
     }
-    out
 }
 
 #[cfg(test)]

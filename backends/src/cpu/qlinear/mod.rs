@@ -286,11 +286,48 @@ pub fn linear_with(
     n: usize,
     bias: Option<&[f32]>,
 ) -> Result<Vec<f32>> {
+    let mut out = vec![0.0f32; m * n];
+    linear_into_with(isa, x, m, k, w, ty, n, bias, &mut out)?;
+    Ok(out)
+}
+
+/// `linear` writing into `out` (`m * n` values).
+#[allow(clippy::too_many_arguments)]
+pub fn linear_into(
+    x: &[f32],
+    m: usize,
+    k: usize,
+    w: &[u8],
+    ty: QuantType,
+    n: usize,
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+) -> Result<()> {
+    linear_into_with(Isa::best(), x, m, k, w, ty, n, bias, out)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn linear_into_with(
+    isa: Isa,
+    x: &[f32],
+    m: usize,
+    k: usize,
+    w: &[u8],
+    ty: QuantType,
+    n: usize,
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+) -> Result<()> {
     let row_bytes = check_args(x, m, k, w, ty, n, bias)?;
     let isa = if isa.is_available() { isa } else { Isa::Scalar };
-    let mut out = vec![0.0f32; m * n];
+    if out.len() != m * n {
+        return Err(BackendError::Invalid {
+            op: "linear",
+            msg: format!("output of {} values for [{m}, {n}]", out.len()),
+        });
+    }
     if m == 0 || n == 0 {
-        return Ok(out);
+        return Ok(());
     }
     let act = match ty {
         QuantType::Q4_0 | QuantType::Q4_1 | QuantType::Q8_0 => Act::Q8(ActQ8::quantize(x, m, k)),
@@ -313,7 +350,7 @@ pub fn linear_with(
     };
     let tr = rows_per_task(n);
     if m * n * k < PAR_MACS || tr >= n {
-        run(w, n, &mut out);
+        run(w, n, out);
     } else {
         // Task t computes weight rows t*tr.. for every activation row.
         // One row (decode): straight into its slice of `out`. Several: into
@@ -351,7 +388,7 @@ pub fn linear_with(
             }
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The oracle: dequantize the weight to f32, then the f32 reference linear.
