@@ -163,12 +163,7 @@ impl<B: Backend> Compiled<B> {
         // knows it as a view.
         let aliased = !is_view(op) && args.iter().any(|a| Arc::ptr_eq(a.buffer(), r.buffer()));
         if aliased {
-            let host = self.backend.download(&r)?;
-            let copy = match host.dtype() {
-                DType::I32 => Tensor::from_i32(host.i32s()?.to_vec(), host.shape().to_vec())?,
-                _ => Tensor::from_f32(host.to_f32_vec()?, host.shape().to_vec())?,
-            };
-            return Ok(self.backend.upload(copy)?);
+            return Ok(self.backend.upload(host_copy(&self.backend, &r)?)?);
         }
         Ok(r)
     }
@@ -267,16 +262,19 @@ impl<B: Backend> Compiled<B> {
         g.outputs
             .iter()
             .filter(|(_, id)| !kv_rows.contains(id))
-            .map(|(name, id)| {
-                let host = self.backend.download(get(&slots, *id)?)?;
-                let copy = match host.dtype() {
-                    DType::I32 => Tensor::from_i32(host.i32s()?.to_vec(), host.shape().to_vec())?,
-                    _ => Tensor::from_f32(host.to_f32_vec()?, host.shape().to_vec())?,
-                };
-                Ok((name.clone(), copy))
-            })
+            .map(|(name, id)| Ok((name.clone(), host_copy(&self.backend, get(&slots, *id)?)?)))
             .collect()
     }
+}
+
+/// A host tensor with storage of its own (not arena bytes, not an input's).
+fn host_copy<B: Backend>(backend: &B, t: &Tensor) -> Result<Tensor> {
+    let host = backend.download(t)?;
+    let shape = host.shape().to_vec();
+    Ok(match host.dtype() {
+        DType::I32 => Tensor::from_i32(host.i32s()?.to_vec(), shape)?,
+        _ => Tensor::from_f32(host.to_f32_vec()?, shape)?,
+    })
 }
 
 fn get(slots: &[Option<Tensor>], i: ValueId) -> Result<&Tensor> {
