@@ -186,7 +186,10 @@ impl<B: Backend> Compiled<B> {
         kv: &mut KvCache,
     ) -> Result<Vec<(String, Tensor)>> {
         let g = &self.graph;
-        let mut slots: Vec<Option<Tensor>> = self.fixed.clone();
+        // Step values only; parameters and constants are read from `fixed`
+        // (no per-step clones of ~hundreds of bound weights).
+        let mut slots: Vec<Option<Tensor>> = vec![None; g.values.len()];
+        let fixed = &self.fixed;
         let past = g.kv.first().map_or(0, |l| kv.len(l.layer));
         for (name, id) in g.inputs() {
             let t = if name == "past_len" {
@@ -225,9 +228,9 @@ impl<B: Backend> Compiled<B> {
                         ));
                     }
                     let (q, k, v) = (
-                        get(&slots, inputs[0])?,
-                        get(&slots, inputs[1])?,
-                        get(&slots, inputs[2])?,
+                        get(&slots, fixed, inputs[0])?,
+                        get(&slots, fixed, inputs[1])?,
+                        get(&slots, fixed, inputs[2])?,
                     );
                     let (k, v) = (self.backend.download(k)?, self.backend.download(v)?);
                     let (keys, values) = kv
@@ -242,7 +245,7 @@ impl<B: Backend> Compiled<B> {
                 _ => {
                     let args: Vec<&Tensor> = inputs
                         .iter()
-                        .map(|&j| get(&slots, j))
+                        .map(|&j| get(&slots, fixed, j))
                         .collect::<Result<_>>()?;
                     self.compute(i, op, &args)?
                 }
@@ -262,7 +265,12 @@ impl<B: Backend> Compiled<B> {
         g.outputs
             .iter()
             .filter(|(_, id)| !kv_rows.contains(id))
-            .map(|(name, id)| Ok((name.clone(), host_copy(&self.backend, get(&slots, *id)?)?)))
+            .map(|(name, id)| {
+                Ok((
+                    name.clone(),
+                    host_copy(&self.backend, get(&slots, fixed, *id)?)?,
+                ))
+            })
             .collect()
     }
 }
@@ -277,8 +285,14 @@ fn host_copy<B: Backend>(backend: &B, t: &Tensor) -> Result<Tensor> {
     })
 }
 
-fn get(slots: &[Option<Tensor>], i: ValueId) -> Result<&Tensor> {
+/// Value `i`: a step value, else a bound parameter or constant.
+fn get<'a>(
+    slots: &'a [Option<Tensor>],
+    fixed: &'a [Option<Tensor>],
+    i: ValueId,
+) -> Result<&'a Tensor> {
     slots[i]
         .as_ref()
+        .or(fixed[i].as_ref())
         .ok_or_else(|| crate::GraphError(format!("%{i} is read after it was freed")))
 }

@@ -69,6 +69,21 @@ pub struct SdpaShape {
     pub dv: usize,
 }
 
+impl SdpaShape {
+    /// The sizes of `q [sq, hq, d]`, `k [sk, hk, d]`, `v [sk, hk, dv]`
+    /// (checked by `Op::infer`).
+    pub fn of(q: &Tensor, k: &Tensor, v: &Tensor) -> SdpaShape {
+        SdpaShape {
+            sq: q.shape()[0],
+            hq: q.shape()[1],
+            d: q.shape()[2],
+            sk: k.shape()[0],
+            hk: k.shape()[1],
+            dv: v.shape()[2],
+        }
+    }
+}
+
 /// Number of keys query `i` may see.
 fn visible(sh: &SdpaShape, causal: bool, i: usize) -> usize {
     if causal {

@@ -37,26 +37,8 @@ pub(super) fn run(op: &Op, inputs: &[&Tensor], out: TensorMeta) -> Result<Tensor
             Tensor::from_f32(y, shape)
         }
         Op::Embedding => {
-            let (w, ids) = (inputs[0], inputs[1]);
-            let (v, d) = (w.shape()[0], w.shape()[1]);
-            let idx = ids.i32s()?;
-            if let Some(&id) = idx.iter().find(|&&id| id < 0 || id as usize >= v) {
-                return invalid(
-                    "embedding",
-                    format!("token id {id} is outside the vocabulary of {v}"),
-                );
-            }
-            let mut y = vec![0.0f32; idx.len() * d];
-            if let DType::Quant(_) = w.dtype() {
-                // Only the picked rows are dequantized.
-                let (blocks, ty) = w.quant_bytes()?;
-                qlinear::embedding_rows(blocks, ty, d, idx, &mut y)?;
-            } else {
-                let table = w.floats()?;
-                for (row, &id) in y.chunks_mut(d.max(1)).zip(idx) {
-                    table.sub(id as usize * d, d).widen_into(row);
-                }
-            }
+            let mut y = vec![0.0f32; shape.iter().product()];
+            embedding_into(inputs[0], inputs[1], &mut y)?;
             Tensor::from_f32(y, shape)
         }
         Op::RmsNorm { eps } => {
@@ -144,6 +126,29 @@ pub(super) fn run(op: &Op, inputs: &[&Tensor], out: TensorMeta) -> Result<Tensor
     }
 }
 
+/// Rows of table `w` picked by `ids`, into `out` (`ids.len() * dim`); a
+/// quantized table dequantizes only the picked rows.
+pub(super) fn embedding_into(w: &Tensor, ids: &Tensor, out: &mut [f32]) -> Result<()> {
+    let (v, d) = (w.shape()[0], w.shape()[1]);
+    let idx = ids.i32s()?;
+    if let Some(&id) = idx.iter().find(|&&id| id < 0 || id as usize >= v) {
+        return invalid(
+            "embedding",
+            format!("token id {id} is outside the vocabulary of {v}"),
+        );
+    }
+    if let DType::Quant(_) = w.dtype() {
+        let (blocks, ty) = w.quant_bytes()?;
+        qlinear::embedding_rows(blocks, ty, d, idx, out)?;
+    } else {
+        let table = w.floats()?;
+        for (row, &id) in out.chunks_mut(d.max(1)).zip(idx) {
+            table.sub(id as usize * d, d).widen_into(row);
+        }
+    }
+    Ok(())
+}
+
 /// The valid rows of a cache of `capacity` rows, from `past_len`'s data.
 fn past_len(len: &Tensor, capacity: usize) -> Result<usize> {
     let n = len.i32s()?[0];
@@ -157,14 +162,7 @@ fn past_len(len: &Tensor, capacity: usize) -> Result<usize> {
 }
 
 fn sdpa(q: &Tensor, k: &Tensor, v: &Tensor, causal: bool, scale: f32) -> Result<Tensor> {
-    let sh = attention::SdpaShape {
-        sq: q.shape()[0],
-        hq: q.shape()[1],
-        d: q.shape()[2],
-        sk: k.shape()[0],
-        hk: k.shape()[1],
-        dv: v.shape()[2],
-    };
+    let sh = attention::SdpaShape::of(q, k, v);
     if causal && sh.sq > sh.sk {
         return crate::error::shape_err(
             "sdpa",

@@ -81,30 +81,10 @@ pub(super) fn run_into(
             let (x, c, s) = (inputs[0], inputs[1], inputs[2]);
             rope::apply_rope_into(x.f32s()?, c.f32s()?, s.f32s()?, sq, h, d, out);
         }
-        Op::Embedding if !inputs[0].dtype().is_quantized() => {
-            let (w, ids) = (inputs[0], inputs[1]);
-            let (v, d) = (w.shape()[0], w.shape()[1]);
-            let table = w.floats()?;
-            for (row, &id) in out.chunks_mut(d.max(1)).zip(ids.i32s()?) {
-                if id < 0 || id as usize >= v {
-                    return invalid(
-                        "embedding",
-                        format!("token id {id} is outside the vocabulary of {v}"),
-                    );
-                }
-                table.sub(id as usize * d, d).widen_into(row);
-            }
-        }
+        Op::Embedding => super::compute::embedding_into(inputs[0], inputs[1], out)?,
         Op::Sdpa { causal, scale } => {
             let (q, k, v) = (inputs[0], inputs[1], inputs[2]);
-            let sh = attention::SdpaShape {
-                sq: q.shape()[0],
-                hq: q.shape()[1],
-                d: q.shape()[2],
-                sk: k.shape()[0],
-                hk: k.shape()[1],
-                dv: v.shape()[2],
-            };
+            let sh = attention::SdpaShape::of(q, k, v);
             let (kr, vr) = (attention::Rows::of(k)?, attention::Rows::of(v)?);
             attention::sdpa_into(q.f32s()?, kr, vr, &sh, *causal, *scale, out);
         }
