@@ -94,8 +94,14 @@ fn meta(shape: Vec<usize>, dtype: DType) -> Result<TensorMeta> {
 /// embedding table (input 0); any other use, and casts or constants of a
 /// quantized dtype, are dtype errors rather than silent dequantization.
 fn check_quant_inputs(op: &Op, inputs: &[TensorMeta]) -> Result<()> {
+    let merged_weights;
     let allowed: &[usize] = match op {
         Op::Linear => &[1],
+        Op::MergedLinear { parts, norm_eps } => {
+            let first = 1 + usize::from(norm_eps.is_some());
+            merged_weights = (first..first + parts).collect::<Vec<_>>();
+            &merged_weights
+        }
         Op::Embedding => &[0],
         // Keys and values of a q8_0 KV cache.
         Op::Sdpa { .. } => &[1, 2],
@@ -119,6 +125,7 @@ fn check_quant_inputs(op: &Op, inputs: &[TensorMeta]) -> Result<()> {
         {
             let what = match op {
                 Op::Linear => "only its weight (second input) may be quantized",
+                Op::MergedLinear { .. } => "only its weights may be quantized",
                 Op::Embedding => "only its table (first input) may be quantized",
                 Op::Sdpa { .. } | Op::CachedSdpa { .. } => {
                     "reads quantized keys and values only as q8_0 (a KV cache)"
@@ -369,6 +376,46 @@ impl Op {
                 let mut shape = vec![2];
                 shape.extend(&x.shape);
                 f32_out(shape)
+            }
+            Op::MergedLinear { parts, norm_eps } => {
+                let first = 1 + usize::from(norm_eps.is_some());
+                arity(self, inputs, first + parts, first + parts)?;
+                let x = &inputs[0];
+                f32_input("merged_linear", x)?;
+                let k = x.last();
+                if *parts == 0 || x.rank() == 0 || k == 0 {
+                    return shape_err(
+                        "merged_linear",
+                        format!("{parts} weights over an input {:?}", x.shape),
+                    );
+                }
+                if norm_eps.is_some() && (inputs[1].shape != [k] || !inputs[1].dtype.is_float()) {
+                    return shape_err(
+                        "merged_linear",
+                        format!(
+                            "norm weight {} does not match input {:?}",
+                            inputs[1], x.shape
+                        ),
+                    );
+                }
+                let rows = x.numel() / k;
+                let mut total = 0usize;
+                for w in &inputs[first..] {
+                    if w.rank() != 2 || w.shape[1] != k {
+                        return shape_err(
+                            "merged_linear",
+                            format!("weight {:?} does not take input {:?}", w.shape, x.shape),
+                        );
+                    }
+                    if !w.dtype.is_float() && !w.dtype.is_quantized() {
+                        return dtype_err(
+                            "merged_linear",
+                            format!("weights must be float, found {}", w.dtype),
+                        );
+                    }
+                    total += rows * w.shape[0];
+                }
+                f32_out(vec![total])
             }
             Op::Unary(_) => {
                 arity(self, inputs, 1, 1)?;

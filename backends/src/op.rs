@@ -102,6 +102,18 @@ pub enum Op {
     AddRmsNorm {
         eps: f32,
     },
+    /// Linears reading one input, merged by graph fusion (q/k/v, gate/up):
+    /// `x [.., k]`; with `norm_eps`, an RMSNorm weight `g [k]` applied to
+    /// `x` first (the norm and the activation quantization fused: the
+    /// normed rows never reach memory); then `parts` weights `w_i [n_i, k]`
+    /// (no biases) -> 1-D: the results `[.., n_i]` laid back to back, which
+    /// readers take as views (a dim-0 slice, then a reshape). Its
+    /// decomposition (rms_norm, one linear per part, flatten, concat) is the
+    /// reference twin.
+    MergedLinear {
+        parts: usize,
+        norm_eps: Option<f32>,
+    },
     Unary(UnaryOp),
     /// Broadcasting (numpy rules). Two i32 inputs give i32; otherwise f32.
     /// Comparisons give 1.0/0.0 (or 1/0).
@@ -175,6 +187,7 @@ impl Op {
         "cached_sdpa",
         "gated_act",
         "add_rms_norm",
+        "merged_linear",
         "unary",
         "binary",
         "softmax",
@@ -203,6 +216,7 @@ impl Op {
             Op::CachedSdpa { .. } => "cached_sdpa",
             Op::GatedAct { .. } => "gated_act",
             Op::AddRmsNorm { .. } => "add_rms_norm",
+            Op::MergedLinear { .. } => "merged_linear",
             Op::Unary(_) => "unary",
             Op::Binary(_) => "binary",
             Op::Softmax { .. } => "softmax",

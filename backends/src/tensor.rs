@@ -447,6 +447,16 @@ impl Tensor {
         })
     }
 
+    /// The f32 values borrowed when the tensor is f32, else widened (a copy,
+    /// as `to_f32_vec`): kernels read small weights (norm gains) through it
+    /// without a copy per step.
+    pub fn f32_cow(&self) -> Result<std::borrow::Cow<'_, [f32]>> {
+        match self.dtype() {
+            DType::F32 => Ok(std::borrow::Cow::Borrowed(self.f32s()?)),
+            _ => Ok(std::borrow::Cow::Owned(self.to_f32_vec()?)),
+        }
+    }
+
     /// The values widened to f32 (i32 values converted, quantized blocks
     /// dequantized), copying.
     pub fn to_f32_vec(&self) -> Result<Vec<f32>> {

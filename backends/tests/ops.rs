@@ -108,6 +108,35 @@ fn cases() -> Vec<Case> {
             &[1., 2., inv, 4.0 * inv],
             &[2, 1, 2],
         ),
+        // [x @ w1^T | x @ w2^T], each part [2, n_i] row-major, flattened.
+        c(
+            Op::MergedLinear {
+                parts: 2,
+                norm_eps: None,
+            },
+            vec![
+                x23.clone(),
+                f(&[1., 0., 1., 0., 1., 0.], &[2, 3]),
+                f(&[1., 1., 1.], &[1, 3]),
+            ],
+            &[4., 2., 10., 5., 6., 15.],
+            &[6],
+        ),
+        // rms_norm([1, 2], [1, 2]) = [inv, 4 inv], then [1, 1] and [0, 1].
+        c(
+            Op::MergedLinear {
+                parts: 2,
+                norm_eps: Some(1e-6),
+            },
+            vec![
+                f(&[1., 2.], &[1, 2]),
+                f(&[1., 2.], &[2]),
+                f(&[1., 1.], &[1, 2]),
+                f(&[0., 1.], &[1, 2]),
+            ],
+            &[5.0 * inv, 4.0 * inv],
+            &[2],
+        ),
         // Rows of the cache past `past_len` (99, 1000) must not be seen.
         c(
             Op::CachedSdpa {

@@ -168,10 +168,17 @@ impl<B: Backend> Compiled<B> {
         Ok(r)
     }
 
-    /// Values whose results live in the arena, of all op results.
+    /// Values whose results live in the arena, of all op results that
+    /// need storage of their own (views share their source's).
     pub fn arena_coverage(&self) -> (usize, usize) {
         let placed = self.placed.iter().filter(|p| p.is_some()).count();
-        (placed, self.graph.node_count())
+        let computed = self
+            .graph
+            .values
+            .iter()
+            .filter(|v| matches!(&v.def, Def::Node { op, .. } if !is_view(op)))
+            .count();
+        (placed, computed)
     }
 
     pub fn backend(&self) -> &B {

@@ -11,6 +11,7 @@ mod common;
 use common::*;
 use mllm_backends::CpuBackend;
 use mllm_interpreter::CompiledModel;
+use mllm_runtime::Loaded;
 
 fn argmax(row: &[f32]) -> i32 {
     let mut best = 0;
@@ -47,10 +48,9 @@ fn compiled_greedy(
     got
 }
 
-fn check_text_model(script_name: &str, case: &str, with_reference: bool) {
-    let mut m = load_with(&script(script_name), case);
-    let r = reference(case);
-    let ids = &r.input_ids;
+/// Compiled prefill logits and compiled greedy ids against eager ones;
+/// returns the ids.
+fn compiled_matches_eager(m: &mut Loaded, ids: &[i32], n: usize, case: &str) -> Vec<i32> {
     // All rows of the prompt at once, compiled vs eager.
     let eager = data(&full_logits(&m.runner.model, ids));
     let mut c = CompiledModel::new(CpuBackend, 256, 64);
@@ -68,15 +68,41 @@ fn check_text_model(script_name: &str, case: &str, with_reference: bool) {
     assert!(err <= 1e-5, "{case}: compiled prefill differs by {err}");
     // Greedy: chunked compiled prefill (chunk 3: full chunks and a
     // remainder) and compiled decode give the eager ids.
-    let n = r.greedy.len();
-    let want = greedy(&mut m, ids, n);
+    let want = greedy(m, ids, n);
     let got = compiled_greedy(&m.runner.model, ids, n, 3);
     assert_eq!(got, want, "{case}: compiled greedy ids differ from eager");
+    got
+}
+
+fn check_text_model(script_name: &str, case: &str, with_reference: bool) {
+    let mut m = load_with(&script(script_name), case);
+    let r = reference(case);
+    let got = compiled_matches_eager(&mut m, &r.input_ids, r.greedy.len(), case);
     if with_reference {
         assert_eq!(
             got, r.greedy,
             "{case}: compiled greedy ids differ from transformers"
         );
+    }
+}
+
+/// Quantized weights go through other kernels (and, compiled, through
+/// merged q/k/v and gate/up linears with the norm folded in): compiled
+/// still equals eager on converted files of several types.
+#[test]
+fn quantized_models_compiled_equal_eager() {
+    let case = "quant_scaled_f32";
+    let r = reference(case);
+    let dir = tempfile::tempdir().expect("tmp");
+    for ty in ["q4_0", "q8_0", "q4_k", "w8a8", "w4a16_g32", "f16"] {
+        let out = dir.path().join(format!("{ty}.mllm"));
+        mllm_converter::mllm_format::convert(&fixture(case), &out, ty, None, |_, _| {})
+            .unwrap_or_else(|e| panic!("{ty}: {e}"));
+        let mut m = match mllm_runtime::load(&qwen3_script(), out.to_str().expect("utf-8")) {
+            Ok(m) => m,
+            Err(e) => panic!("loading {ty} failed:\n{}", e.0),
+        };
+        compiled_matches_eager(&mut m, &r.input_ids, 6, &format!("{case} as {ty}"));
     }
 }
 
@@ -179,7 +205,9 @@ fn data_dependent_forwards_are_refused() {
 }
 
 /// The compiled graphs above are the fused ones: each decoder layer's MLP
-/// middle is one `gated_act` and the residual adds feed `add_rms_norm`.
+/// middle is one `gated_act`, q/k/v and gate/up are merged linears with the
+/// RMSNorm before them folded in (the final norm folds into the LM head),
+/// and only the per-head q/k norms remain as norms.
 #[test]
 fn qwen3_decode_graph_is_fused() {
     let m = load_case("gqa_tied_f32");
@@ -190,9 +218,13 @@ fn qwen3_decode_graph_is_fused() {
     let count = |s: &str| text.matches(s).count();
     let layers = 2;
     assert_eq!(count("= gated_act{act: Silu}"), layers, "{text}");
-    // Every norm after a residual add: the post-attention norm of each
-    // layer, the next layer's input norm, and the final norm.
-    assert_eq!(count("= add_rms_norm{"), 2 * layers, "{text}");
+    for (parts, n) in [(3, layers), (2, layers), (1, 1)] {
+        let op = format!("= merged_linear{{parts: {parts}, norm_eps: Some(");
+        assert_eq!(count(&op), n, "{op}\n{text}");
+    }
+    // o_proj and down_proj read no norm and share no input.
+    assert_eq!(count("= linear("), 2 * layers, "{text}");
+    assert_eq!(count("= rms_norm{"), 2 * layers, "{text}");
     assert!(!text.contains("unary{Silu}"), "{text}");
     assert!(g.node_count() < raw.node_count());
 }

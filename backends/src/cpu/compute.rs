@@ -90,8 +90,13 @@ pub(super) fn run(op: &Op, inputs: &[&Tensor], out: TensorMeta) -> Result<Tensor
         Op::AddRmsNorm { eps } => {
             let (x, y, w) = (inputs[0], inputs[1], inputs[2]);
             let d = shape[shape.len() - 1];
-            let out = fused::add_rms_norm(x.f32s()?, y.f32s()?, &w.to_f32_vec()?, d, *eps);
+            let out = fused::add_rms_norm(x.f32s()?, y.f32s()?, &w.f32_cow()?, d, *eps);
             Tensor::from_f32(out, shape)
+        }
+        Op::MergedLinear { norm_eps, .. } => {
+            let mut y = vec![0.0f32; shape.iter().product()];
+            super::merged::run_into(inputs, *norm_eps, &mut y)?;
+            Tensor::from_f32(y, shape)
         }
         Op::Unary(u) => {
             let x = inputs[0].to_f32()?;

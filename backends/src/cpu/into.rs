@@ -3,7 +3,7 @@
 //! with the same kernels `run` uses (their `_into` forms), so both give the
 //! same numbers.
 
-use super::{attention, elementwise, fused, linear, norm, qlinear, rope};
+use super::{attention, elementwise, fused, linear, merged, norm, qlinear, rope};
 use crate::backend::Backend;
 use crate::dtype::DType;
 use crate::error::{invalid, Result};
@@ -19,6 +19,7 @@ pub(super) fn writes_into(op: &Op, out: &TensorMeta) -> bool {
             Op::Linear
                 | Op::RmsNorm { .. }
                 | Op::AddRmsNorm { .. }
+                | Op::MergedLinear { .. }
                 | Op::GatedAct { .. }
                 | Op::Unary(_)
                 | Op::Binary(_)
@@ -61,13 +62,14 @@ pub(super) fn run_into(
         }
         Op::RmsNorm { eps } => {
             let d = shape[shape.len() - 1];
-            norm::rms_norm_into(inputs[0].f32s()?, &inputs[1].to_f32_vec()?, d, *eps, out);
+            norm::rms_norm_into(inputs[0].f32s()?, &inputs[1].f32_cow()?, d, *eps, out);
         }
         Op::AddRmsNorm { eps } => {
             let d = shape[shape.len() - 1];
-            let w = inputs[2].to_f32_vec()?;
+            let w = inputs[2].f32_cow()?;
             fused::add_rms_norm_into(inputs[0].f32s()?, inputs[1].f32s()?, &w, d, *eps, out);
         }
+        Op::MergedLinear { norm_eps, .. } => merged::run_into(inputs, *norm_eps, out)?,
         Op::GatedAct { act } => {
             fused::gated_act_into(*act, inputs[0].f32s()?, inputs[1].f32s()?, out)
         }

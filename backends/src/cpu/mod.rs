@@ -10,6 +10,7 @@ pub mod fused;
 mod into;
 pub mod layout;
 pub mod linear;
+pub mod merged;
 pub mod norm;
 pub mod pool;
 pub mod qlinear;
@@ -68,6 +69,7 @@ impl Backend for CpuBackend {
             | Op::CachedSdpa { .. }
             | Op::GatedAct { .. }
             | Op::AddRmsNorm { .. }
+            | Op::MergedLinear { .. }
             | Op::Unary(_)
             | Op::Binary(_)
             | Op::Softmax { .. }

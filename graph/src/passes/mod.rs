@@ -6,6 +6,7 @@ pub mod dce;
 pub mod fold;
 pub mod fuse_add_rms_norm;
 pub mod fuse_gated_act;
+pub mod merge_linears;
 
 use crate::ir::Graph;
 use crate::verify::verify;
@@ -19,6 +20,10 @@ pub const ALL: &[(&str, Pass)] = &[
     ("fold", fold::fold),
     ("cse", cse::cse),
     ("fuse_gated_act", fuse_gated_act::fuse_gated_act),
+    // Before the add + norm fusion: a norm read only by linears folds into
+    // them (norm and activation quantization in one pass); the others fuse
+    // with their residual add.
+    ("merge_linears", merge_linears::merge_linears),
     ("fuse_add_rms_norm", fuse_add_rms_norm::fuse_add_rms_norm),
     ("dce", dce::dce),
 ];

@@ -18,6 +18,7 @@ use rayon::prelude::*;
 use crate::quant::{QK, QK_K};
 
 /// Rows of activations as 32-value int8 blocks (row-major `[m][k]` codes).
+#[derive(Default)]
 pub struct ActQ8 {
     pub m: usize,
     pub k: usize,
@@ -29,6 +30,7 @@ pub struct ActQ8 {
 }
 
 /// Rows of activations as 256-value int8 super-blocks.
+#[derive(Default)]
 pub struct ActQ8K {
     pub m: usize,
     pub k: usize,
@@ -44,6 +46,12 @@ type RowParts<'a, S> = ((&'a [f32], &'a mut [i8]), (&'a mut [f32], &'a mut [S]))
 
 /// Rows at or above this many values are quantized in parallel.
 const PAR_VALUES: usize = 1 << 16;
+
+/// Sets `v` to `n` zeros, reusing its capacity.
+pub(super) fn refill<T: Copy + Default>(v: &mut Vec<T>, n: usize) {
+    v.clear();
+    v.resize(n, T::default());
+}
 
 /// Rounds to nearest, ties to even, for |v| <= 127: adding and removing
 /// 1.5 * 2^23 leaves no fraction bits, so the FPU's rounding does the work.
@@ -70,11 +78,20 @@ fn quantize_block<const N: usize>(x: &[f32; N], q: &mut [i8; N]) -> f32 {
 impl ActQ8 {
     /// Quantizes `x [m, k]`; `k` must be a multiple of 32.
     pub fn quantize(x: &[f32], m: usize, k: usize) -> ActQ8 {
+        let mut a = ActQ8::default();
+        a.quantize_into(x, m, k);
+        a
+    }
+
+    /// `quantize` into this value's buffers (reused: no allocation once
+    /// they have grown to the largest `m * k` seen).
+    pub fn quantize_into(&mut self, x: &[f32], m: usize, k: usize) {
         assert!(k.is_multiple_of(QK) && x.len() == m * k);
         let nb = k / QK;
-        let mut qs = vec![0i8; m * k];
-        let mut d = vec![0.0f32; m * nb];
-        let mut sum = vec![0i32; m * nb];
+        (self.m, self.k) = (m, k);
+        refill(&mut self.qs, m * k);
+        refill(&mut self.d, m * nb);
+        refill(&mut self.sum, m * nb);
         let row = |((x, q), (d, s)): RowParts<i32>| {
             let (xs, qs) = (x.as_chunks::<QK>().0, q.as_chunks_mut::<QK>().0);
             for (b, (x, q)) in xs.iter().zip(qs).enumerate() {
@@ -83,18 +100,18 @@ impl ActQ8 {
             }
         };
         if k == 0 {
-            return ActQ8 { m, k, qs, d, sum };
+            return;
         }
-        let rows = x
-            .chunks_exact(k)
-            .zip(qs.chunks_exact_mut(k))
-            .zip(d.chunks_exact_mut(nb).zip(sum.chunks_exact_mut(nb)));
+        let rows = x.chunks_exact(k).zip(self.qs.chunks_exact_mut(k)).zip(
+            self.d
+                .chunks_exact_mut(nb)
+                .zip(self.sum.chunks_exact_mut(nb)),
+        );
         if m * k >= PAR_VALUES {
             rows.par_bridge().for_each(row);
         } else {
             rows.for_each(row);
         }
-        ActQ8 { m, k, qs, d, sum }
     }
 
     pub fn blocks_per_row(&self) -> usize {
@@ -105,11 +122,19 @@ impl ActQ8 {
 impl ActQ8K {
     /// Quantizes `x [m, k]`; `k` must be a multiple of 256.
     pub fn quantize(x: &[f32], m: usize, k: usize) -> ActQ8K {
+        let mut a = ActQ8K::default();
+        a.quantize_into(x, m, k);
+        a
+    }
+
+    /// `quantize` into this value's buffers (reused).
+    pub fn quantize_into(&mut self, x: &[f32], m: usize, k: usize) {
         assert!(k.is_multiple_of(QK_K) && x.len() == m * k);
         let nb = k / QK_K;
-        let mut qs = vec![0i8; m * k];
-        let mut d = vec![0.0f32; m * nb];
-        let mut bsums = vec![0i16; m * k / 16];
+        (self.m, self.k) = (m, k);
+        refill(&mut self.qs, m * k);
+        refill(&mut self.d, m * nb);
+        refill(&mut self.bsums, m * k / 16);
         let row = |((x, q), (d, bs)): RowParts<i16>| {
             let (xs, qs) = (x.as_chunks::<QK_K>().0, q.as_chunks_mut::<QK_K>().0);
             for (b, (x, q)) in xs.iter().zip(qs).enumerate() {
@@ -121,18 +146,18 @@ impl ActQ8K {
             }
         };
         if k == 0 {
-            return ActQ8K { m, k, qs, d, bsums };
+            return;
         }
-        let rows = x
-            .chunks_exact(k)
-            .zip(qs.chunks_exact_mut(k))
-            .zip(d.chunks_exact_mut(nb).zip(bsums.chunks_exact_mut(k / 16)));
+        let rows = x.chunks_exact(k).zip(self.qs.chunks_exact_mut(k)).zip(
+            self.d
+                .chunks_exact_mut(nb)
+                .zip(self.bsums.chunks_exact_mut(k / 16)),
+        );
         if m * k >= PAR_VALUES {
             rows.par_bridge().for_each(row);
         } else {
             rows.for_each(row);
         }
-        ActQ8K { m, k, qs, d, bsums }
     }
 
     pub fn blocks_per_row(&self) -> usize {

@@ -20,7 +20,8 @@
 //! `MLLM_QLINEAR_ISA=scalar|avx2|avx512vnni|neon|neon-dot|neon-i8mm` forces a path
 //! (one the CPU has), for benchmarks and bisecting.
 //!
-//! Work is split over output features (weight rows) with rayon; within a
+//! Work is split over output features (weight rows) on the pool (`parts`,
+//! which also serves merged linears: several weights, one input); within a
 //! task, tiles of 4 weight rows by 1-4 activation rows decode each weight
 //! block once per tile and keep its rows in L1 while the activation rows
 //! stream, which serves decode (m = 1..4, memory-bound) and prefill
@@ -32,6 +33,7 @@
 pub mod act_quant;
 mod block32;
 mod k_quants;
+mod parts;
 mod q4_0;
 mod q4_1;
 mod q8_0;
@@ -40,8 +42,7 @@ mod w8a8;
 
 use std::sync::OnceLock;
 
-use self::act_quant::{ActQ8, ActQ8K};
-use self::w8a8::ActTok;
+pub use self::parts::Part;
 use crate::error::{invalid, shape_err, BackendError, Result};
 use crate::quant::{self, QuantType};
 use crate::tensor::FloatSlice;
@@ -205,15 +206,6 @@ pub(super) unsafe fn drive<X>(
     }
 }
 
-/// Quantized activations, in the form the weight type's kernels want.
-enum Act<'a> {
-    Q8(ActQ8),
-    Q8K(ActQ8K),
-    Tok(ActTok),
-    /// W4A16 reads the f32 activations as they are.
-    F32(&'a [f32]),
-}
-
 fn check_args(
     x: &[f32],
     m: usize,
@@ -266,13 +258,6 @@ pub fn linear(
 /// thread computes in ~12 us).
 const PAR_MACS: usize = 1 << 19;
 
-/// Weight rows per parallel task: a multiple of the 4-row tiles, about four
-/// tasks per thread.
-fn rows_per_task(n: usize) -> usize {
-    let threads = rayon::current_num_threads().max(1);
-    (n.div_ceil(threads * 4)).next_multiple_of(4).max(4)
-}
-
 /// `linear` with the kernels of `isa` (which must be available; the
 /// scalar twin otherwise).
 #[allow(clippy::too_many_arguments)]
@@ -318,7 +303,7 @@ fn linear_into_with(
     bias: Option<&[f32]>,
     out: &mut [f32],
 ) -> Result<()> {
-    let row_bytes = check_args(x, m, k, w, ty, n, bias)?;
+    check_args(x, m, k, w, ty, n, bias)?;
     let isa = if isa.is_available() { isa } else { Isa::Scalar };
     if out.len() != m * n {
         return Err(BackendError::Invalid {
@@ -329,58 +314,7 @@ fn linear_into_with(
     if m == 0 || n == 0 {
         return Ok(());
     }
-    let act = match ty {
-        QuantType::Q4_0 | QuantType::Q4_1 | QuantType::Q8_0 => Act::Q8(ActQ8::quantize(x, m, k)),
-        QuantType::Q4_K | QuantType::Q5_K | QuantType::Q6_K => Act::Q8K(ActQ8K::quantize(x, m, k)),
-        QuantType::W8A8 { .. } => Act::Tok(ActTok::quantize(x, m, k)),
-        QuantType::W4A16 { .. } => Act::F32(x),
-    };
-    let run = |w: &[u8], nr: usize, out: &mut [f32]| match (&act, ty) {
-        (Act::Q8(a), QuantType::Q4_0) => block32::gemm::<q4_0::Q4_0>(isa, w, nr, a, out),
-        (Act::Q8(a), QuantType::Q4_1) => block32::gemm::<q4_1::Q4_1>(isa, w, nr, a, out),
-        (Act::Q8(a), QuantType::Q8_0) => block32::gemm::<q8_0::Q8_0>(isa, w, nr, a, out),
-        (Act::Q8K(a), QuantType::Q4_K) => k_quants::gemm(k_quants::Kind::Q4K, isa, w, nr, a, out),
-        (Act::Q8K(a), QuantType::Q5_K) => k_quants::gemm(k_quants::Kind::Q5K, isa, w, nr, a, out),
-        (Act::Q8K(a), QuantType::Q6_K) => k_quants::gemm(k_quants::Kind::Q6K, isa, w, nr, a, out),
-        (Act::Tok(a), QuantType::W8A8 { .. }) => w8a8::gemm(isa, w, nr, a, out),
-        (Act::F32(x), QuantType::W4A16 { group }) => {
-            w4a16::gemm(isa, group as usize, w, nr, k, x, m, out)
-        }
-        _ => unreachable!("activations are quantized for the weight type"),
-    };
-    let tr = rows_per_task(n);
-    if m * n * k < PAR_MACS || tr >= n {
-        run(w, n, out);
-    } else {
-        // Task t computes weight rows t*tr.. for every activation row.
-        // One row (decode): straight into its slice of `out`. Several: into
-        // a task-major scratch, scattered afterwards (m * n copies against
-        // m * n * k multiply-adds).
-        let tasks = n.div_ceil(tr);
-        let mut scratch = if m == 1 { vec![] } else { vec![0.0f32; m * n] };
-        let dst = SendPtr(if m == 1 {
-            out.as_mut_ptr()
-        } else {
-            scratch.as_mut_ptr()
-        });
-        crate::cpu::pool::for_each(tasks, |t| {
-            let j0 = t * tr;
-            let nr = tr.min(n - j0);
-            let wc = &w[j0 * row_bytes..(j0 + nr) * row_bytes];
-            // Tasks write disjoint ranges: `m * j0 ..` of `m * nr` values.
-            let part = unsafe { std::slice::from_raw_parts_mut(dst.get().add(m * j0), m * nr) };
-            run(wc, nr, part);
-        });
-        if m > 1 {
-            for t in 0..tasks {
-                let (j0, nr) = (t * tr, tr.min(n - t * tr));
-                let part = &scratch[m * j0..m * (j0 + nr)];
-                for i in 0..m {
-                    out[i * n + j0..i * n + j0 + nr].copy_from_slice(&part[i * nr..(i + 1) * nr]);
-                }
-            }
-        }
-    }
+    parts::linear_parts(isa, x, m, k, &[Part { w, ty, n }], out);
     if let Some(b) = bias {
         for row in out.chunks_exact_mut(n) {
             for (o, b) in row.iter_mut().zip(b) {
@@ -388,6 +322,31 @@ fn linear_into_with(
             }
         }
     }
+    Ok(())
+}
+
+/// `out` = `x [m, k] @ w_i^T` for every part, laid back to back (`[m, n_0]`
+/// then `[m, n_1]` ...): a merged q/k/v or gate/up linear, the activations
+/// quantized once per kind and all rows in one parallel dispatch. Each part
+/// gives exactly what `linear` gives for it alone.
+pub fn linear_parts_into(
+    x: &[f32],
+    m: usize,
+    k: usize,
+    parts: &[Part],
+    out: &mut [f32],
+) -> Result<()> {
+    for p in parts {
+        check_args(x, m, k, p.w, p.ty, p.n, None)?;
+    }
+    let total: usize = parts.iter().map(|p| p.n).sum();
+    if out.len() != m * total {
+        return invalid(
+            "linear",
+            format!("output of {} values for {m} rows of {total}", out.len()),
+        );
+    }
+    parts::linear_parts(Isa::best(), x, m, k, parts, out);
     Ok(())
 }
 

@@ -13,12 +13,13 @@
 
 use rayon::prelude::*;
 
-use super::act_quant::round_to_i8;
+use super::act_quant::{refill, round_to_i8};
 use super::Isa;
 use crate::quant::w8a8::row_scale;
 
 /// Activations quantized per token: `qs [m][k]`, one scale and one code
 /// sum per row.
+#[derive(Default)]
 pub struct ActTok {
     pub m: usize,
     pub k: usize,
@@ -28,15 +29,18 @@ pub struct ActTok {
 }
 
 impl ActTok {
-    pub fn quantize(x: &[f32], m: usize, k: usize) -> ActTok {
+    /// Quantizes `x [m, k]` into this value's buffers (reused).
+    pub fn quantize_into(&mut self, x: &[f32], m: usize, k: usize) {
         assert_eq!(x.len(), m * k);
-        let mut qs = vec![0i8; m * k];
-        let mut d = vec![0.0f32; m];
-        let mut sum = vec![0i32; m];
+        (self.m, self.k) = (m, k);
+        refill(&mut self.qs, m * k);
+        refill(&mut self.d, m);
+        refill(&mut self.sum, m);
         if k > 0 {
-            qs.par_chunks_mut(k)
+            self.qs
+                .par_chunks_mut(k)
                 .zip(x.par_chunks(k))
-                .zip(d.par_iter_mut().zip(sum.par_iter_mut()))
+                .zip(self.d.par_iter_mut().zip(self.sum.par_iter_mut()))
                 .for_each(|((q, x), (d, s))| {
                     let amax = x.iter().fold(0.0f32, |a, v| a.max(v.abs()));
                     *d = amax / 127.0;
@@ -47,7 +51,6 @@ impl ActTok {
                     *s = q.iter().map(|&v| v as i32).sum();
                 });
         }
-        ActTok { m, k, qs, d, sum }
     }
 }
 

@@ -1,0 +1,180 @@
+//! Quantized weights against one activation: a plain linear (one part) or
+//! a merged q/k/v or gate/up linear (several). The activations are
+//! quantized once per kind the weights need, and the row tasks of every
+//! part go to the pool in one dispatch. The quantized activations and the
+//! staging buffer of multi-row products live in a per-thread scratch that
+//! is reused from call to call, so a decode or prefill step allocates
+//! nothing here once the buffers have grown.
+
+use std::cell::Cell;
+
+use super::act_quant::{refill, ActQ8, ActQ8K};
+use super::w8a8::ActTok;
+use super::{block32, k_quants, q4_0, q4_1, q8_0, w4a16, w8a8, Isa, SendPtr, PAR_MACS};
+use crate::quant::QuantType;
+
+/// One weight of a product: `n` rows of `ty` blocks (`w`, checked by the
+/// caller to hold exactly that).
+#[derive(Clone, Copy)]
+pub struct Part<'a> {
+    pub w: &'a [u8],
+    pub ty: QuantType,
+    pub n: usize,
+}
+
+impl Part<'_> {
+    fn row_bytes(&self, k: usize) -> usize {
+        k / self.ty.block_size() * self.ty.type_size()
+    }
+}
+
+#[derive(Default)]
+struct Scratch {
+    q8: ActQ8,
+    q8k: ActQ8K,
+    tok: ActTok,
+    /// Task-major results of multi-row products, scattered afterwards.
+    staged: Vec<f32>,
+}
+
+thread_local! {
+    static SCRATCH: Cell<Option<Box<Scratch>>> = const { Cell::new(None) };
+}
+
+/// Weight rows per parallel task: a multiple of the 4-row tiles, about four
+/// tasks per thread.
+fn rows_per_task(n: usize) -> usize {
+    let threads = rayon::current_num_threads().max(1);
+    (n.div_ceil(threads * 4)).next_multiple_of(4).max(4)
+}
+
+/// `out [m][nr] = x @ w^T` for `nr` rows of part `p`'s weight `w`.
+#[allow(clippy::too_many_arguments)]
+fn gemm(
+    isa: Isa,
+    p: &Part,
+    w: &[u8],
+    nr: usize,
+    s: &Scratch,
+    x: &[f32],
+    k: usize,
+    out: &mut [f32],
+) {
+    let m = out.len() / nr.max(1);
+    match p.ty {
+        QuantType::Q4_0 => block32::gemm::<q4_0::Q4_0>(isa, w, nr, &s.q8, out),
+        QuantType::Q4_1 => block32::gemm::<q4_1::Q4_1>(isa, w, nr, &s.q8, out),
+        QuantType::Q8_0 => block32::gemm::<q8_0::Q8_0>(isa, w, nr, &s.q8, out),
+        QuantType::Q4_K => k_quants::gemm(k_quants::Kind::Q4K, isa, w, nr, &s.q8k, out),
+        QuantType::Q5_K => k_quants::gemm(k_quants::Kind::Q5K, isa, w, nr, &s.q8k, out),
+        QuantType::Q6_K => k_quants::gemm(k_quants::Kind::Q6K, isa, w, nr, &s.q8k, out),
+        QuantType::W8A8 { .. } => w8a8::gemm(isa, w, nr, &s.tok, out),
+        QuantType::W4A16 { group } => w4a16::gemm(isa, group as usize, w, nr, k, x, m, out),
+    }
+}
+
+/// `out` = `x [m, k] @ w_i^T` for every part, laid back to back (`[m, n_0]`
+/// then `[m, n_1]` ...). `isa` must be available; shapes are the caller's
+/// to check.
+pub(super) fn linear_parts(
+    isa: Isa,
+    x: &[f32],
+    m: usize,
+    k: usize,
+    parts: &[Part],
+    out: &mut [f32],
+) {
+    let total: usize = parts.iter().map(|p| p.n).sum();
+    debug_assert_eq!(out.len(), m * total);
+    if m == 0 || total == 0 {
+        return;
+    }
+    let mut s = SCRATCH.with(|c| c.take()).unwrap_or_default();
+    let needs = |f: fn(QuantType) -> bool| parts.iter().any(|p| f(p.ty));
+    if needs(|t| matches!(t, QuantType::Q4_0 | QuantType::Q4_1 | QuantType::Q8_0)) {
+        s.q8.quantize_into(x, m, k);
+    }
+    if needs(|t| matches!(t, QuantType::Q4_K | QuantType::Q5_K | QuantType::Q6_K)) {
+        s.q8k.quantize_into(x, m, k);
+    }
+    if needs(|t| matches!(t, QuantType::W8A8 { .. })) {
+        s.tok.quantize_into(x, m, k);
+    }
+    let mut staged = std::mem::take(&mut s.staged);
+    dispatch(isa, x, m, k, parts, &s, &mut staged, out);
+    s.staged = staged;
+    SCRATCH.with(|c| c.set(Some(s)));
+}
+
+#[allow(clippy::too_many_arguments)]
+fn dispatch(
+    isa: Isa,
+    x: &[f32],
+    m: usize,
+    k: usize,
+    parts: &[Part],
+    s: &Scratch,
+    staged: &mut Vec<f32>,
+    out: &mut [f32],
+) {
+    let total: usize = parts.iter().map(|p| p.n).sum();
+    let tr = rows_per_task(total);
+    if m * total * k < PAR_MACS || tr >= total {
+        let mut off = 0;
+        for p in parts {
+            gemm(isa, p, p.w, p.n, s, x, k, &mut out[off..off + m * p.n]);
+            off += m * p.n;
+        }
+        return;
+    }
+    // Task t: rows j0.. of one part (tasks never straddle two parts). One
+    // activation row: straight into `out`. Several: into the task-major
+    // staging buffer, scattered afterwards (m * n copies against m * n * k
+    // multiply-adds).
+    let tasks: usize = parts.iter().map(|p| p.n.div_ceil(tr)).sum();
+    // Part, first row in it, and that row's index over all parts.
+    let locate = |mut t: usize| {
+        let mut before = 0;
+        for (i, p) in parts.iter().enumerate() {
+            let here = p.n.div_ceil(tr);
+            if t < here {
+                return (i, t * tr, before + t * tr);
+            }
+            t -= here;
+            before += p.n;
+        }
+        unreachable!("task index past the last part")
+    };
+    if m > 1 {
+        refill(staged, m * total);
+    }
+    let dst = SendPtr(if m == 1 {
+        out.as_mut_ptr()
+    } else {
+        staged.as_mut_ptr()
+    });
+    crate::cpu::pool::for_each(tasks, |t| {
+        let (pi, j0, g0) = locate(t);
+        let p = &parts[pi];
+        let nr = tr.min(p.n - j0);
+        let rb = p.row_bytes(k);
+        let wc = &p.w[j0 * rb..(j0 + nr) * rb];
+        // Tasks write disjoint ranges: `m * g0 ..` of `m * nr` values (with
+        // m = 1 that is the part's offset plus j0 in `out`).
+        let part = unsafe { std::slice::from_raw_parts_mut(dst.get().add(m * g0), m * nr) };
+        gemm(isa, p, wc, nr, s, x, k, part);
+    });
+    if m > 1 {
+        for t in 0..tasks {
+            let (pi, j0, g0) = locate(t);
+            let p = &parts[pi];
+            let nr = tr.min(p.n - j0);
+            let off = m * (g0 - j0);
+            let src = &staged[m * g0..m * (g0 + nr)];
+            for i in 0..m {
+                let o = off + i * p.n + j0;
+                out[o..o + nr].copy_from_slice(&src[i * nr..(i + 1) * nr]);
+            }
+        }
+    }
+}
