@@ -23,6 +23,10 @@ pub const KV_DTYPES: &[&str] = &["f32", "f16", "q8_0"];
 pub struct KvCache {
     dtype: DType,
     layers: Vec<Option<LayerKv>>,
+    /// Positions each layer's buffers are sized for when they grow (the
+    /// context a compiled graph was captured for), so that appends up to
+    /// it never reallocate and copy the history.
+    reserve: usize,
 }
 
 impl Default for KvCache {
@@ -55,18 +59,34 @@ impl Store {
         }
     }
 
-    /// Appends rows (copies only if an earlier view is still alive).
-    fn extend(&mut self, dtype: DType, values: &[f32]) -> Result<(), String> {
+    /// Appends rows (copies only if an earlier view is still alive); when
+    /// the buffer must grow it grows to at least `cap` values at once.
+    fn extend(&mut self, dtype: DType, values: &[f32], cap: usize) -> Result<(), String> {
+        fn grow<T>(v: &mut Vec<T>, extra: usize, cap: usize) {
+            if v.capacity() < v.len() + extra {
+                v.reserve(cap.max(v.len() + extra) - v.len());
+            }
+        }
         match self {
             Store::Float(b) => match Arc::make_mut(b) {
-                Buffer::F32(v) => v.extend_from_slice(values),
-                Buffer::F16(v) => v.extend(values.iter().map(|&x| f16::from_f32(x))),
+                Buffer::F32(v) => {
+                    grow(v, values.len(), cap);
+                    v.extend_from_slice(values)
+                }
+                Buffer::F16(v) => {
+                    grow(v, values.len(), cap);
+                    v.extend(values.iter().map(|&x| f16::from_f32(x)))
+                }
                 _ => return Err("unexpected cache storage".into()),
             },
             Store::Blocks(b) => {
                 let ty = dtype.quant().ok_or("unexpected cache dtype")?;
-                let bytes = quant::quantize(ty, values)?;
-                Arc::make_mut(b).0.extend_from_slice(&bytes);
+                let v = &mut Arc::make_mut(b).0;
+                let old = v.len();
+                let added = values.len() / ty.block_size() * ty.type_size();
+                grow(v, added, cap / ty.block_size() * ty.type_size());
+                v.resize(old + added, 0);
+                quant::quantize_into(ty, values, &mut v[old..])?;
             }
         }
         Ok(())
@@ -108,7 +128,14 @@ impl KvCache {
         KvCache {
             dtype: DType::F32,
             layers: vec![],
+            reserve: 0,
         }
+    }
+
+    /// Sizes each layer's buffers for `tokens` positions when they next
+    /// grow (memory is committed as rows are written).
+    pub fn reserve(&mut self, tokens: usize) {
+        self.reserve = self.reserve.max(tokens);
     }
 
     /// A cache storing `dtype`: f32, f16 or q8_0.
@@ -117,6 +144,7 @@ impl KvCache {
             DType::F32 | DType::F16 | DType::Quant(QuantType::Q8_0) => Ok(KvCache {
                 dtype,
                 layers: vec![],
+                reserve: 0,
             }),
             other => Err(format!(
                 "a KV cache stores {}, not {other}",
@@ -221,8 +249,9 @@ impl KvCache {
                 l.k_row, l.v_row, k_row, v_row
             ));
         }
-        l.k.extend(dtype, ks)?;
-        l.v.extend(dtype, vs)?;
+        let cap = self.reserve;
+        l.k.extend(dtype, ks, cap * k_row[0] * k_row[1])?;
+        l.v.extend(dtype, vs, cap * v_row[0] * v_row[1])?;
         l.tokens += k.shape()[0];
         let kt = l.k.view(dtype, vec![l.tokens, k_row[0], k_row[1]])?;
         let vt = l.v.view(dtype, vec![l.tokens, v_row[0], v_row[1]])?;

@@ -13,7 +13,7 @@
 //! and eager steps give the same numbers and can be interleaved.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use mllm_backends::{Backend, ByteOwner, DType, KvCache, Op, Tensor};
 
@@ -59,6 +59,9 @@ pub struct Compiled<B: Backend> {
     arena: Arc<ArenaMem>,
     /// The tensor over each arena-placed value's region, made once.
     placed: Vec<Option<Tensor>>,
+    /// The step's values, by id: one list kept from step to step (emptied
+    /// after each), so a step does not allocate it.
+    slots: Mutex<Vec<Option<Tensor>>>,
 }
 
 impl<B: Backend> Compiled<B> {
@@ -132,6 +135,7 @@ impl<B: Backend> Compiled<B> {
             plan,
             arena,
             placed,
+            slots: Mutex::new(Vec::new()),
         })
     }
 
@@ -195,8 +199,25 @@ impl<B: Backend> Compiled<B> {
         let g = &self.graph;
         // Step values only; parameters and constants are read from `fixed`
         // (no per-step clones of ~hundreds of bound weights).
-        let mut slots: Vec<Option<Tensor>> = vec![None; g.values.len()];
+        let mut guard = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let slots = &mut *guard;
+        slots.clear();
+        slots.resize(g.values.len(), None);
+        let r = self.step(inputs, kv, slots);
+        slots.clear();
+        r
+    }
+
+    fn step(
+        &self,
+        inputs: &[(&str, Tensor)],
+        kv: &mut KvCache,
+        slots: &mut [Option<Tensor>],
+    ) -> Result<Vec<(String, Tensor)>> {
+        let g = &self.graph;
         let fixed = &self.fixed;
+        // Appends up to the captured context never regrow the cache.
+        kv.reserve(g.context);
         let past = g.kv.first().map_or(0, |l| kv.len(l.layer));
         for (name, id) in g.inputs() {
             let t = if name == "past_len" {
@@ -235,9 +256,9 @@ impl<B: Backend> Compiled<B> {
                         ));
                     }
                     let (q, k, v) = (
-                        get(&slots, fixed, inputs[0])?,
-                        get(&slots, fixed, inputs[1])?,
-                        get(&slots, fixed, inputs[2])?,
+                        get(slots, fixed, inputs[0])?,
+                        get(slots, fixed, inputs[1])?,
+                        get(slots, fixed, inputs[2])?,
                     );
                     let (k, v) = (self.backend.download(k)?, self.backend.download(v)?);
                     let (keys, values) = kv
@@ -252,7 +273,7 @@ impl<B: Backend> Compiled<B> {
                 _ => {
                     let args: Vec<&Tensor> = inputs
                         .iter()
-                        .map(|&j| get(&slots, fixed, j))
+                        .map(|&j| get(slots, fixed, j))
                         .collect::<Result<_>>()?;
                     self.compute(i, op, &args)?
                 }
@@ -264,18 +285,18 @@ impl<B: Backend> Compiled<B> {
                 }
             }
         }
-        let kv_rows: Vec<ValueId> =
+        let kv_rows = |id: ValueId| {
             g.kv.iter()
-                .flat_map(|l| [l.present_key, l.present_value])
-                .collect();
+                .any(|l| l.present_key == id || l.present_value == id)
+        };
         // Outputs leave as copies: the arena is rewritten by the next step.
         g.outputs
             .iter()
-            .filter(|(_, id)| !kv_rows.contains(id))
+            .filter(|(_, id)| !kv_rows(*id))
             .map(|(name, id)| {
                 Ok((
                     name.clone(),
-                    host_copy(&self.backend, get(&slots, fixed, *id)?)?,
+                    host_copy(&self.backend, get(slots, fixed, *id)?)?,
                 ))
             })
             .collect()

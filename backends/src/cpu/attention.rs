@@ -182,6 +182,37 @@ pub fn sdpa_gemm(
     out
 }
 
+/// Buffers of one attention call, kept per thread from call to call (a
+/// step allocates none once they have grown).
+#[derive(Default)]
+struct Scratch {
+    /// `sdpa_gemm`: one key head's keys, its values transposed, one query
+    /// head's queries, a block's scores and outputs.
+    kk: Vec<f32>,
+    vt: Vec<f32>,
+    qh: Vec<f32>,
+    s: Vec<f32>,
+    o: Vec<f32>,
+    /// `sdpa_rows`: a group's scores, maxima, exponentials, inverse sums.
+    scores: Vec<f32>,
+    mx: Vec<f32>,
+    exps: Vec<f32>,
+    inv: Vec<f32>,
+    /// One widened row of an f16 / q8_0 cache.
+    wide: Vec<f32>,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
+}
+
+/// Sets `v` to `n` copies of `x`, reusing its capacity.
+fn refill(v: &mut Vec<f32>, n: usize, x: f32) -> &mut [f32] {
+    v.clear();
+    v.resize(n, x);
+    v
+}
+
 fn sdpa_gemm_into(
     q: &[f32],
     k: Rows,
@@ -191,39 +222,63 @@ fn sdpa_gemm_into(
     scale: f32,
     out: &mut [f32],
 ) {
-    use super::linear::linear;
+    SCRATCH.with_borrow_mut(|sc| sdpa_gemm_with(sc, q, k, v, sh, causal, scale, out));
+}
+
+#[allow(clippy::too_many_arguments)]
+fn sdpa_gemm_with(
+    sc: &mut Scratch,
+    q: &[f32],
+    k: Rows,
+    v: Rows,
+    sh: &SdpaShape,
+    causal: bool,
+    scale: f32,
+    out: &mut [f32],
+) {
+    use super::linear::linear_into;
     use crate::tensor::FloatSlice;
     let group = sh.hq / sh.hk;
-    let gather = |src: Rows, rows: usize, heads: usize, h: usize, w: usize| -> Vec<f32> {
-        let mut o = vec![0.0; rows * w];
-        let mut scratch = vec![0.0; w];
+    let Scratch {
+        kk,
+        vt,
+        qh,
+        s,
+        o,
+        wide,
+        ..
+    } = sc;
+    let gather = |o: &mut Vec<f32>, wide: &mut Vec<f32>, src: Rows, rows, heads, h, w| {
+        let o = refill(o, rows * w, 0.0);
+        let wide = refill(wide, w, 0.0);
         for r in 0..rows {
-            o[r * w..][..w].copy_from_slice(src.row(r * heads + h, w, &mut scratch));
+            o[r * w..][..w].copy_from_slice(src.row(r * heads + h, w, wide));
         }
-        o
     };
-    let mut scratch = vec![0.0; sh.dv];
     for kh in 0..sh.hk {
-        let kk = gather(k, sh.sk, sh.hk, kh, sh.d);
+        gather(kk, wide, k, sh.sk, sh.hk, kh, sh.d);
         // V^T [dv, sk]: `linear` multiplies by the transpose of its weight.
-        let mut vt = vec![0.0f32; sh.dv * sh.sk];
+        let vt = refill(vt, sh.dv * sh.sk, 0.0);
+        let w = refill(wide, sh.dv, 0.0);
         for j in 0..sh.sk {
-            let row = v.row(j * sh.hk + kh, sh.dv, &mut scratch);
+            let row = v.row(j * sh.hk + kh, sh.dv, w);
             for (c, &x) in row.iter().enumerate() {
                 vt[c * sh.sk + j] = x;
             }
         }
         for h in kh * group..(kh + 1) * group {
-            let qh = gather(Rows::F32(q), sh.sq, sh.hq, h, sh.d);
+            gather(qh, wide, Rows::F32(q), sh.sq, sh.hq, h, sh.d);
             for i0 in (0..sh.sq).step_by(QUERY_BLOCK) {
                 let m = QUERY_BLOCK.min(sh.sq - i0);
-                let mut s = linear(
+                let s = refill(s, m * sh.sk, 0.0);
+                linear_into(
                     &qh[i0 * sh.d..(i0 + m) * sh.d],
                     m,
                     sh.d,
-                    FloatSlice::F32(&kk),
+                    FloatSlice::F32(kk),
                     sh.sk,
                     None,
+                    s,
                 );
                 s.par_chunks_mut(sh.sk).enumerate().for_each(|(r, row)| {
                     let n = visible(sh, causal, i0 + r);
@@ -243,7 +298,8 @@ fn sdpa_gemm_into(
                     let inv = 1.0 / sum;
                     seen.iter_mut().for_each(|x| *x *= inv);
                 });
-                let o = linear(&s, m, sh.sk, FloatSlice::F32(&vt), sh.dv, None);
+                let o = refill(o, m * sh.dv, 0.0);
+                linear_into(s, m, sh.sk, FloatSlice::F32(vt), sh.dv, None, o);
                 for r in 0..m {
                     out[((i0 + r) * sh.hq + h) * sh.dv..][..sh.dv]
                         .copy_from_slice(&o[r * sh.dv..(r + 1) * sh.dv]);
@@ -289,45 +345,45 @@ fn sdpa_rows_into(
         if n == 0 {
             return;
         }
-        let qs: Vec<&[f32]> = (0..group)
-            .map(|g| &q[(i * sh.hq + kh * group + g) * sh.d..][..sh.d])
-            .collect();
-        // scores[g * n + j] for head g of the group.
-        let mut scores = vec![0.0f32; group * n];
-        let mut mx = vec![f32::NEG_INFINITY; group];
-        // Widened rows of an f16 / q8_0 cache (unused for f32).
-        let mut scratch = match k {
-            Rows::F32(_) => vec![],
-            _ => vec![0.0; sh.d.max(sh.dv)],
-        };
-        for j in 0..n {
-            let kj = k.row(j * sh.hk + kh, sh.d, &mut scratch);
-            for (g, qi) in qs.iter().enumerate() {
-                let s = dot(qi, kj) * scale;
-                mx[g] = mx[g].max(s);
-                scores[g * n + j] = s;
+        SCRATCH.with_borrow_mut(|sc| {
+            let qrow = |g: usize| &q[(i * sh.hq + kh * group + g) * sh.d..][..sh.d];
+            // scores[g * n + j] for head g of the group.
+            let scores = refill(&mut sc.scores, group * n, 0.0);
+            let mx = refill(&mut sc.mx, group, f32::NEG_INFINITY);
+            // Widened rows of an f16 / q8_0 cache (unused for f32).
+            let wide = match k {
+                Rows::F32(_) => refill(&mut sc.wide, 0, 0.0),
+                _ => refill(&mut sc.wide, sh.d.max(sh.dv), 0.0),
+            };
+            for j in 0..n {
+                let kj = k.row(j * sh.hk + kh, sh.d, wide);
+                for g in 0..group {
+                    let s = dot(qrow(g), kj) * scale;
+                    mx[g] = mx[g].max(s);
+                    scores[g * n + j] = s;
+                }
             }
-        }
-        // e^(s - max) per head, vectorised where the CPU allows.
-        let mut exps = vec![0.0f32; group * n];
-        let mut inv = vec![0.0f32; group];
-        for g in 0..group {
-            let (sg, eg) = (
-                &mut scores[g * n..(g + 1) * n],
-                &mut exps[g * n..(g + 1) * n],
-            );
-            sg.iter_mut().for_each(|s| *s -= mx[g]);
-            if !super::vmath::unary_fast(crate::op::UnaryOp::Exp, sg, eg) {
-                eg.iter_mut().zip(sg.iter()).for_each(|(e, s)| *e = s.exp());
+            // e^(s - max) per head, vectorised where the CPU allows.
+            let exps = refill(&mut sc.exps, group * n, 0.0);
+            let inv = refill(&mut sc.inv, group, 0.0);
+            for g in 0..group {
+                let (sg, eg) = (
+                    &mut scores[g * n..(g + 1) * n],
+                    &mut exps[g * n..(g + 1) * n],
+                );
+                sg.iter_mut().for_each(|s| *s -= mx[g]);
+                if !super::vmath::unary_fast(crate::op::UnaryOp::Exp, sg, eg) {
+                    eg.iter_mut().zip(sg.iter()).for_each(|(e, s)| *e = s.exp());
+                }
+                inv[g] = 1.0 / eg.iter().sum::<f32>();
             }
-            inv[g] = 1.0 / eg.iter().sum::<f32>();
-        }
-        for j in 0..n {
-            let vj = v.row(j * sh.hk + kh, sh.dv, &mut scratch);
-            for (g, og) in o.chunks_mut(sh.dv).enumerate() {
-                axpy(og, exps[g * n + j] * inv[g], vj);
+            for j in 0..n {
+                let vj = v.row(j * sh.hk + kh, sh.dv, wide);
+                for (g, og) in o.chunks_mut(sh.dv).enumerate() {
+                    axpy(og, exps[g * n + j] * inv[g], vj);
+                }
             }
-        }
+        });
     };
     let span = group * sh.dv;
     if sh.sq * sh.hq * sh.sk * sh.d >= 1 << 14 {

@@ -277,19 +277,32 @@ pub fn dequantize(ty: QuantType, bytes: &[u8], n_elements: usize) -> Result<Vec<
 /// Quantizes `x` (a whole number of blocks) with the reference quantizer of `ty`.
 pub fn quantize(ty: QuantType, x: &[f32]) -> Result<Vec<u8>, String> {
     let mut out = vec![0u8; ty.bytes_for(x.len())?];
+    quantize_into(ty, x, &mut out)?;
+    Ok(out)
+}
+
+/// `quantize` into `out` (exactly the blocks' bytes).
+pub fn quantize_into(ty: QuantType, x: &[f32], out: &mut [u8]) -> Result<(), String> {
+    if out.len() != ty.bytes_for(x.len())? {
+        return Err(format!(
+            "{ty}: {} bytes cannot hold {} values",
+            out.len(),
+            x.len()
+        ));
+    }
     match ty {
-        QuantType::Q4_0 => quantize_row_q4_0_ref(x, &mut out)?,
-        QuantType::Q4_1 => quantize_row_q4_1_ref(x, &mut out)?,
-        QuantType::Q8_0 => quantize_row_q8_0_ref(x, &mut out)?,
-        QuantType::W4A16 { group } => w4a16::quantize_row_w4a16(group as usize, x, &mut out)?,
-        QuantType::W8A8 { k } => w8a8::quantize_row_w8a8(k as usize, x, &mut out)?,
+        QuantType::Q4_0 => quantize_row_q4_0_ref(x, out)?,
+        QuantType::Q4_1 => quantize_row_q4_1_ref(x, out)?,
+        QuantType::Q8_0 => quantize_row_q8_0_ref(x, out)?,
+        QuantType::W4A16 { group } => w4a16::quantize_row_w4a16(group as usize, x, out)?,
+        QuantType::W8A8 { k } => w8a8::quantize_row_w8a8(k as usize, x, out)?,
         QuantType::Q4_K | QuantType::Q5_K | QuantType::Q6_K => {
             return Err(format!(
                 "{ty}: quantizing to K-quants is not implemented yet"
             ))
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Reads a little-endian f16 at `b[i..i + 2]`.
