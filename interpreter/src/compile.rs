@@ -1,7 +1,15 @@
 //! Compiled execution of a model's forward: graphs captured on demand per
-//! step shape (decode: 1 token; prefill: chunks of `chunk` tokens, the last
-//! chunk at its own length), passed through the graph passes and replayed by
-//! `mllm_graph::Compiled` against the same `KvCache` eager steps use.
+//! step shape (decode: 1 token; prefill: chunks of `chunk` tokens), passed
+//! through the graph passes and replayed by `mllm_graph::Compiled` against
+//! the same `KvCache` eager steps use.
+//!
+//! A prompt's tail shorter than a chunk runs as pieces of power-of-two
+//! lengths (100 = 64 + 32 + 4), not as one graph of its own length nor as
+//! a padded chunk: every prompt length is then served by at most
+//! `log2(chunk) + 1` static graphs, each captured once (what an NPU's fixed
+//! shapes need), with no padding rows computed or written to the cache.
+//! Short pieces cost about what their share of one step would: a step of
+//! few rows is bound by streaming the weights, not by arithmetic.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -126,14 +134,14 @@ impl<B: Backend + Clone> CompiledModel<B> {
         kv: &mut KvCache,
         last_only: bool,
     ) -> Result<Tensor, String> {
-        if !last_only && ids.len() > self.chunk {
-            // All rows of a long prompt: one graph for the whole length.
+        if !last_only {
+            // Every row's logits: one graph for the whole length.
             return self.step(model, ids, pos, kv, false);
         }
         let mut logits = None;
         let mut at = 0;
         while at < ids.len() {
-            let end = (at + self.chunk).min(ids.len());
+            let end = at + piece(ids.len() - at, self.chunk);
             logits = Some(self.step(model, &ids[at..end], pos + at, kv, last_only)?);
             at = end;
         }
@@ -168,5 +176,43 @@ impl<B: Backend + Clone> CompiledModel<B> {
             .find(|(name, _)| name == "logits")
             .map(|(_, t)| t)
             .ok_or_else(|| "the graph has no logits output".to_string())
+    }
+}
+
+/// The next step's length for `left` tokens: a whole chunk while one fits,
+/// else the largest power of two not above `left`.
+pub fn piece(left: usize, chunk: usize) -> usize {
+    if left >= chunk {
+        chunk
+    } else {
+        1 << left.max(1).ilog2()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::piece;
+
+    #[test]
+    fn tails_split_into_powers_of_two() {
+        let split = |mut n: usize, chunk: usize| {
+            let mut out = vec![];
+            while n > 0 {
+                let p = piece(n, chunk);
+                out.push(p);
+                n -= p;
+            }
+            out
+        };
+        assert_eq!(split(300, 128), [128, 128, 32, 8, 4]);
+        assert_eq!(split(100, 128), [64, 32, 4]);
+        assert_eq!(split(7, 3), [3, 3, 1]);
+        assert_eq!(split(1, 128), [1]);
+        // Every length from 1 to 4 chunks uses only chunk and powers of two.
+        for n in 1..=512 {
+            for p in split(n, 128) {
+                assert!(p == 128 || p.is_power_of_two(), "{n}: {p}");
+            }
+        }
     }
 }

@@ -32,10 +32,11 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Decode steps run as a captured graph by default (`eager` undoes it).
+    /// Text steps (prompts, decode) run as captured graphs by default
+    /// (`eager` undoes it).
     pub fn new(model: Model, max_context: Option<usize>) -> Engine {
         let mut runner = Runner::new(model);
-        runner.compile_decode(max_context.unwrap_or(crate::model_files::DEFAULT_CONTEXT));
+        runner.compile_default(max_context.unwrap_or(crate::model_files::DEFAULT_CONTEXT));
         Engine {
             runner,
             cache: Rc::new(RefCell::new(KvCache::new())),

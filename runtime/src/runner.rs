@@ -12,17 +12,23 @@ use mllm_interpreter::{CompiledModel, Eager, Executor, KvCache, Model};
 use crate::images::{run_forward_images, ImageTokens, Images};
 use crate::{Error, Result};
 
-/// Tokens per captured prefill graph (`--compiled`).
+/// Tokens per captured prefill graph.
 pub const PREFILL_CHUNK: usize = 128;
 
 pub struct Runner {
     pub model: Model,
     pub exec: Eager<CpuBackend>,
-    /// Captured graphs, when every text step runs compiled (`compile`).
+    /// Captured graphs the text steps run as (prefill chunks, decode).
     pub compiled: Option<CompiledModel<CpuBackend>>,
-    /// The 1-token decode graph, when only decoding runs compiled
-    /// (`compile_decode`; what `Engine` does by default).
-    decode: Option<CompiledModel<CpuBackend>>,
+    /// The default mode (`compile_default`): a script that cannot be
+    /// captured steps eagerly after one warning, and a prompt runs its
+    /// whole chunks as graphs but its tail eagerly (so a prompt shorter than
+    /// a chunk gives exactly what `--eager` gives, and no graph is captured
+    /// per prompt length). Otherwise (`compile`, `--compiled`) every step
+    /// is a graph and a capture failure is an error.
+    lenient: bool,
+    /// Whether the lenient mode still has to learn if the script captures.
+    unchecked: bool,
 }
 
 impl Runner {
@@ -31,38 +37,43 @@ impl Runner {
             model,
             exec: Eager::new(CpuBackend),
             compiled: None,
-            decode: None,
+            lenient: false,
+            unchecked: false,
         }
     }
 
-    /// Runs 1-token decode steps as a captured graph (bit-identical to the
-    /// eager step and faster: no interpreter); prompts stay eager. A script
-    /// that cannot be captured decodes eagerly after one warning.
-    pub fn compile_decode(&mut self, context: usize) {
-        self.decode = Some(CompiledModel::new(CpuBackend, context, 1));
+    /// What `Engine` does by default: prompts (their last row's logits) and
+    /// decode steps run as captured graphs, bit-identical to eager steps
+    /// and faster (no interpreter, one arena); a script that cannot be
+    /// captured runs eagerly after one warning.
+    pub fn compile_default(&mut self, context: usize) {
+        self.compiled = Some(CompiledModel::new(CpuBackend, context, PREFILL_CHUNK));
+        self.lenient = true;
+        self.unchecked = true;
     }
 
     /// Every step eager (`--eager`).
     pub fn eager_only(&mut self) {
         self.compiled = None;
-        self.decode = None;
     }
 
-    /// How steps run, for reports: `eager`, `graph decode`, `graph`.
+    /// How steps run, for reports: `eager` or `graph`.
     pub fn mode(&self) -> &'static str {
-        match (&self.compiled, &self.decode) {
-            (Some(_), _) => "graph",
-            (None, Some(_)) => "graph decode",
-            _ => "eager",
+        match &self.compiled {
+            Some(_) => "graph",
+            None => "eager",
         }
     }
 
     /// Runs later text steps as captured graphs: prefill in chunks of
     /// `chunk` tokens, decode one token a step, against KV buffers of
     /// `context` rows (prompts with images are still prefilled eagerly;
-    /// the decoding after them is compiled).
+    /// the decoding after them is compiled). A script that cannot be
+    /// captured is an error at its first step.
     pub fn compile(&mut self, context: usize, chunk: usize) {
         self.compiled = Some(CompiledModel::new(CpuBackend, context, chunk));
+        self.lenient = false;
+        self.unchecked = false;
     }
 
     /// Runs `ids` at rotary positions `start..` against `cache`; returns the
@@ -74,25 +85,50 @@ impl Runner {
         start: usize,
         last_only: bool,
     ) -> Result<Tensor> {
-        if let Some(c) = self.compiled.as_mut() {
-            return c
-                .forward(&self.model, ids, start, &mut cache.borrow_mut(), last_only)
-                .map_err(|e| Error(format!("error: compiled step: {e}")));
+        if self.unchecked && self.compiled.is_some() {
+            // Learn once whether the script captures, before a step
+            // touches the cache.
+            let dtype = cache.borrow().dtype();
+            if let Some(Err(e)) = self
+                .compiled
+                .as_mut()
+                .map(|c| c.prepare(&self.model, 1, true, dtype))
+            {
+                eprintln!("warning: running eagerly: the script's steps cannot be captured: {e}");
+                self.compiled = None;
+            }
+            self.unchecked = false;
         }
-        if ids.len() == 1 && last_only {
-            if let Some(d) = self.decode.as_mut() {
-                let dtype = cache.borrow().dtype();
-                match d.prepare(&self.model, 1, true, dtype) {
-                    Ok(()) => {
-                        return d
-                            .forward(&self.model, ids, start, &mut cache.borrow_mut(), true)
-                            .map_err(|e| Error(format!("error: compiled decode step: {e}")));
-                    }
-                    Err(e) => {
-                        eprintln!("warning: decoding eagerly: the script's decode step cannot be captured: {e}");
-                        self.decode = None;
-                    }
+        let err = |e: String| Error(format!("error: compiled step: {e}"));
+        if let Some(c) = self.compiled.as_mut() {
+            if !self.lenient || (ids.len() == 1 && last_only) {
+                return c
+                    .forward(&self.model, ids, start, &mut cache.borrow_mut(), last_only)
+                    .map_err(err);
+            }
+            // Lenient: whole chunks as graphs, the tail eagerly.
+            let full = ids.len() / c.chunk * c.chunk;
+            if last_only && full > 0 {
+                let logits = c
+                    .forward(
+                        &self.model,
+                        &ids[..full],
+                        start,
+                        &mut cache.borrow_mut(),
+                        true,
+                    )
+                    .map_err(err)?;
+                if full == ids.len() {
+                    return Ok(logits);
                 }
+                return crate::engine::run_forward(
+                    &self.model,
+                    &mut self.exec,
+                    cache,
+                    &ids[full..],
+                    start + full,
+                    true,
+                );
             }
         }
         crate::engine::run_forward(&self.model, &mut self.exec, cache, ids, start, last_only)

@@ -39,6 +39,12 @@ pub(super) trait Block32 {
     /// `(d, m)` read with F16C (inlined into tiles that enable it).
     #[cfg(target_arch = "x86_64")]
     unsafe fn dm_x86(p: *const u8) -> (f32, f32);
+    /// Blocks at `p0` and `p1` as 64 unsigned bytes, `code + OFFSET`, for
+    /// the 512-bit VNNI tiles.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn load_u8_pair(p0: *const u8, p1: *const u8) -> std::arch::x86_64::__m512i;
+    #[cfg(target_arch = "x86_64")]
+    const OFFSET: i32;
 
     /// The codes as two i8x16 (elements 0..16, 16..32), offset by
     /// `NEON_OFFSET`: `code = loaded - NEON_OFFSET`.
@@ -71,15 +77,15 @@ pub(super) fn vec_dot<B: Block32>(w: &[u8], act: &ActQ8, i: usize) -> f32 {
 
 /// Everything a tile needs: weight rows (`row_bytes` apart), the quantized
 /// activations and the output `[m][nr]`.
-struct Ctx {
-    w: *const u8,
-    row_bytes: usize,
-    nb: usize,
-    aq: *const i8,
-    ad: *const f32,
-    asum: *const i32,
-    out: *mut f32,
-    nr: usize,
+pub(super) struct Ctx {
+    pub(super) w: *const u8,
+    pub(super) row_bytes: usize,
+    pub(super) nb: usize,
+    pub(super) aq: *const i8,
+    pub(super) ad: *const f32,
+    pub(super) asum: *const i32,
+    pub(super) out: *mut f32,
+    pub(super) nr: usize,
 }
 
 type TileFn = super::Tile<Ctx>;
@@ -112,8 +118,9 @@ pub(super) fn gemm<B: Block32>(isa: Isa, w: &[u8], nr: usize, act: &ActQ8, out: 
     match isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => unsafe { drive(&ctx, nr, m, rm, 2, x86::tile_fn::<B, false>) },
+        // 512-bit vectors, two blocks per instruction (`zmm.rs`).
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512Vnni => unsafe { drive(&ctx, nr, m, rm, 4, x86::tile_fn::<B, true>) },
+        Isa::Avx512Vnni => unsafe { drive(&ctx, nr, m, rm, 4, super::zmm::tile_fn::<B>) },
         #[cfg(target_arch = "aarch64")]
         Isa::Neon => unsafe { drive(&ctx, nr, m, rm, 2, neon::tile_fn::<B, false>) },
         #[cfg(target_arch = "aarch64")]
@@ -153,7 +160,13 @@ mod x86 {
     /// the intrinsics would be calls).
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn step<B: Block32, const R: usize, const C: usize, const U: usize, const VNNI: bool>(
+    pub(in crate::cpu::qlinear) unsafe fn step<
+        B: Block32,
+        const R: usize,
+        const C: usize,
+        const U: usize,
+        const VNNI: bool,
+    >(
         acc: &mut [[[__m256; U]; C]; R],
         acc_min: &mut [[f32; C]; R],
         ctx: &Ctx,
@@ -318,7 +331,7 @@ mod x86 {
 }
 
 #[cfg(target_arch = "x86_64")]
-pub(super) use x86::{dot_u8_i8, f16_at, nibbles};
+pub(super) use x86::{dot_u8_i8, f16_at, nibbles, step as step_x86};
 
 #[cfg(target_arch = "aarch64")]
 mod neon {

@@ -39,6 +39,8 @@ mod q4_1;
 mod q8_0;
 mod w4a16;
 mod w8a8;
+#[cfg(target_arch = "x86_64")]
+mod zmm;
 
 use std::sync::OnceLock;
 

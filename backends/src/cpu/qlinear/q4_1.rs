@@ -52,6 +52,21 @@ impl Block32 for Q4_1 {
         (super::block32::f16_at(p), super::block32::f16_at(p.add(2)))
     }
 
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load_u8_pair(p0: *const u8, p1: *const u8) -> std::arch::x86_64::__m512i {
+        use std::arch::x86_64::*;
+        let lo = super::block32::nibbles(p0.add(4));
+        _mm512_inserti64x4(
+            _mm512_castsi256_si512(lo),
+            super::block32::nibbles(p1.add(4)),
+            1,
+        )
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    const OFFSET: i32 = 0;
+
     #[cfg(target_arch = "aarch64")]
     #[inline(always)]
     unsafe fn load_neon(p: *const u8) -> [std::arch::aarch64::int8x16_t; 2] {

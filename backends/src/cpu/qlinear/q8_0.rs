@@ -60,6 +60,19 @@ impl Block32 for Q8_0 {
         (super::block32::f16_at(p), 0.0)
     }
 
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load_u8_pair(p0: *const u8, p1: *const u8) -> std::arch::x86_64::__m512i {
+        use std::arch::x86_64::*;
+        let lo = _mm256_loadu_si256(p0.add(2) as *const __m256i);
+        let hi = _mm256_loadu_si256(p1.add(2) as *const __m256i);
+        let both = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+        _mm512_xor_si512(both, _mm512_set1_epi8(-128))
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    const OFFSET: i32 = 128;
+
     #[cfg(target_arch = "aarch64")]
     #[inline(always)]
     unsafe fn load_neon(p: *const u8) -> [std::arch::aarch64::int8x16_t; 2] {
