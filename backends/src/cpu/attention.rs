@@ -355,12 +355,15 @@ fn sdpa_rows_into(
                 Rows::F32(_) => refill(&mut sc.wide, 0, 0.0),
                 _ => refill(&mut sc.wide, sh.d.max(sh.dv), 0.0),
             };
-            for j in 0..n {
-                let kj = k.row(j * sh.hk + kh, sh.d, wide);
-                for g in 0..group {
-                    let s = dot(qrow(g), kj) * scale;
-                    mx[g] = mx[g].max(s);
-                    scores[g * n + j] = s;
+            let qg = &q[(i * sh.hq + kh * group) * sh.d..][..group * sh.d];
+            if !super::attend::group_scores(qg, k, kh, sh.hk, sh.d, n, scale, scores, mx) {
+                for j in 0..n {
+                    let kj = k.row(j * sh.hk + kh, sh.d, wide);
+                    for g in 0..group {
+                        let s = dot(qrow(g), kj) * scale;
+                        mx[g] = mx[g].max(s);
+                        scores[g * n + j] = s;
+                    }
                 }
             }
             // e^(s - max) per head, vectorised where the CPU allows.
@@ -377,10 +380,12 @@ fn sdpa_rows_into(
                 }
                 inv[g] = 1.0 / eg.iter().sum::<f32>();
             }
-            for j in 0..n {
-                let vj = v.row(j * sh.hk + kh, sh.dv, wide);
-                for (g, og) in o.chunks_mut(sh.dv).enumerate() {
-                    axpy(og, exps[g * n + j] * inv[g], vj);
+            if !super::attend::group_values(exps, inv, v, kh, sh.hk, sh.dv, n, o) {
+                for j in 0..n {
+                    let vj = v.row(j * sh.hk + kh, sh.dv, wide);
+                    for (g, og) in o.chunks_mut(sh.dv).enumerate() {
+                        axpy(og, exps[g * n + j] * inv[g], vj);
+                    }
                 }
             }
         });

@@ -3,6 +3,7 @@
 //! reference twin): `compute.rs` for the arithmetic ops, `shape_ops.rs` for
 //! layout ops, casts and constants.
 
+mod attend;
 pub mod attention;
 mod compute;
 pub mod elementwise;
