@@ -146,7 +146,9 @@ fn fast(width: usize, group: usize) -> bool {
     }
 }
 
+// The kernels index small register arrays by head on purpose.
 #[cfg(target_arch = "x86_64")]
+#[allow(clippy::needless_range_loop)]
 mod x86 {
     use std::arch::x86_64::*;
 
