@@ -97,6 +97,8 @@ impl DType {
                 QuantType::W4A16 { group: 64 } => "w4a16_g64",
                 QuantType::W4A16 { .. } => "w4a16_g128",
                 QuantType::W8A8 { .. } => "w8a8",
+                QuantType::Q4_0x16 => "q4_0x16",
+                QuantType::Q8_0x16 => "q8_0x16",
             },
         }
     }

@@ -17,6 +17,11 @@ pub const MAX_ELEMENTS: usize = 1 << 31;
 /// Owner of raw bytes (an mmapped file, usually) that a tensor can borrow.
 pub trait ByteOwner: Send + Sync {
     fn bytes(&self) -> &[u8];
+
+    /// The caller will not read `start..start + len` again (a backend
+    /// copied those bytes into a layout of its own): a file mapping may
+    /// drop their pages from memory (read back from the file if touched).
+    fn release(&self, _start: usize, _len: usize) {}
 }
 
 /// The storage behind tensors.
@@ -388,6 +393,15 @@ impl Tensor {
         let row: usize = self.shape[1..].iter().product();
         let mut shape = self.shape.clone();
         shape[0] = end - start;
+        if self.dtype().quant().is_some_and(|q| q.is_packed())
+            && !(start.is_multiple_of(quant::packed::ROWS)
+                && end.is_multiple_of(quant::packed::ROWS))
+        {
+            return shape_err(
+                "slice",
+                format!("rows {start}..{end} split a group of 16 interleaved rows"),
+            );
+        }
         check_blocks(self.dtype(), self.offset + start * row, &shape)?;
         Ok(Tensor {
             buf: self.buf.clone(),
@@ -462,6 +476,17 @@ impl Tensor {
     pub fn to_f32_vec(&self) -> Result<Vec<f32>> {
         match self.dtype() {
             DType::I32 => Ok(self.i32s()?.iter().map(|&v| v as f32).collect()),
+            DType::Quant(q) if q.is_packed() => {
+                let (bytes, ty) = self.quant_bytes()?;
+                let k = self.shape.last().copied().unwrap_or(0);
+                let n = self.numel() / k.max(1);
+                quant::packed::dequantize(ty, bytes, n, k).map_err(|msg| {
+                    crate::error::BackendError::Invalid {
+                        op: "dequantize",
+                        msg,
+                    }
+                })
+            }
             DType::Quant(_) => {
                 let (bytes, ty) = self.quant_bytes()?;
                 quant::dequantize(ty, bytes, self.numel()).map_err(|msg| {
@@ -489,6 +514,21 @@ impl Tensor {
         // Construction keeps offset and length on whole blocks.
         let (first, count) = (self.offset / bs, self.numel() / bs);
         Ok((&self.buf.raw()[first * ts..(first + count) * ts], ty))
+    }
+
+    /// Tells the storage owner this tensor's bytes will not be read again
+    /// through it (see `ByteOwner::release`): what a backend does after
+    /// copying a mapped weight into its own layout, so the mapping's pages
+    /// do not stay resident beside the copy.
+    pub fn release_storage(&self) {
+        if let Buffer::Bytes { owner, start, .. } = &*self.buf {
+            if let Ok((bytes, _)) = self.quant_bytes() {
+                let base = owner.bytes().as_ptr() as usize;
+                let at = bytes.as_ptr() as usize - base;
+                debug_assert!(at >= *start);
+                owner.release(at, bytes.len());
+            }
+        }
     }
 
     /// This tensor as f32, sharing the buffer when it already is f32.

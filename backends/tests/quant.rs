@@ -77,7 +77,10 @@ fn dequantize_matches_gguf_py_for_every_type() {
             QuantType::Q4_K => quant::dequantize_row_q4_k,
             QuantType::Q5_K => quant::dequantize_row_q5_k,
             QuantType::Q6_K => quant::dequantize_row_q6_k,
-            QuantType::W4A16 { .. } | QuantType::W8A8 { .. } => unreachable!("not in ggml"),
+            QuantType::W4A16 { .. }
+            | QuantType::W8A8 { .. }
+            | QuantType::Q4_0x16
+            | QuantType::Q8_0x16 => unreachable!("not in ggml"),
         };
         f(&blocks, &mut row).unwrap();
         assert_bits_eq(ty.name(), &row, &want);

@@ -32,4 +32,20 @@ impl ByteOwner for FileBytes {
             FileBytes::Owned(v) => v,
         }
     }
+
+    fn release(&self, start: usize, len: usize) {
+        #[cfg(unix)]
+        if let FileBytes::Mapped(m) = self {
+            // SAFETY: the mapping is read-only and never written, so
+            // dropping its pages loses nothing: a later read faults them
+            // back in from the file. The range is inside the map.
+            if start.checked_add(len).is_some_and(|end| end <= m.len()) {
+                let _ = unsafe {
+                    m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, len)
+                };
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = (start, len);
+    }
 }

@@ -17,9 +17,9 @@
 //! after them is captured, since decoding reads no data).
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
-use mllm_backends::{BackendError, DType, KvCache, Op, Tensor, TensorMeta};
+use mllm_backends::{BackendError, Buffer, DType, KvCache, Op, Tensor, TensorMeta};
 use mllm_graph::{Def, Graph, KvLayer, ValueId};
 
 use crate::executor::Executor;
@@ -51,8 +51,12 @@ pub struct Capture<E: Executor> {
     weight_names: HashMap<Key, String>,
     params: HashMap<String, ValueId>,
     past_len: Option<ValueId>,
-    /// Everything seen stays alive, so storage addresses are never reused.
-    keep: Vec<Tensor>,
+    /// A weak reference to the storage of everything seen: it keeps each
+    /// buffer's control block allocated, so no later buffer can take its
+    /// address (identities stay unique), while the data itself is freed
+    /// when the forward drops it (a 128-token capture would otherwise hold
+    /// every activation of the forward at once).
+    keep: Vec<Weak<Buffer>>,
     /// Why the captured forward cannot be replayed, if it cannot.
     problems: Vec<String>,
 }
@@ -65,7 +69,7 @@ impl<E: Executor> Capture<E> {
         let mut weight_names = HashMap::new();
         for (name, t) in weights {
             weight_names.insert(key(t), name.clone());
-            keep.push(t.clone());
+            keep.push(Arc::downgrade(t.buffer()));
         }
         Capture {
             inner,
@@ -85,7 +89,7 @@ impl<E: Executor> Capture<E> {
 
     fn remember(&mut self, t: &Tensor, id: ValueId) {
         self.ids.insert(key(t), id);
-        self.keep.push(t.clone());
+        self.keep.push(Arc::downgrade(t.buffer()));
     }
 
     /// The value id of a tensor an op reads.
@@ -239,7 +243,7 @@ impl<E: Executor> Executor for Capture<E> {
     fn weight(&mut self, name: &str, t: Tensor) -> Result<Tensor, BackendError> {
         let t = self.inner.weight(name, t)?;
         self.weight_names.insert(key(&t), name.to_string());
-        self.keep.push(t.clone());
+        self.keep.push(Arc::downgrade(t.buffer()));
         Ok(t)
     }
 
@@ -297,8 +301,8 @@ impl<E: Executor> Executor for Capture<E> {
             .insert(key(&keys), CacheView { layer, keys: true });
         self.views
             .insert(key(&values), CacheView { layer, keys: false });
-        self.keep.push(keys.clone());
-        self.keep.push(values.clone());
+        self.keep.push(Arc::downgrade(keys.buffer()));
+        self.keep.push(Arc::downgrade(values.buffer()));
         Ok((keys, values))
     }
 }

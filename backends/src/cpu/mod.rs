@@ -34,6 +34,40 @@ use crate::tensor::Tensor;
 #[derive(Default, Clone, Copy, Debug)]
 pub struct CpuBackend;
 
+/// Whether weights are interleaved at load: the fast path for them is
+/// the AVX-512 VNNI one, and `MLLM_REPACK=0` turns it off.
+pub fn repacks() -> bool {
+    use std::sync::OnceLock;
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| {
+        qlinear::Isa::best() == qlinear::Isa::Avx512Vnni
+            && std::env::var("MLLM_REPACK").map_or(true, |v| v.trim() != "0")
+    })
+}
+
+/// The interleaved copy of `t`, when `repacks()` and `t` is a Q4_0 / Q8_0
+/// matrix of whole 16-row groups.
+fn repack(t: &Tensor) -> Result<Option<Tensor>> {
+    let Some(ty) = t.dtype().quant() else {
+        return Ok(None);
+    };
+    let packed_ty = crate::quant::packed::packed_of(ty);
+    let (Some(packed_ty), [n, k]) = (packed_ty, t.shape()) else {
+        return Ok(None);
+    };
+    let (n, k) = (*n, *k);
+    if !repacks() || !n.is_multiple_of(crate::quant::packed::ROWS) {
+        return Ok(None);
+    }
+    let (bytes, _) = t.quant_bytes()?;
+    let packed =
+        crate::quant::packed::pack(ty, bytes, n, k).map_err(|msg| BackendError::Invalid {
+            op: "prepare_weight",
+            msg,
+        })?;
+    Tensor::from_quant(packed, packed_ty, vec![n, k]).map(Some)
+}
+
 fn f32_of<'a>(op: &'static str, t: &'a Tensor) -> Result<&'a [f32]> {
     t.f32s().map_err(|_| BackendError::DType {
         op,
@@ -48,6 +82,20 @@ impl Backend for CpuBackend {
 
     fn writes_into(&self, op: &Op, out: &TensorMeta) -> bool {
         into::writes_into(op, out)
+    }
+
+    /// Q4_0 and Q8_0 matrices whose rows come in groups of 16 are
+    /// interleaved (`quant::packed`) when the AVX-512 VNNI kernels run
+    /// (`MLLM_REPACK=0` keeps every weight as it is); the mapped original's
+    /// pages are released, so the copy does not double the memory.
+    fn prepare_weight(&self, _name: &str, t: Tensor) -> Result<Tensor> {
+        match repack(&t)? {
+            Some(packed) => {
+                t.release_storage();
+                Ok(packed)
+            }
+            None => Ok(t),
+        }
     }
 
     fn run_into(&self, op: &Op, inputs: &[&Tensor], out: &mut [f32]) -> Result<bool> {

@@ -11,6 +11,7 @@
 //! time through `Block::from_bytes`, so no `unsafe` casts are needed.
 
 pub mod k_quants;
+pub mod packed;
 pub mod q4_0;
 pub mod q4_1;
 pub mod q8_0;
@@ -54,6 +55,11 @@ pub enum QuantType {
     W8A8 {
         k: u32,
     },
+    /// Q4_0 rows interleaved in groups of 16 (`packed`): made at load by
+    /// the CPU backend for its 512-bit kernels, never stored in a file.
+    Q4_0x16,
+    /// Q8_0 rows interleaved in groups of 16 (`packed`).
+    Q8_0x16,
 }
 
 /// Groups W4A16 supports.
@@ -62,6 +68,8 @@ pub const W4A16_GROUPS: [usize; 3] = [32, 64, 128];
 /// numbering (GGUF files never hold them). W4A16 adds its group size.
 pub const W4A16_ID_BASE: u32 = 1000;
 pub const W8A8_ID: u32 = 1200;
+/// Ids of the in-memory packed layouts (reported, never read from a file).
+pub const PACKED_ID_BASE: u32 = 1300;
 
 impl QuantType {
     pub const ALL: [QuantType; 6] = [
@@ -90,13 +98,26 @@ impl QuantType {
 
     /// One of ggml's types (which GGUF files may hold).
     pub fn is_ggml(self) -> bool {
-        !matches!(self, QuantType::W4A16 { .. } | QuantType::W8A8 { .. })
+        !matches!(
+            self,
+            QuantType::W4A16 { .. }
+                | QuantType::W8A8 { .. }
+                | QuantType::Q4_0x16
+                | QuantType::Q8_0x16
+        )
+    }
+
+    /// One of the in-memory interleaved layouts (`packed`): rows are not
+    /// stored one after the other.
+    pub fn is_packed(self) -> bool {
+        matches!(self, QuantType::Q4_0x16 | QuantType::Q8_0x16)
     }
 
     /// Elements per block.
     pub fn block_size(self) -> usize {
         match self {
             QuantType::Q4_0 | QuantType::Q4_1 | QuantType::Q8_0 => QK,
+            QuantType::Q4_0x16 | QuantType::Q8_0x16 => QK,
             QuantType::Q4_K | QuantType::Q5_K | QuantType::Q6_K => QK_K,
             QuantType::W4A16 { group } => group as usize,
             QuantType::W8A8 { k } => k as usize,
@@ -106,9 +127,9 @@ impl QuantType {
     /// Bytes per block.
     pub fn type_size(self) -> usize {
         match self {
-            QuantType::Q4_0 => std::mem::size_of::<BlockQ4_0>(),
+            QuantType::Q4_0 | QuantType::Q4_0x16 => std::mem::size_of::<BlockQ4_0>(),
             QuantType::Q4_1 => std::mem::size_of::<BlockQ4_1>(),
-            QuantType::Q8_0 => std::mem::size_of::<BlockQ8_0>(),
+            QuantType::Q8_0 | QuantType::Q8_0x16 => std::mem::size_of::<BlockQ8_0>(),
             QuantType::Q4_K => std::mem::size_of::<BlockQ4K>(),
             QuantType::Q5_K => std::mem::size_of::<BlockQ5K>(),
             QuantType::Q6_K => std::mem::size_of::<BlockQ6K>(),
@@ -136,6 +157,8 @@ impl QuantType {
             QuantType::W4A16 { group: 128 } => "W4A16_G128",
             QuantType::W4A16 { .. } => "W4A16",
             QuantType::W8A8 { .. } => "W8A8",
+            QuantType::Q4_0x16 => "Q4_0x16",
+            QuantType::Q8_0x16 => "Q8_0x16",
         }
     }
 
@@ -152,6 +175,8 @@ impl QuantType {
             QuantType::Q6_K => 14,
             QuantType::W4A16 { group } => W4A16_ID_BASE + group as u32,
             QuantType::W8A8 { .. } => W8A8_ID,
+            QuantType::Q4_0x16 => PACKED_ID_BASE,
+            QuantType::Q8_0x16 => PACKED_ID_BASE + 1,
         }
     }
 
@@ -173,7 +198,7 @@ impl QuantType {
     /// Whether `quantize` implements this type (the K-quant quantizers live
     /// in the converter).
     pub fn can_quantize(self) -> bool {
-        !matches!(self, QuantType::Q4_K | QuantType::Q5_K | QuantType::Q6_K)
+        !matches!(self, QuantType::Q4_K | QuantType::Q5_K | QuantType::Q6_K) && !self.is_packed()
     }
 
     /// Bytes taken by `n_elements` values; they must fill whole blocks.
@@ -201,6 +226,9 @@ impl QuantType {
             QuantType::Q6_K => dequantize_row_q6_k(bytes, out),
             QuantType::W4A16 { group } => w4a16::dequantize_row_w4a16(group as usize, bytes, out),
             QuantType::W8A8 { k } => w8a8::dequantize_row_w8a8(k as usize, bytes, out),
+            QuantType::Q4_0x16 | QuantType::Q8_0x16 => Err(format!(
+                "{self}: interleaved rows are read with their shape (quant::packed)"
+            )),
         }
     }
 }
@@ -300,6 +328,9 @@ pub fn quantize_into(ty: QuantType, x: &[f32], out: &mut [u8]) -> Result<(), Str
             return Err(format!(
                 "{ty}: quantizing to K-quants is not implemented yet"
             ))
+        }
+        QuantType::Q4_0x16 | QuantType::Q8_0x16 => {
+            return Err(format!("{ty}: pack Q4_0 / Q8_0 blocks (quant::packed)"))
         }
     }
     Ok(())

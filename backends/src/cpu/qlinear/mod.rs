@@ -39,6 +39,7 @@ mod q4_1;
 mod q8_0;
 mod w4a16;
 mod w8a8;
+mod x16;
 #[cfg(target_arch = "x86_64")]
 mod zmm;
 
@@ -237,6 +238,12 @@ fn check_args(
     if bias.is_some_and(|b| b.len() != n) {
         return shape_err("linear", format!("bias does not have {n} values"));
     }
+    if ty.is_packed() && !n.is_multiple_of(crate::quant::packed::ROWS) {
+        return shape_err(
+            "linear",
+            format!("{ty} holds rows in groups of 16, not {n}"),
+        );
+    }
     Ok(row_bytes)
 }
 
@@ -363,8 +370,12 @@ pub fn linear_ref(
     bias: Option<&[f32]>,
 ) -> Result<Vec<f32>> {
     check_args(x, m, k, w, ty, n, bias)?;
-    let wf = quant::dequantize(ty, w, n * k)
-        .map_err(|msg| BackendError::Invalid { op: "linear", msg })?;
+    let wf = if ty.is_packed() {
+        quant::packed::dequantize(ty, w, n, k)
+    } else {
+        quant::dequantize(ty, w, n * k)
+    }
+    .map_err(|msg| BackendError::Invalid { op: "linear", msg })?;
     Ok(super::linear::linear_ref(
         x,
         m,
@@ -393,6 +404,9 @@ pub fn embedding_rows(
     if out.len() != ids.len() * d {
         return invalid("embedding", "output does not fit the ids");
     }
+    if ty.is_packed() {
+        return packed_rows(w, ty, d, ids, out);
+    }
     for (row, &id) in out.chunks_exact_mut(d.max(1)).zip(ids) {
         let start = id as usize * row_bytes;
         let Some(bytes) = w.get(start..start + row_bytes) else {
@@ -404,4 +418,31 @@ pub fn embedding_rows(
         })?;
     }
     Ok(())
+}
+
+/// `embedding_rows` of an interleaved table: each row gathered back into
+/// plain blocks (in a per-thread buffer), then dequantized.
+fn packed_rows(w: &[u8], ty: QuantType, d: usize, ids: &[i32], out: &mut [f32]) -> Result<()> {
+    thread_local! {
+        static ROW: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+    }
+    let plain = quant::packed::plain_of(ty).unwrap_or(ty);
+    let row_bytes = d / plain.block_size() * plain.type_size();
+    let n = w.len() / row_bytes.max(1);
+    let mut buf = ROW.take();
+    buf.clear();
+    buf.resize(row_bytes, 0);
+    let err = |msg| BackendError::Invalid {
+        op: "embedding",
+        msg,
+    };
+    let r = out
+        .chunks_exact_mut(d.max(1))
+        .zip(ids)
+        .try_for_each(|(row, &id)| {
+            quant::packed::row_blocks(ty, w, n, d, id as usize, &mut buf).map_err(err)?;
+            quant::dequantize_into(plain, &buf, row).map_err(err)
+        });
+    ROW.set(buf);
+    r
 }

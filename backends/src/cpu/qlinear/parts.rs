@@ -10,7 +10,7 @@ use std::cell::Cell;
 
 use super::act_quant::{refill, ActQ8, ActQ8K};
 use super::w8a8::ActTok;
-use super::{block32, k_quants, q4_0, q4_1, q8_0, w4a16, w8a8, Isa, SendPtr, PAR_MACS};
+use super::{block32, k_quants, q4_0, q4_1, q8_0, w4a16, w8a8, x16, Isa, SendPtr, PAR_MACS};
 use crate::quant::QuantType;
 
 /// One weight of a product: `n` rows of `ty` blocks (`w`, checked by the
@@ -41,11 +41,12 @@ thread_local! {
     static SCRATCH: Cell<Option<Box<Scratch>>> = const { Cell::new(None) };
 }
 
-/// Weight rows per parallel task: a multiple of the 4-row tiles, about four
-/// tasks per thread.
-fn rows_per_task(n: usize) -> usize {
+/// Weight rows per parallel task: about four tasks per thread, a multiple
+/// of the row tiles (`unit`: 4, or 16 for interleaved weights, whose tasks
+/// must start at a group).
+fn rows_per_task(n: usize, unit: usize) -> usize {
     let threads = rayon::current_num_threads().max(1);
-    (n.div_ceil(threads * 4)).next_multiple_of(4).max(4)
+    (n.div_ceil(threads * 4)).next_multiple_of(unit).max(unit)
 }
 
 /// `out [m][nr] = x @ w^T` for `nr` rows of part `p`'s weight `w`.
@@ -70,6 +71,8 @@ fn gemm(
         QuantType::Q6_K => k_quants::gemm(k_quants::Kind::Q6K, isa, w, nr, &s.q8k, out),
         QuantType::W8A8 { .. } => w8a8::gemm(isa, w, nr, &s.tok, out),
         QuantType::W4A16 { group } => w4a16::gemm(isa, group as usize, w, nr, k, x, m, out),
+        QuantType::Q4_0x16 => x16::gemm::<false>(isa, w, nr, &s.q8, out),
+        QuantType::Q8_0x16 => x16::gemm::<true>(isa, w, nr, &s.q8, out),
     }
 }
 
@@ -91,7 +94,16 @@ pub(super) fn linear_parts(
     }
     let mut s = SCRATCH.with(|c| c.take()).unwrap_or_default();
     let needs = |f: fn(QuantType) -> bool| parts.iter().any(|p| f(p.ty));
-    if needs(|t| matches!(t, QuantType::Q4_0 | QuantType::Q4_1 | QuantType::Q8_0)) {
+    if needs(|t| {
+        matches!(
+            t,
+            QuantType::Q4_0
+                | QuantType::Q4_1
+                | QuantType::Q8_0
+                | QuantType::Q4_0x16
+                | QuantType::Q8_0x16
+        )
+    }) {
         s.q8.quantize_into(x, m, k);
     }
     if needs(|t| matches!(t, QuantType::Q4_K | QuantType::Q5_K | QuantType::Q6_K)) {
@@ -118,7 +130,12 @@ fn dispatch(
     out: &mut [f32],
 ) {
     let total: usize = parts.iter().map(|p| p.n).sum();
-    let tr = rows_per_task(total);
+    let unit = if parts.iter().any(|p| p.ty.is_packed()) {
+        crate::quant::packed::ROWS
+    } else {
+        4
+    };
+    let tr = rows_per_task(total, unit);
     if m * total * k < PAR_MACS || tr >= total {
         let mut off = 0;
         for p in parts {
