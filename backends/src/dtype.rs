@@ -98,6 +98,7 @@ impl DType {
                 QuantType::W4A16 { .. } => "w4a16_g128",
                 QuantType::W8A8 { .. } => "w8a8",
                 QuantType::Q4_0x16 => "q4_0x16",
+                QuantType::Q4_1x16 => "q4_1x16",
                 QuantType::Q8_0x16 => "q8_0x16",
             },
         }

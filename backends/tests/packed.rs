@@ -1,4 +1,4 @@
-//! Q4_0 / Q8_0 weights with 16 rows interleaved (`quant::packed`, what the
+//! Q4_0 / Q4_1 / Q8_0 weights with 16 rows interleaved (`quant::packed`, what the
 //! CPU backend repacks linear weights into for its AVX-512 VNNI kernels):
 //! - the packed scalar twin equals the plain type's scalar twin bit for bit
 //!   (the same integers, the same float steps);
@@ -61,20 +61,20 @@ proptest! {
 
     #[test]
     fn packed_paths_match_the_twins(
-        q8 in any::<bool>(),
+        kind in 0usize..3,
         m in 1usize..10,
         groups in 1usize..6,
         blocks in 1usize..20,
         seed in any::<u64>(),
     ) {
-        let plain = if q8 { QuantType::Q8_0 } else { QuantType::Q4_0 };
+        let plain = [QuantType::Q4_0, QuantType::Q4_1, QuantType::Q8_0][kind];
         check(plain, m, 16 * groups, 32 * blocks, seed)?;
     }
 }
 
 #[test]
 fn the_parallel_path_splits_on_groups() {
-    for plain in [QuantType::Q4_0, QuantType::Q8_0] {
+    for plain in [QuantType::Q4_0, QuantType::Q4_1, QuantType::Q8_0] {
         for m in [1, 5] {
             check(plain, m, 16 * 13, 1024, 7 + m as u64).unwrap();
         }
@@ -84,7 +84,7 @@ fn the_parallel_path_splits_on_groups() {
 #[test]
 fn rows_read_back_and_groups_stay_whole() {
     let (n, k) = (48, 96);
-    for plain in [QuantType::Q4_0, QuantType::Q8_0] {
+    for plain in [QuantType::Q4_0, QuantType::Q4_1, QuantType::Q8_0] {
         let w = quant::quantize(plain, &vals(3, n * k)).expect("quantize");
         let ty = packed::packed_of(plain).expect("packed type");
         let pt = Tensor::from_quant(packed::pack(plain, &w, n, k).expect("pack"), ty, vec![n, k])

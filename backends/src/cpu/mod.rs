@@ -45,7 +45,7 @@ pub fn repacks() -> bool {
     })
 }
 
-/// The interleaved copy of `t`, when `repacks()` and `t` is a Q4_0 / Q8_0
+/// The interleaved copy of `t`, when `repacks()` and `t` is a Q4_0 / Q4_1 / Q8_0
 /// matrix of whole 16-row groups.
 fn repack(t: &Tensor) -> Result<Option<Tensor>> {
     let Some(ty) = t.dtype().quant() else {
@@ -84,7 +84,7 @@ impl Backend for CpuBackend {
         into::writes_into(op, out)
     }
 
-    /// Q4_0 and Q8_0 matrices whose rows come in groups of 16 are
+    /// Q4_0, Q4_1 and Q8_0 matrices whose rows come in groups of 16 are
     /// interleaved (`quant::packed`) when the AVX-512 VNNI kernels run
     /// (`MLLM_REPACK=0` keeps every weight as it is); the mapped original's
     /// pages are released, so the copy does not double the memory.

@@ -58,6 +58,8 @@ pub enum QuantType {
     /// Q4_0 rows interleaved in groups of 16 (`packed`): made at load by
     /// the CPU backend for its 512-bit kernels, never stored in a file.
     Q4_0x16,
+    /// Q4_1 rows interleaved in groups of 16 (`packed`).
+    Q4_1x16,
     /// Q8_0 rows interleaved in groups of 16 (`packed`).
     Q8_0x16,
 }
@@ -103,6 +105,7 @@ impl QuantType {
             QuantType::W4A16 { .. }
                 | QuantType::W8A8 { .. }
                 | QuantType::Q4_0x16
+                | QuantType::Q4_1x16
                 | QuantType::Q8_0x16
         )
     }
@@ -110,14 +113,17 @@ impl QuantType {
     /// One of the in-memory interleaved layouts (`packed`): rows are not
     /// stored one after the other.
     pub fn is_packed(self) -> bool {
-        matches!(self, QuantType::Q4_0x16 | QuantType::Q8_0x16)
+        matches!(
+            self,
+            QuantType::Q4_0x16 | QuantType::Q4_1x16 | QuantType::Q8_0x16
+        )
     }
 
     /// Elements per block.
     pub fn block_size(self) -> usize {
         match self {
             QuantType::Q4_0 | QuantType::Q4_1 | QuantType::Q8_0 => QK,
-            QuantType::Q4_0x16 | QuantType::Q8_0x16 => QK,
+            QuantType::Q4_0x16 | QuantType::Q4_1x16 | QuantType::Q8_0x16 => QK,
             QuantType::Q4_K | QuantType::Q5_K | QuantType::Q6_K => QK_K,
             QuantType::W4A16 { group } => group as usize,
             QuantType::W8A8 { k } => k as usize,
@@ -128,7 +134,7 @@ impl QuantType {
     pub fn type_size(self) -> usize {
         match self {
             QuantType::Q4_0 | QuantType::Q4_0x16 => std::mem::size_of::<BlockQ4_0>(),
-            QuantType::Q4_1 => std::mem::size_of::<BlockQ4_1>(),
+            QuantType::Q4_1 | QuantType::Q4_1x16 => std::mem::size_of::<BlockQ4_1>(),
             QuantType::Q8_0 | QuantType::Q8_0x16 => std::mem::size_of::<BlockQ8_0>(),
             QuantType::Q4_K => std::mem::size_of::<BlockQ4K>(),
             QuantType::Q5_K => std::mem::size_of::<BlockQ5K>(),
@@ -158,6 +164,7 @@ impl QuantType {
             QuantType::W4A16 { .. } => "W4A16",
             QuantType::W8A8 { .. } => "W8A8",
             QuantType::Q4_0x16 => "Q4_0x16",
+            QuantType::Q4_1x16 => "Q4_1x16",
             QuantType::Q8_0x16 => "Q8_0x16",
         }
     }
@@ -177,6 +184,7 @@ impl QuantType {
             QuantType::W8A8 { .. } => W8A8_ID,
             QuantType::Q4_0x16 => PACKED_ID_BASE,
             QuantType::Q8_0x16 => PACKED_ID_BASE + 1,
+            QuantType::Q4_1x16 => PACKED_ID_BASE + 2,
         }
     }
 
@@ -226,7 +234,7 @@ impl QuantType {
             QuantType::Q6_K => dequantize_row_q6_k(bytes, out),
             QuantType::W4A16 { group } => w4a16::dequantize_row_w4a16(group as usize, bytes, out),
             QuantType::W8A8 { k } => w8a8::dequantize_row_w8a8(k as usize, bytes, out),
-            QuantType::Q4_0x16 | QuantType::Q8_0x16 => Err(format!(
+            QuantType::Q4_0x16 | QuantType::Q4_1x16 | QuantType::Q8_0x16 => Err(format!(
                 "{self}: interleaved rows are read with their shape (quant::packed)"
             )),
         }
@@ -329,8 +337,10 @@ pub fn quantize_into(ty: QuantType, x: &[f32], out: &mut [u8]) -> Result<(), Str
                 "{ty}: quantizing to K-quants is not implemented yet"
             ))
         }
-        QuantType::Q4_0x16 | QuantType::Q8_0x16 => {
-            return Err(format!("{ty}: pack Q4_0 / Q8_0 blocks (quant::packed)"))
+        QuantType::Q4_0x16 | QuantType::Q4_1x16 | QuantType::Q8_0x16 => {
+            return Err(format!(
+                "{ty}: pack Q4_0 / Q4_1 / Q8_0 blocks (quant::packed)"
+            ))
         }
     }
     Ok(())

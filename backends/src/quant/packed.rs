@@ -1,4 +1,5 @@
-//! Q4_0 and Q8_0 weights with 16 rows interleaved (`Q4_0x16`, `Q8_0x16`):
+//! Q4_0, Q4_1 and Q8_0 weights with 16 rows interleaved (`Q4_0x16`,
+//! `Q4_1x16`, `Q8_0x16`):
 //! the layout the CPU backend repacks linear weights into at load
 //! (`Backend::prepare_weight`) so that one 512-bit VNNI instruction works
 //! on 16 rows at once and the scales of 16 rows are one vector. Never
@@ -6,7 +7,8 @@
 //!
 //! Rows go in groups of 16 (row counts must be a multiple of 16). A group
 //! holds its blocks in order; block `b` of a group is the 16 rows' f16
-//! scales (32 bytes), then the codes in chunks of 64 bytes: chunk `t` is
+//! scales (32 bytes; Q4_1: then their f16 minimums, 32 more), then the
+//! codes in chunks of 64 bytes: chunk `t` is
 //! bytes `4t..4t+4` of each row's codes, row after row (Q4_0: 4 chunks of
 //! its 16 nibble bytes; Q8_0: 8 chunks of its 32 code bytes). So lane `l`
 //! (4 bytes) of a chunk is row `l`: a `dpbusd` against 4 activation bytes
@@ -21,6 +23,7 @@ pub const ROWS: usize = 16;
 pub fn plain_of(ty: QuantType) -> Option<QuantType> {
     match ty {
         QuantType::Q4_0x16 => Some(QuantType::Q4_0),
+        QuantType::Q4_1x16 => Some(QuantType::Q4_1),
         QuantType::Q8_0x16 => Some(QuantType::Q8_0),
         _ => None,
     }
@@ -29,14 +32,24 @@ pub fn plain_of(ty: QuantType) -> Option<QuantType> {
 pub fn packed_of(ty: QuantType) -> Option<QuantType> {
     match ty {
         QuantType::Q4_0 => Some(QuantType::Q4_0x16),
+        QuantType::Q4_1 => Some(QuantType::Q4_1x16),
         QuantType::Q8_0 => Some(QuantType::Q8_0x16),
         _ => None,
     }
 }
 
-/// Bytes of codes per block (the block minus its 2-byte scale).
+/// Bytes of codes per block.
 fn code_bytes(plain: QuantType) -> usize {
-    plain.type_size() - 2
+    plain.type_size() - head_bytes(plain)
+}
+
+/// Bytes of f16 fields before a block's codes: the scale (Q4_1: and the
+/// minimum).
+pub fn head_bytes(plain: QuantType) -> usize {
+    match plain {
+        QuantType::Q4_1 => 4,
+        _ => 2,
+    }
 }
 
 /// Checks the sizes of an `[n, k]` tensor of `plain` blocks.
@@ -64,16 +77,19 @@ fn place(plain: QuantType, nb: usize, r: usize, b: usize) -> (usize, usize) {
 pub fn pack(plain: QuantType, src: &[u8], n: usize, k: usize) -> Result<Vec<u8>, String> {
     packed_of(plain).ok_or_else(|| format!("{plain} has no packed layout"))?;
     let nb = check(plain, src.len(), n, k)?;
-    let (ts, cb) = (plain.type_size(), code_bytes(plain));
+    let (ts, cb, hb) = (plain.type_size(), code_bytes(plain), head_bytes(plain));
     let mut out = vec![0u8; src.len()];
     for r in 0..n {
         for b in 0..nb {
             let blk = &src[(r * nb + b) * ts..][..ts];
             let (at, l) = place(plain, nb, r, b);
-            out[at + 2 * l..at + 2 * l + 2].copy_from_slice(&blk[..2]);
+            for h in 0..hb / 2 {
+                let dst = at + h * 2 * ROWS + 2 * l;
+                out[dst..dst + 2].copy_from_slice(&blk[2 * h..2 * h + 2]);
+            }
             for t in 0..cb / 4 {
-                let dst = at + 2 * ROWS + t * 4 * ROWS + 4 * l;
-                out[dst..dst + 4].copy_from_slice(&blk[2 + 4 * t..2 + 4 * t + 4]);
+                let dst = at + hb * ROWS + t * 4 * ROWS + 4 * l;
+                out[dst..dst + 4].copy_from_slice(&blk[hb + 4 * t..hb + 4 * t + 4]);
             }
         }
     }
@@ -92,7 +108,7 @@ pub fn row_blocks(
 ) -> Result<(), String> {
     let plain = plain_of(packed).ok_or_else(|| format!("{packed} is not a packed type"))?;
     let nb = check(plain, src.len(), n, k)?;
-    let (ts, cb) = (plain.type_size(), code_bytes(plain));
+    let (ts, cb, hb) = (plain.type_size(), code_bytes(plain), head_bytes(plain));
     if r >= n || out.len() != nb * ts {
         return Err(format!(
             "row {r} of {n}, or an output of {} bytes",
@@ -102,10 +118,13 @@ pub fn row_blocks(
     for b in 0..nb {
         let blk = &mut out[b * ts..][..ts];
         let (at, l) = place(plain, nb, r, b);
-        blk[..2].copy_from_slice(&src[at + 2 * l..at + 2 * l + 2]);
+        for h in 0..hb / 2 {
+            let s = at + h * 2 * ROWS + 2 * l;
+            blk[2 * h..2 * h + 2].copy_from_slice(&src[s..s + 2]);
+        }
         for t in 0..cb / 4 {
-            let s = at + 2 * ROWS + t * 4 * ROWS + 4 * l;
-            blk[2 + 4 * t..2 + 4 * t + 4].copy_from_slice(&src[s..s + 4]);
+            let s = at + hb * ROWS + t * 4 * ROWS + 4 * l;
+            blk[hb + 4 * t..hb + 4 * t + 4].copy_from_slice(&src[s..s + 4]);
         }
     }
     Ok(())
@@ -134,7 +153,7 @@ mod tests {
 
     #[test]
     fn pack_then_unpack_is_the_identity() {
-        for plain in [QuantType::Q4_0, QuantType::Q8_0] {
+        for plain in [QuantType::Q4_0, QuantType::Q4_1, QuantType::Q8_0] {
             let (n, k) = (32, 96);
             let src: Vec<u8> = (0..n * k / 32 * plain.type_size())
                 .map(|i| (i * 7 + i / 13) as u8)
@@ -145,7 +164,7 @@ mod tests {
             assert_eq!(unpack(packed, &p, n, k).expect("unpack"), src);
             assert!(pack(plain, &src[..src.len() / 2], 16, k).is_ok());
             assert!(pack(plain, &src, 8, 2 * k).is_err(), "8 rows");
-            assert!(pack(QuantType::Q4_1, &src, n, k).is_err());
+            assert!(pack(QuantType::Q4_K, &src, n, k).is_err());
         }
     }
 }

@@ -111,6 +111,7 @@ impl StoredType {
             StoredType::Quant(QuantType::W4A16 { .. }) => "w4a16_g128",
             StoredType::Quant(QuantType::W8A8 { .. }) => "w8a8",
             StoredType::Quant(QuantType::Q4_0x16) => "q4_0x16",
+            StoredType::Quant(QuantType::Q4_1x16) => "q4_1x16",
             StoredType::Quant(QuantType::Q8_0x16) => "q8_0x16",
         }
     }

@@ -71,8 +71,9 @@ fn gemm(
         QuantType::Q6_K => k_quants::gemm(k_quants::Kind::Q6K, isa, w, nr, &s.q8k, out),
         QuantType::W8A8 { .. } => w8a8::gemm(isa, w, nr, &s.tok, out),
         QuantType::W4A16 { group } => w4a16::gemm(isa, group as usize, w, nr, k, x, m, out),
-        QuantType::Q4_0x16 => x16::gemm::<false>(isa, w, nr, &s.q8, out),
-        QuantType::Q8_0x16 => x16::gemm::<true>(isa, w, nr, &s.q8, out),
+        QuantType::Q4_0x16 => x16::gemm::<{ x16::Q4_0 }>(isa, w, nr, &s.q8, out),
+        QuantType::Q4_1x16 => x16::gemm::<{ x16::Q4_1 }>(isa, w, nr, &s.q8, out),
+        QuantType::Q8_0x16 => x16::gemm::<{ x16::Q8_0 }>(isa, w, nr, &s.q8, out),
     }
 }
 
@@ -101,6 +102,7 @@ pub(super) fn linear_parts(
                 | QuantType::Q4_1
                 | QuantType::Q8_0
                 | QuantType::Q4_0x16
+                | QuantType::Q4_1x16
                 | QuantType::Q8_0x16
         )
     }) {

@@ -1,6 +1,7 @@
-//! Linear over Q4_0 / Q8_0 weights with 16 rows interleaved
-//! (`quant::packed`: `Q4_0x16`, `Q8_0x16`), the layout the CPU backend
-//! repacks weights into at load when it runs the AVX-512 VNNI kernels.
+//! Linear over Q4_0 / Q4_1 / Q8_0 weights with 16 rows interleaved
+//! (`quant::packed`: `Q4_0x16`, `Q4_1x16`, `Q8_0x16`), the layout the CPU
+//! backend repacks weights into at load when it runs the AVX-512 VNNI
+//! kernels. The type is a const parameter: `Q4_0`, `Q4_1` or `Q8_0` below.
 //!
 //! Per block of a 16-row group and activation row, the 512-bit path runs 8
 //! `vpdpbusd` (each: 4 codes of all 16 rows against 4 activation bytes
@@ -19,20 +20,45 @@ use super::Isa;
 use crate::quant::packed::ROWS;
 use crate::quant::QK;
 
-/// Per row-block bytes of the plain type: Q4_0 18, Q8_0 34.
-const fn type_size(q8: bool) -> usize {
-    if q8 {
-        34
+/// The packed kinds, as the const parameter of the kernels.
+pub(super) const Q4_0: u8 = 0;
+pub(super) const Q4_1: u8 = 1;
+pub(super) const Q8_0: u8 = 2;
+
+/// Per row-block bytes of the plain type.
+const fn type_size(kind: u8) -> usize {
+    match kind {
+        Q4_0 => 18,
+        Q4_1 => 20,
+        _ => 34,
+    }
+}
+
+/// Bytes of f16 fields per row-block before the codes (scale; Q4_1 also
+/// the minimum).
+const fn head(kind: u8) -> usize {
+    if kind == Q4_1 {
+        4
     } else {
-        18
+        2
+    }
+}
+
+/// What is subtracted from the stored unsigned code (Q8_0's codes are
+/// signed and offset by 128 in the 512-bit path).
+const fn offset(kind: u8) -> i32 {
+    match kind {
+        Q4_0 => 8,
+        Q4_1 => 0,
+        _ => 128,
     }
 }
 
 /// Code of element `e` (0..32) of lane `l` in a group block at `p`.
 #[inline(always)]
-fn code<const Q8: bool>(p: &[u8], l: usize, e: usize) -> i32 {
-    let chunks = &p[2 * ROWS..];
-    if Q8 {
+fn code<const KIND: u8>(p: &[u8], l: usize, e: usize) -> i32 {
+    let chunks = &p[head(KIND) * ROWS..];
+    if KIND == Q8_0 {
         let (t, j) = (e / 4, e % 4);
         chunks[t * 4 * ROWS + 4 * l + j] as i8 as i32
     } else {
@@ -40,44 +66,55 @@ fn code<const Q8: bool>(p: &[u8], l: usize, e: usize) -> i32 {
         let (t, j) = ((e % 16) / 4, e % 4);
         let byte = chunks[t * 4 * ROWS + 4 * l + j];
         let nib = if half == 0 { byte & 0x0F } else { byte >> 4 };
-        nib as i32 - 8
+        nib as i32 - offset(KIND)
     }
 }
 
-/// The scalar twin: `out [m][nr] = act . w^T` for `nr` rows (whole groups).
-fn gemm_scalar<const Q8: bool>(w: &[u8], nr: usize, act: &ActQ8, out: &mut [f32]) {
+/// f16 field `h` (0: scale, 1: minimum) of lane `l` in a group block.
+fn field(p: &[u8], h: usize, l: usize) -> f32 {
+    let at = h * 2 * ROWS + 2 * l;
+    half::f16::from_le_bytes([p[at], p[at + 1]]).to_f32()
+}
+
+/// The scalar twin: `out [m][nr] = act . w^T` for `nr` rows (whole
+/// groups), block by block as the plain types' twin (`block32::vec_dot`).
+fn gemm_scalar<const KIND: u8>(w: &[u8], nr: usize, act: &ActQ8, out: &mut [f32]) {
     let (m, nb) = (act.m, act.blocks_per_row());
-    let gb = ROWS * type_size(Q8);
+    let gb = ROWS * type_size(KIND);
     for g in 0..nr / ROWS {
         for i in 0..m {
             let qs = &act.qs[i * act.k..(i + 1) * act.k];
             let ds = &act.d[i * nb..(i + 1) * nb];
+            let sums = &act.sum[i * nb..(i + 1) * nb];
             for l in 0..ROWS {
                 let mut acc = 0.0f32;
+                let mut acc_min = 0.0f32;
                 for b in 0..nb {
                     let p = &w[(g * nb + b) * gb..][..gb];
-                    let d = half::f16::from_le_bytes([p[2 * l], p[2 * l + 1]]).to_f32();
                     let a = &qs[b * QK..(b + 1) * QK];
-                    let isum: i32 = (0..QK).map(|e| code::<Q8>(p, l, e) * a[e] as i32).sum();
-                    acc += (d * ds[b]) * isum as f32;
+                    let isum: i32 = (0..QK).map(|e| code::<KIND>(p, l, e) * a[e] as i32).sum();
+                    acc += (field(p, 0, l) * ds[b]) * isum as f32;
+                    if KIND == Q4_1 {
+                        acc_min += field(p, 1, l) * (ds[b] * sums[b] as f32);
+                    }
                 }
-                out[i * nr + g * ROWS + l] = acc;
+                out[i * nr + g * ROWS + l] = acc + acc_min;
             }
         }
     }
 }
 
 /// `out [m][nr] = act [m, k] . w [nr, k]^T` for `nr` rows (a multiple of
-/// 16) of a packed weight (`q8`: Q8_0x16, else Q4_0x16).
-pub(super) fn gemm<const Q8: bool>(isa: Isa, w: &[u8], nr: usize, act: &ActQ8, out: &mut [f32]) {
+/// 16) of a packed weight of `KIND`.
+pub(super) fn gemm<const KIND: u8>(isa: Isa, w: &[u8], nr: usize, act: &ActQ8, out: &mut [f32]) {
     let (m, nb) = (act.m, act.blocks_per_row());
-    assert!(nr.is_multiple_of(ROWS) && w.len() == nr * nb * type_size(Q8) && out.len() == m * nr);
+    assert!(nr.is_multiple_of(ROWS) && w.len() == nr * nb * type_size(KIND) && out.len() == m * nr);
     match isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512Vnni => {
             let ctx = Ctx {
                 w: w.as_ptr(),
-                row_bytes: nb * type_size(Q8),
+                row_bytes: nb * type_size(KIND),
                 nb,
                 aq: act.qs.as_ptr(),
                 ad: act.d.as_ptr(),
@@ -88,9 +125,9 @@ pub(super) fn gemm<const Q8: bool>(isa: Isa, w: &[u8], nr: usize, act: &ActQ8, o
             // SAFETY: the tiles read groups g < nr / 16 of `w` and rows
             // i..i+C < m of the activations and write those cells of
             // `out` (sizes checked above); the CPU has the features.
-            unsafe { x86::run::<Q8>(&ctx, m) }
+            unsafe { x86::run::<KIND>(&ctx, m) }
         }
-        _ => gemm_scalar::<Q8>(w, nr, act, out),
+        _ => gemm_scalar::<KIND>(w, nr, act, out),
     }
 }
 
@@ -98,30 +135,32 @@ pub(super) fn gemm<const Q8: bool>(isa: Isa, w: &[u8], nr: usize, act: &ActQ8, o
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::{type_size, Ctx, ROWS};
+    use super::{head, offset, type_size, Ctx, Q4_1, Q8_0, ROWS};
 
     /// One 16-row group `g` against activation rows `i..i + C`.
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    unsafe fn tile<const Q8: bool, const C: usize>(ctx: &Ctx, g: usize, i: usize) {
+    unsafe fn tile<const KIND: u8, const C: usize>(ctx: &Ctx, g: usize, i: usize) {
         let (nb, k) = (ctx.nb, ctx.nb * 32);
-        let gb = ROWS * type_size(Q8);
+        let gb = ROWS * type_size(KIND);
         let base = ctx.w.add(g * nb * gb);
-        let offset = if Q8 { 128 } else { 8 };
         let mut facc = [_mm512_setzero_ps(); C];
+        let mut fmin = [_mm512_setzero_ps(); C];
         for b in 0..nb {
             let p = base.add(b * gb);
             let scales = _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i));
-            let codes = p.add(2 * ROWS);
+            let codes = p.add(head(KIND) * ROWS);
             let mut ia = [[_mm512_setzero_si512(); 2]; C];
-            for c in 0..C {
-                let sa = *ctx.asum.add((i + c) * nb + b);
-                ia[c][0] = _mm512_set1_epi32(-offset * sa);
+            if KIND != Q4_1 {
+                for c in 0..C {
+                    let sa = *ctx.asum.add((i + c) * nb + b);
+                    ia[c][0] = _mm512_set1_epi32(-offset(KIND) * sa);
+                }
             }
             let act = |c: usize, e: usize| -> __m512i {
                 let a = ctx.aq.add((i + c) * k + b * 32 + e) as *const i32;
                 _mm512_set1_epi32(a.read_unaligned())
             };
-            if Q8 {
+            if KIND == Q8_0 {
                 for t in 0..8 {
                     let raw = _mm512_loadu_si512(codes.add(t * 64) as *const __m512i);
                     let wu = _mm512_xor_si512(raw, _mm512_set1_epi8(-128));
@@ -142,28 +181,39 @@ mod x86 {
                 }
             }
             for c in 0..C {
-                let da = _mm512_set1_ps(*ctx.ad.add((i + c) * nb + b));
+                let da = *ctx.ad.add((i + c) * nb + b);
                 let isum = _mm512_add_epi32(ia[c][0], ia[c][1]);
-                facc[c] =
-                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(scales, da), facc[c]);
+                let scale = _mm512_mul_ps(scales, _mm512_set1_ps(da));
+                facc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, facc[c]);
+                if KIND == Q4_1 {
+                    let mins =
+                        _mm512_cvtph_ps(_mm256_loadu_si256(p.add(2 * ROWS) as *const __m256i));
+                    let sa = *ctx.asum.add((i + c) * nb + b);
+                    fmin[c] = _mm512_fmadd_ps(mins, _mm512_set1_ps(da * sa as f32), fmin[c]);
+                }
             }
         }
         for c in 0..C {
-            _mm512_storeu_ps(ctx.out.add((i + c) * ctx.nr + g * ROWS), facc[c]);
+            let v = if KIND == Q4_1 {
+                _mm512_add_ps(facc[c], fmin[c])
+            } else {
+                facc[c]
+            };
+            _mm512_storeu_ps(ctx.out.add((i + c) * ctx.nr + g * ROWS), v);
         }
     }
 
     /// Every group against every activation row, in tiles of up to 4 rows.
-    pub(super) unsafe fn run<const Q8: bool>(ctx: &Ctx, m: usize) {
+    pub(super) unsafe fn run<const KIND: u8>(ctx: &Ctx, m: usize) {
         for g in 0..ctx.nr / ROWS {
             let mut i = 0;
             while i < m {
                 let c = (m - i).min(4);
                 match c {
-                    4 => tile::<Q8, 4>(ctx, g, i),
-                    3 => tile::<Q8, 3>(ctx, g, i),
-                    2 => tile::<Q8, 2>(ctx, g, i),
-                    _ => tile::<Q8, 1>(ctx, g, i),
+                    4 => tile::<KIND, 4>(ctx, g, i),
+                    3 => tile::<KIND, 3>(ctx, g, i),
+                    2 => tile::<KIND, 2>(ctx, g, i),
+                    _ => tile::<KIND, 1>(ctx, g, i),
                 }
                 i += c;
             }
