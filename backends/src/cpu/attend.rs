@@ -125,6 +125,18 @@ pub(super) fn group_values(
     }
 }
 
+/// `dst = src` widened, with F16C in registers where the CPU has it (the
+/// `half` crate's slice conversion calls out per 8 values).
+pub(super) fn widen_f16(src: &[f16], dst: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if fast(8, 1) && src.len() == dst.len() {
+        // SAFETY: features checked by `fast`; equal lengths.
+        unsafe { x86::widen(src, dst) };
+        return;
+    }
+    half::slice::HalfFloatSliceExt::convert_to_f32_slice(src, dst);
+}
+
 /// Whether the fast loops apply: x86 with AVX2, FMA and F16C, rows of whole
 /// 8-value vectors, at most 4 query heads per key head.
 fn fast(width: usize, group: usize) -> bool {
@@ -170,6 +182,21 @@ mod x86 {
         #[inline(always)]
         unsafe fn load8(p: *const f16) -> __m256 {
             _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i))
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn widen(src: &[f16], dst: &mut [f32]) {
+        let n = src.len();
+        let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
+        let mut i = 0;
+        while i + 8 <= n {
+            _mm256_storeu_ps(d.add(i), f16::load8(s.add(i)));
+            i += 8;
+        }
+        while i < n {
+            *d.add(i) = (*s.add(i)).to_f32();
+            i += 1;
         }
     }
 

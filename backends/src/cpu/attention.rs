@@ -2,14 +2,12 @@
 //! grouped-query heads and an optional causal mask aligned to the end (the
 //! queries are the last `sq` of `sk` positions, as in cached decoding).
 
-use half::f16;
-use rayon::prelude::*;
-
 use super::simd::{axpy, dot};
 use crate::dtype::DType;
 use crate::error::{dtype_err, Result};
 use crate::quant::{self, QuantType};
 use crate::tensor::Tensor;
+use half::f16;
 
 /// Keys or values as stored: f32, or an f16 / q8_0 KV cache, read one row
 /// (one head of one position) at a time.
@@ -40,10 +38,7 @@ impl<'a> Rows<'a> {
         match self {
             Rows::F32(s) => &s[r * width..][..width],
             Rows::F16(s) => {
-                half::slice::HalfFloatSliceExt::convert_to_f32_slice(
-                    &s[r * width..][..width],
-                    &mut scratch[..width],
-                );
+                super::attend::widen_f16(&s[r * width..][..width], &mut scratch[..width]);
                 &scratch[..width]
             }
             Rows::Q8_0(b) => {
@@ -280,7 +275,7 @@ fn sdpa_gemm_with(
                     None,
                     s,
                 );
-                s.par_chunks_mut(sh.sk).enumerate().for_each(|(r, row)| {
+                crate::cpu::pool::for_chunks(s, sh.sk, |r, row| {
                     let n = visible(sh, causal, i0 + r);
                     let (seen, masked) = row.split_at_mut(n);
                     masked.fill(0.0);
@@ -290,10 +285,19 @@ fn sdpa_gemm_with(
                     let mx = seen
                         .iter()
                         .fold(f32::NEG_INFINITY, |a, &x| a.max(x * scale));
+                    // e^(x * scale - max), vectorised through a stack block
+                    // where the CPU allows (as the decode path does).
                     let mut sum = 0.0;
-                    for x in seen.iter_mut() {
-                        *x = (*x * scale - mx).exp();
-                        sum += *x;
+                    let mut block = [0.0f32; 64];
+                    for xs in seen.chunks_mut(64) {
+                        let t = &mut block[..xs.len()];
+                        for (t, x) in t.iter_mut().zip(xs.iter()) {
+                            *t = *x * scale - mx;
+                        }
+                        if !super::vmath::unary_fast(crate::op::UnaryOp::Exp, t, xs) {
+                            xs.iter_mut().zip(t.iter()).for_each(|(x, t)| *x = t.exp());
+                        }
+                        sum += xs.iter().sum::<f32>();
                     }
                     let inv = 1.0 / sum;
                     seen.iter_mut().for_each(|x| *x *= inv);

@@ -46,9 +46,10 @@ pub fn unary_into(op: UnaryOp, x: &[f32], out: &mut [f32]) {
         }
     };
     if x.len() >= 1 << 16 {
-        out.par_chunks_mut(CHUNK)
-            .zip(x.par_chunks(CHUNK))
-            .for_each(fast);
+        super::pool::for_chunks(out, CHUNK, |i, o| {
+            let n = o.len();
+            fast((o, &x[i * CHUNK..][..n]))
+        });
     } else {
         fast((out, x));
     }
@@ -200,9 +201,12 @@ pub fn binary_into(
     if ash == bsh {
         let f = |(o, (&x, &y)): (&mut f32, (&f32, &f32))| *o = binary_f32(op, x, y);
         if n >= 1 << 16 {
-            out.par_iter_mut()
-                .zip(a.par_iter().zip(b.par_iter()))
-                .for_each(f);
+            const CHUNK: usize = 1 << 14;
+            super::pool::for_chunks(out, CHUNK, |i, o| {
+                let n = o.len();
+                let (a, b) = (&a[i * CHUNK..][..n], &b[i * CHUNK..][..n]);
+                o.iter_mut().zip(a.iter().zip(b)).for_each(f);
+            });
         } else {
             out.iter_mut().zip(a.iter().zip(b)).for_each(f);
         }

@@ -4,8 +4,6 @@
 //! numbers as the eager script; what they save is the intermediate tensor
 //! and its allocation.
 
-use rayon::prelude::*;
-
 use super::elementwise::{unary_into, unary_scalar};
 use super::norm::{rms_norm_into, rms_norm_ref};
 use crate::op::UnaryOp;
@@ -22,7 +20,11 @@ pub fn gated_act_into(act: UnaryOp, gate: &[f32], up: &[f32], out: &mut [f32]) {
     unary_into(act, gate, out);
     let mul = |(o, &u): (&mut f32, &f32)| *o *= u;
     if out.len() >= 1 << 16 {
-        out.par_iter_mut().zip(up.par_iter()).for_each(mul);
+        const CHUNK: usize = 1 << 14;
+        super::pool::for_chunks(out, CHUNK, |i, o| {
+            let n = o.len();
+            o.iter_mut().zip(&up[i * CHUNK..][..n]).for_each(mul)
+        });
     } else {
         out.iter_mut().zip(up).for_each(mul);
     }

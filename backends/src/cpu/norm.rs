@@ -1,7 +1,5 @@
 //! Row normalisations over the last dimension: RMSNorm and LayerNorm.
 
-use rayon::prelude::*;
-
 use super::simd::dot;
 
 /// Reference RMSNorm: `x / sqrt(mean(x^2) + eps) * w` per row of length `d`.
@@ -32,7 +30,7 @@ pub fn rms_norm_into(x: &[f32], w: &[f32], d: usize, eps: f32, out: &mut [f32]) 
         }
     };
     if x.len() >= 1 << 14 {
-        x.par_chunks(d).zip(out.par_chunks_mut(d)).for_each(row);
+        super::pool::for_chunks(out, d, |i, o| row((&x[i * d..][..d], o)));
     } else {
         x.chunks(d).zip(out.chunks_mut(d)).for_each(row);
     }
@@ -64,7 +62,7 @@ pub fn layer_norm(x: &[f32], w: &[f32], b: &[f32], d: usize, eps: f32) -> Vec<f3
         }
     };
     if x.len() >= 1 << 14 {
-        x.par_chunks(d).zip(out.par_chunks_mut(d)).for_each(row);
+        super::pool::for_chunks(&mut out, d, |i, o| row((&x[i * d..][..d], o)));
     } else {
         x.chunks(d).zip(out.chunks_mut(d)).for_each(row);
     }

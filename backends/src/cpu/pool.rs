@@ -202,10 +202,53 @@ pub fn for_each(tasks: usize, f: impl Fn(usize) + Sync) {
     }
 }
 
+/// A pointer the tasks of one loop write through, each to its own range.
+struct Pieces<T>(*mut T);
+unsafe impl<T: Send> Send for Pieces<T> {}
+unsafe impl<T: Send> Sync for Pieces<T> {}
+
+impl<T> Pieces<T> {
+    fn get(&self) -> *mut T {
+        self.0
+    }
+}
+
+/// `f(i, chunk)` for every `chunk`-long piece of `out` (the last may be
+/// shorter), on the pool: what the element-wise kernels of a prefill step
+/// use instead of rayon's parallel iterators, so that one set of threads
+/// runs the whole step (rayon's workers and the pool's spinning ones would
+/// otherwise share the cores).
+pub fn for_chunks<T: Send>(out: &mut [T], chunk: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+    let chunk = chunk.max(1);
+    let len = out.len();
+    let base = Pieces(out.as_mut_ptr());
+    for_each(len.div_ceil(chunk), |i| {
+        let start = i * chunk;
+        let end = (start + chunk).min(len);
+        // SAFETY: task i alone touches `start..end`, inside `out`, which
+        // outlives the loop.
+        let piece = unsafe { std::slice::from_raw_parts_mut(base.get().add(start), end - start) };
+        f(i, piece);
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicU32;
+
+    #[test]
+    fn chunks_cover_the_slice_once() {
+        for len in [0usize, 1, 7, 64, 1000] {
+            let mut v = vec![0u32; len];
+            for_chunks(&mut v, 9, |i, c| {
+                for (j, x) in c.iter_mut().enumerate() {
+                    *x += (i * 9 + j) as u32 + 1;
+                }
+            });
+            assert!(v.iter().enumerate().all(|(j, &x)| x == j as u32 + 1));
+        }
+    }
 
     #[test]
     fn every_task_runs_once_over_many_back_to_back_loops() {

@@ -2,8 +2,6 @@
 //! and transformers: for `i < d/2`, `(x[i], x[i + d/2])` is rotated by the
 //! angle whose cosine and sine are `cos[s, i]`, `sin[s, i]`.
 
-use rayon::prelude::*;
-
 /// Reference: `x [s, h, d]`, `cos`/`sin` `[s, d/2]`.
 pub fn apply_rope_ref(
     x: &[f32],
@@ -62,10 +60,8 @@ pub fn apply_rope_into(
         }
     };
     if x.len() >= 1 << 15 {
-        x.par_chunks(h * d)
-            .zip(out.par_chunks_mut(h * d))
-            .enumerate()
-            .for_each(per_token);
+        let w = h * d;
+        super::pool::for_chunks(out, w, |t, o| per_token((t, (&x[t * w..][..w], o))));
     } else {
         x.chunks(h * d)
             .zip(out.chunks_mut(h * d))

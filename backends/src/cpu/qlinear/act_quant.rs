@@ -13,8 +13,6 @@
 //! `d / 2` per value. Codes never reach -128, which the AVX2 sign trick for
 //! Q8_0 weights relies on.
 
-use rayon::prelude::*;
-
 use crate::quant::{QK, QK_K};
 
 /// Rows of activations as 32-value int8 blocks (row-major `[m][k]` codes).
@@ -108,7 +106,14 @@ impl ActQ8 {
                 .zip(self.sum.chunks_exact_mut(nb)),
         );
         if m * k >= PAR_VALUES {
-            rows.par_bridge().for_each(row);
+            // On the pool, as the step's other loops (a list of m row
+            // handles: prefill only).
+            let mut rows: Vec<Option<_>> = rows.map(Some).collect();
+            crate::cpu::pool::for_chunks(&mut rows, 1, |_, r| {
+                if let Some(parts) = r[0].take() {
+                    row(parts)
+                }
+            });
         } else {
             rows.for_each(row);
         }
@@ -154,7 +159,14 @@ impl ActQ8K {
                 .zip(self.bsums.chunks_exact_mut(k / 16)),
         );
         if m * k >= PAR_VALUES {
-            rows.par_bridge().for_each(row);
+            // On the pool, as the step's other loops (a list of m row
+            // handles: prefill only).
+            let mut rows: Vec<Option<_>> = rows.map(Some).collect();
+            crate::cpu::pool::for_chunks(&mut rows, 1, |_, r| {
+                if let Some(parts) = r[0].take() {
+                    row(parts)
+                }
+            });
         } else {
             rows.for_each(row);
         }
