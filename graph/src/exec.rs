@@ -87,8 +87,21 @@ impl<B: Backend> Compiled<B> {
             }
         }
         let layer_of = graph.kv.iter().map(|l| (l.past_key, l.layer)).collect();
-        let last = graph.last_uses();
-        let plan = plan_memory_with(&graph, &|op, meta| {
+        // The new KV rows are graph outputs for runtimes that copy them into
+        // the past buffers after the step; here `CachedSdpa` appends them
+        // to the cache when it runs, so they need not outlive their last
+        // reader (kept to the end, they and the merged q/k/v results they
+        // are views of would hold every layer's rows: a 128-token chunk's
+        // arena measured 78 MB, most of it those).
+        let mut lifetimes = graph.clone();
+        lifetimes.outputs.retain(|(_, id)| {
+            !graph
+                .kv
+                .iter()
+                .any(|l| l.present_key == *id || l.present_value == *id)
+        });
+        let last = lifetimes.last_uses();
+        let plan = plan_memory_with(&lifetimes, &|op, meta| {
             // CachedSdpa writes through the backend's Sdpa.
             let op = match op {
                 Op::CachedSdpa { causal, scale } => &Op::Sdpa {
