@@ -91,6 +91,10 @@ pub fn dot_f16_ref(a: &[f32], b: &[half::f16]) -> f32 {
 pub fn dot_2x4(a: [&[f32]; 2], b: [&[f32]; 4]) -> [f32; 8] {
     #[cfg(target_arch = "x86_64")]
     {
+        if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("fma") {
+            // SAFETY: the features were just detected.
+            return unsafe { x86::dot_2x4_avx512(a, b) };
+        }
         if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
             // SAFETY: the features were just detected.
             return unsafe { x86::dot_2x4_avx2(a, b) };
@@ -169,6 +173,45 @@ mod x86 {
                 }
             }
             i += 1;
+        }
+        out
+    }
+
+    /// `dot_2x4` on 512-bit vectors (twice the products per load and
+    /// multiply-add); the tail of `n % 16` values as masked loads.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub unsafe fn dot_2x4_avx512(a: [&[f32]; 2], b: [&[f32]; 4]) -> [f32; 8] {
+        let n = a
+            .iter()
+            .map(|r| r.len())
+            .chain(b.iter().map(|r| r.len()))
+            .min()
+            .unwrap_or(0);
+        let rows = [a[0].as_ptr(), a[1].as_ptr()];
+        let cols = [b[0].as_ptr(), b[1].as_ptr(), b[2].as_ptr(), b[3].as_ptr()];
+        let mut acc = [_mm512_setzero_ps(); 8];
+        let mut step = |i: usize, m: __mmask16| {
+            let x = [
+                _mm512_maskz_loadu_ps(m, rows[0].add(i)),
+                _mm512_maskz_loadu_ps(m, rows[1].add(i)),
+            ];
+            for c in 0..4 {
+                let w = _mm512_maskz_loadu_ps(m, cols[c].add(i));
+                acc[c] = _mm512_fmadd_ps(x[0], w, acc[c]);
+                acc[4 + c] = _mm512_fmadd_ps(x[1], w, acc[4 + c]);
+            }
+        };
+        let mut i = 0;
+        while i + 16 <= n {
+            step(i, 0xFFFF);
+            i += 16;
+        }
+        if i < n {
+            step(i, ((1u32 << (n - i)) - 1) as __mmask16);
+        }
+        let mut out = [0.0f32; 8];
+        for (o, v) in out.iter_mut().zip(acc) {
+            *o = _mm512_reduce_add_ps(v);
         }
         out
     }
@@ -333,11 +376,19 @@ mod tests {
         #[test]
         fn dot_2x4_matches_single_dots(k in 0usize..90, seed in any::<u64>()) {
             let rows: Vec<Vec<f32>> = (0..6).map(|i| crate::cpu::testutil::vec_f32(seed ^ i, k)).collect();
-            let got = dot_2x4([&rows[0], &rows[1]], [&rows[2], &rows[3], &rows[4], &rows[5]]);
-            for i in 0..2 {
-                for j in 0..4 {
-                    let r = dot_ref(&rows[i], &rows[2 + j]);
-                    prop_assert!((got[i * 4 + j] - r).abs() <= 1e-4 * (1.0 + r.abs()));
+            let (a, b) = ([&rows[0][..], &rows[1]], [&rows[2][..], &rows[3], &rows[4], &rows[5]]);
+            let mut paths = vec![dot_2x4(a, b)];
+            // The AVX2 path too where AVX-512 takes the dispatch.
+            #[cfg(target_arch = "x86_64")]
+            if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                paths.push(unsafe { x86::dot_2x4_avx2(a, b) });
+            }
+            for got in paths {
+                for i in 0..2 {
+                    for j in 0..4 {
+                        let r = dot_ref(&rows[i], &rows[2 + j]);
+                        prop_assert!((got[i * 4 + j] - r).abs() <= 1e-4 * (1.0 + r.abs()));
+                    }
                 }
             }
         }
