@@ -203,13 +203,20 @@ mod x86 {
         }
     }
 
-    /// Every group against every activation row, in tiles of up to 4 rows.
+    /// Every group against every activation row, in tiles of up to 8 rows
+    /// (4 for Q4_1, whose minimum terms take registers of their own): each
+    /// unpacked weight chunk then serves 8 activation rows.
     pub(super) unsafe fn run<const KIND: u8>(ctx: &Ctx, m: usize) {
+        let widest = if KIND == Q4_1 { 4 } else { 8 };
         for g in 0..ctx.nr / ROWS {
             let mut i = 0;
             while i < m {
-                let c = (m - i).min(4);
+                let c = (m - i).min(widest);
                 match c {
+                    8 => tile::<KIND, 8>(ctx, g, i),
+                    7 => tile::<KIND, 7>(ctx, g, i),
+                    6 => tile::<KIND, 6>(ctx, g, i),
+                    5 => tile::<KIND, 5>(ctx, g, i),
                     4 => tile::<KIND, 4>(ctx, g, i),
                     3 => tile::<KIND, 3>(ctx, g, i),
                     2 => tile::<KIND, 2>(ctx, g, i),
