@@ -6,25 +6,13 @@
 //! and the parallel path; and the decomposition against the reference twin
 //! (dequantized f32) within the activation rounding.
 
+mod common;
+use common::vals;
+
 use mllm_backends::cpu::merged::merged_linear_ref;
 use mllm_backends::quant::{self, QuantType};
 use mllm_backends::{Backend, CpuBackend, Op, Tensor};
 use proptest::prelude::*;
-
-/// splitmix64 values in [-1, 1).
-fn vals(seed: u64, n: usize) -> Vec<f32> {
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = s;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^= z >> 31;
-            ((z >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
 
 /// Weight kinds a part may have: the quantizable types, W8A8, f32, f16.
 const KINDS: usize = 6;

@@ -8,24 +8,13 @@
 //! - rows read back (embedding, dequantization) equal the plain ones, and
 //!   slicing inside a 16-row group is refused.
 
+mod common;
+use common::vals;
+
 use mllm_backends::cpu::qlinear::{self, Isa};
 use mllm_backends::quant::{self, packed, QuantType};
 use mllm_backends::{Backend, CpuBackend, Op, Tensor};
 use proptest::prelude::*;
-
-fn vals(seed: u64, n: usize) -> Vec<f32> {
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = s;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^= z >> 31;
-            ((z >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
 
 fn check(plain: QuantType, m: usize, n: usize, k: usize, seed: u64) -> Result<(), TestCaseError> {
     let w = quant::quantize(plain, &vals(seed, n * k)).expect("quantize");

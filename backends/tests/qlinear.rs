@@ -8,6 +8,9 @@
 //! - `Op::Linear` / `Op::Embedding` with quantized weights on the CPU
 //!   backend, and clean dtype errors for every other use.
 
+mod common;
+use common::vals;
+
 use std::sync::Arc;
 
 use half::f16;
@@ -16,21 +19,6 @@ use mllm_backends::quant::{self, QuantType};
 use mllm_backends::{Backend, BackendError, BinaryOp, ByteOwner, CpuBackend, DType, Op, Tensor};
 use mllm_backends::{ReduceOp, UnaryOp};
 use proptest::prelude::*;
-
-/// splitmix64 values in [-1, 1).
-fn vals(seed: u64, n: usize) -> Vec<f32> {
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = s;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^= z >> 31;
-            ((z >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
 
 fn bytes(seed: u64, n: usize) -> Vec<u8> {
     vals(seed, n)

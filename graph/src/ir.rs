@@ -92,6 +92,28 @@ impl Graph {
             .count()
     }
 
+    /// Sets `out`'s outputs and KV layers to `self`'s, with every value
+    /// renamed through `map` (what a pass that rebuilds the value list does
+    /// last).
+    pub fn copy_io_to(&self, out: &mut Graph, map: &[ValueId]) {
+        out.outputs = self
+            .outputs
+            .iter()
+            .map(|(s, o)| (s.clone(), map[*o]))
+            .collect();
+        out.kv = self
+            .kv
+            .iter()
+            .map(|l| KvLayer {
+                layer: l.layer,
+                past_key: map[l.past_key],
+                past_value: map[l.past_value],
+                present_key: map[l.present_key],
+                present_value: map[l.present_value],
+            })
+            .collect();
+    }
+
     /// Inputs of value `i` (empty unless it is a node).
     pub fn operands(&self, i: ValueId) -> &[ValueId] {
         match &self.values[i].def {

@@ -6,7 +6,7 @@
 
 use mllm_backends::{BinaryOp, Op, TensorMeta};
 
-use crate::ir::{Def, Graph, KvLayer, ValueId};
+use crate::ir::{Def, Graph, ValueId};
 use crate::Result;
 
 pub fn fuse_add_rms_norm(g: &Graph) -> Result<Graph> {
@@ -77,21 +77,7 @@ pub fn fuse_add_rms_norm(g: &Graph) -> Result<Graph> {
         };
         map[i] = out.push(TensorMeta::clone(&v.meta), def);
     }
-    out.outputs = g
-        .outputs
-        .iter()
-        .map(|(s, o)| (s.clone(), map[*o]))
-        .collect();
-    out.kv =
-        g.kv.iter()
-            .map(|l| KvLayer {
-                layer: l.layer,
-                past_key: map[l.past_key],
-                past_value: map[l.past_value],
-                present_key: map[l.present_key],
-                present_value: map[l.present_value],
-            })
-            .collect();
+    g.copy_io_to(&mut out, &map);
     Ok(out)
 }
 

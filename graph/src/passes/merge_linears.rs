@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 use mllm_backends::{DType, Op, TensorMeta};
 
-use crate::ir::{Def, Graph, KvLayer, ValueId};
+use crate::ir::{Def, Graph, ValueId};
 use crate::Result;
 
 /// One merged node: its linears in order, the input, the folded norm.
@@ -178,21 +178,7 @@ pub fn merge_linears(g: &Graph) -> Result<Graph> {
             start += len;
         }
     }
-    out.outputs = g
-        .outputs
-        .iter()
-        .map(|(s, o)| (s.clone(), map[*o]))
-        .collect();
-    out.kv =
-        g.kv.iter()
-            .map(|l| KvLayer {
-                layer: l.layer,
-                past_key: map[l.past_key],
-                past_value: map[l.past_value],
-                present_key: map[l.present_key],
-                present_value: map[l.present_value],
-            })
-            .collect();
+    g.copy_io_to(&mut out, &map);
     Ok(out)
 }
 
