@@ -245,11 +245,16 @@ fn cached_decode_after_images_equals_full_forward() {
                 &m.step(&cache, &[id], pos, false).expect("decode step"),
             ));
         }
-        let err = max_abs(&rows, &full[ids.len() * vocab..]);
-        eprintln!("{config}/{prompt}: cached decode vs full forward max-abs = {err:.3e}");
+        let want = &full[ids.len() * vocab..];
+        let err = max_abs(&rows, want);
+        // The two attention paths (per-row decode, GEMM prefill) sum in
+        // different orders: agreement to f32 rounding, relative to the
+        // logits' scale (values up to ~10 here).
+        let scale = want.iter().fold(1.0f32, |a, v| a.max(v.abs()));
+        eprintln!("{config}/{prompt}: cached decode vs full forward max-abs = {err:.3e} (max |logit| {scale:.2})");
         assert!(
-            err <= 1e-5,
-            "{config}/{prompt}: cached decode differs by {err}"
+            err <= 2e-6 * scale,
+            "{config}/{prompt}: cached decode differs by {err} (max |logit| {scale})"
         );
     }
 }
