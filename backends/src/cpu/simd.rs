@@ -377,6 +377,7 @@ mod tests {
         fn dot_2x4_matches_single_dots(k in 0usize..90, seed in any::<u64>()) {
             let rows: Vec<Vec<f32>> = (0..6).map(|i| crate::cpu::testutil::vec_f32(seed ^ i, k)).collect();
             let (a, b) = ([&rows[0][..], &rows[1]], [&rows[2][..], &rows[3], &rows[4], &rows[5]]);
+            #[allow(unused_mut)] // pushed to on x86 only
             let mut paths = vec![dot_2x4(a, b)];
             // The AVX2 path too where AVX-512 takes the dispatch.
             #[cfg(target_arch = "x86_64")]

@@ -15,6 +15,7 @@
 //! computes the same integers block by block.
 
 use super::act_quant::ActQ8;
+#[cfg(target_arch = "x86_64")]
 use super::block32::Ctx;
 use super::Isa;
 use crate::quant::packed::ROWS;
