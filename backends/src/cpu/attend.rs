@@ -34,12 +34,7 @@ pub(super) fn group_scores(
     {
         macro_rules! go {
             ($t:ty, $s:expr) => {{
-                let needed = if n == 0 {
-                    0
-                } else {
-                    ((n - 1) * hk + kh + 1) * d
-                };
-                if $s.len() < needed.max(kh * d) {
+                if !rows_fit($s.len(), n, hk, kh, d) {
                     return false;
                 }
                 let base = unsafe { $s.as_ptr().add(kh * d) };
@@ -91,12 +86,7 @@ pub(super) fn group_values(
     {
         macro_rules! go {
             ($t:ty, $s:expr) => {{
-                let needed = if n == 0 {
-                    0
-                } else {
-                    ((n - 1) * hk + kh + 1) * dv
-                };
-                if $s.len() < needed.max(kh * dv) {
+                if !rows_fit($s.len(), n, hk, kh, dv) {
                     return false;
                 }
                 let base = unsafe { $s.as_ptr().add(kh * dv) };
@@ -135,6 +125,17 @@ pub(super) fn widen_f16(src: &[f16], dst: &mut [f32]) {
         return;
     }
     half::slice::HalfFloatSliceExt::convert_to_f32_slice(src, dst);
+}
+
+/// Whether rows `j * hk + kh` (j < n) of `width` values lie inside a
+/// slice of `len` values (and the head's first row starts inside it).
+#[cfg(target_arch = "x86_64")]
+fn rows_fit(len: usize, n: usize, hk: usize, kh: usize, width: usize) -> bool {
+    let needed = match n {
+        0 => kh * width,
+        _ => ((n - 1) * hk + kh + 1) * width,
+    };
+    len >= needed
 }
 
 /// Whether the fast loops apply: x86 with AVX2, FMA and F16C, rows of whole

@@ -2,6 +2,7 @@
 //! grouped-query heads and an optional causal mask aligned to the end (the
 //! queries are the last `sq` of `sk` positions, as in cached decoding).
 
+use super::refill;
 use super::simd::{axpy, dot};
 use crate::dtype::DType;
 use crate::error::{dtype_err, Result};
@@ -199,13 +200,6 @@ struct Scratch {
 
 thread_local! {
     static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
-}
-
-/// Sets `v` to `n` copies of `x`, reusing its capacity.
-fn refill(v: &mut Vec<f32>, n: usize, x: f32) -> &mut [f32] {
-    v.clear();
-    v.resize(n, x);
-    v
 }
 
 fn sdpa_gemm_into(

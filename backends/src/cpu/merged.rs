@@ -47,10 +47,9 @@ pub fn merged_linear_into(
     let mut normed = NORMED.take();
     let xs: &[f32] = match norm {
         Some((g, eps)) => {
-            normed.clear();
-            normed.resize(x.len(), 0.0);
-            norm::rms_norm_into(x, g, k, eps, &mut normed);
-            &normed
+            let out = super::refill(&mut normed, x.len(), 0.0);
+            norm::rms_norm_into(x, g, k, eps, out);
+            out
         }
         None => x,
     };

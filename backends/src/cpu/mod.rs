@@ -68,6 +68,15 @@ fn repack(t: &Tensor) -> Result<Option<Tensor>> {
     Tensor::from_quant(packed, packed_ty, vec![n, k]).map(Some)
 }
 
+/// Sets `v` to `n` copies of `x` and returns them, reusing `v`'s capacity:
+/// how the kernels' per-thread scratch buffers are reset without
+/// allocating once they have grown.
+pub(crate) fn refill<T: Copy>(v: &mut Vec<T>, n: usize, x: T) -> &mut [T] {
+    v.clear();
+    v.resize(n, x);
+    v
+}
+
 fn f32_of<'a>(op: &'static str, t: &'a Tensor) -> Result<&'a [f32]> {
     t.f32s().map_err(|_| BackendError::DType {
         op,

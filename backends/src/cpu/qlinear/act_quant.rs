@@ -13,6 +13,7 @@
 //! `d / 2` per value. Codes never reach -128, which the AVX2 sign trick for
 //! Q8_0 weights relies on.
 
+use crate::cpu::refill;
 use crate::quant::{QK, QK_K};
 
 /// Rows of activations as 32-value int8 blocks (row-major `[m][k]` codes).
@@ -44,12 +45,6 @@ type RowParts<'a, S> = ((&'a [f32], &'a mut [i8]), (&'a mut [f32], &'a mut [S]))
 
 /// Rows at or above this many values are quantized in parallel.
 const PAR_VALUES: usize = 1 << 16;
-
-/// Sets `v` to `n` zeros, reusing its capacity.
-pub(super) fn refill<T: Copy + Default>(v: &mut Vec<T>, n: usize) {
-    v.clear();
-    v.resize(n, T::default());
-}
 
 /// Rounds to nearest, ties to even, for |v| <= 127: adding and removing
 /// 1.5 * 2^23 leaves no fraction bits, so the FPU's rounding does the work.
@@ -87,9 +82,9 @@ impl ActQ8 {
         assert!(k.is_multiple_of(QK) && x.len() == m * k);
         let nb = k / QK;
         (self.m, self.k) = (m, k);
-        refill(&mut self.qs, m * k);
-        refill(&mut self.d, m * nb);
-        refill(&mut self.sum, m * nb);
+        refill(&mut self.qs, m * k, 0);
+        refill(&mut self.d, m * nb, 0.0);
+        refill(&mut self.sum, m * nb, 0);
         let row = |((x, q), (d, s)): RowParts<i32>| {
             let (xs, qs) = (x.as_chunks::<QK>().0, q.as_chunks_mut::<QK>().0);
             for (b, (x, q)) in xs.iter().zip(qs).enumerate() {
@@ -137,9 +132,9 @@ impl ActQ8K {
         assert!(k.is_multiple_of(QK_K) && x.len() == m * k);
         let nb = k / QK_K;
         (self.m, self.k) = (m, k);
-        refill(&mut self.qs, m * k);
-        refill(&mut self.d, m * nb);
-        refill(&mut self.bsums, m * k / 16);
+        refill(&mut self.qs, m * k, 0);
+        refill(&mut self.d, m * nb, 0.0);
+        refill(&mut self.bsums, m * k / 16, 0);
         let row = |((x, q), (d, bs)): RowParts<i16>| {
             let (xs, qs) = (x.as_chunks::<QK_K>().0, q.as_chunks_mut::<QK_K>().0);
             for (b, (x, q)) in xs.iter().zip(qs).enumerate() {

@@ -430,8 +430,7 @@ fn packed_rows(w: &[u8], ty: QuantType, d: usize, ids: &[i32], out: &mut [f32]) 
     let row_bytes = d / plain.block_size() * plain.type_size();
     let n = w.len() / row_bytes.max(1);
     let mut buf = ROW.take();
-    buf.clear();
-    buf.resize(row_bytes, 0);
+    crate::cpu::refill(&mut buf, row_bytes, 0);
     let err = |msg| BackendError::Invalid {
         op: "embedding",
         msg,

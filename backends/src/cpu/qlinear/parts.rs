@@ -8,9 +8,10 @@
 
 use std::cell::Cell;
 
-use super::act_quant::{refill, ActQ8, ActQ8K};
+use super::act_quant::{ActQ8, ActQ8K};
 use super::w8a8::ActTok;
 use super::{block32, k_quants, q4_0, q4_1, q8_0, w4a16, w8a8, x16, Isa, SendPtr, PAR_MACS};
+use crate::cpu::refill;
 use crate::quant::QuantType;
 
 /// One weight of a product: `n` rows of `ty` blocks (`w`, checked by the
@@ -165,7 +166,7 @@ fn dispatch(
         unreachable!("task index past the last part")
     };
     if m > 1 {
-        refill(staged, m * total);
+        refill(staged, m * total, 0.0);
     }
     let dst = SendPtr(if m == 1 {
         out.as_mut_ptr()

@@ -13,8 +13,9 @@
 
 use rayon::prelude::*;
 
-use super::act_quant::{refill, round_to_i8};
+use super::act_quant::round_to_i8;
 use super::Isa;
+use crate::cpu::refill;
 use crate::quant::w8a8::row_scale;
 
 /// Activations quantized per token: `qs [m][k]`, one scale and one code
@@ -33,9 +34,9 @@ impl ActTok {
     pub fn quantize_into(&mut self, x: &[f32], m: usize, k: usize) {
         assert_eq!(x.len(), m * k);
         (self.m, self.k) = (m, k);
-        refill(&mut self.qs, m * k);
-        refill(&mut self.d, m);
-        refill(&mut self.sum, m);
+        refill(&mut self.qs, m * k, 0);
+        refill(&mut self.d, m, 0.0);
+        refill(&mut self.sum, m, 0);
         if k > 0 {
             self.qs
                 .par_chunks_mut(k)
