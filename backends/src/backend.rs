@@ -9,6 +9,7 @@
 
 use crate::error::{BackendError, Result};
 use crate::infer::TensorMeta;
+use crate::kv::KvCache;
 use crate::op::Op;
 use crate::tensor::Tensor;
 
@@ -57,9 +58,33 @@ pub trait Backend: Send + Sync {
     fn download(&self, t: &Tensor) -> Result<Tensor> {
         Ok(t.clone())
     }
+
+    /// Appends `k [s, hk, dk]`, `v [s, hk, dv]` to layer `layer` of
+    /// `cache`; returns every key and value the layer holds. The default
+    /// keeps the cache in host memory; a device backend keeps its layers in
+    /// device memory (`KvCache::device_layer`).
+    fn kv_append(
+        &self,
+        cache: &mut KvCache,
+        layer: usize,
+        k: &Tensor,
+        v: &Tensor,
+    ) -> Result<(Tensor, Tensor)> {
+        let (k, v) = (self.download(k)?, self.download(v)?);
+        cache
+            .append(layer, &k, &v)
+            .map_err(|msg| BackendError::Invalid {
+                op: "kv_cache",
+                msg,
+            })
+    }
 }
 
-impl Backend for Box<dyn Backend> {
+/// A backend shared by the model that holds its weights, the executors and
+/// compiled graphs that run it (clones are cheap).
+pub type SharedBackend = std::sync::Arc<dyn Backend>;
+
+impl<T: Backend + ?Sized> Backend for std::sync::Arc<T> {
     fn name(&self) -> &'static str {
         (**self).name()
     }
@@ -84,22 +109,53 @@ impl Backend for Box<dyn Backend> {
     fn download(&self, t: &Tensor) -> Result<Tensor> {
         (**self).download(t)
     }
+    fn kv_append(
+        &self,
+        cache: &mut KvCache,
+        layer: usize,
+        k: &Tensor,
+        v: &Tensor,
+    ) -> Result<(Tensor, Tensor)> {
+        (**self).kv_append(cache, layer, k, v)
+    }
 }
 
 /// Names `--backend` accepts, in this build.
+#[cfg(feature = "opencl")]
+pub const BACKEND_NAMES: &[&str] = &["cpu", "opencl"];
+#[cfg(not(feature = "opencl"))]
 pub const BACKEND_NAMES: &[&str] = &["cpu"];
 
-/// The backend called `name` (`--backend NAME`).
-pub fn by_name(name: &str) -> std::result::Result<Box<dyn Backend>, String> {
+/// Whether `name` is a backend of this build (`--backend NAME`), without
+/// starting it.
+pub fn check_name(name: &str) -> std::result::Result<(), String> {
+    if BACKEND_NAMES.contains(&name) {
+        return Ok(());
+    }
+    if name == "opencl" {
+        return Err(
+            "this build has no OpenCL backend (built without the `opencl` feature); use --backend cpu"
+                .to_string(),
+        );
+    }
+    Err(format!(
+        "unknown backend `{name}`; this build has: {}",
+        BACKEND_NAMES.join(", ")
+    ))
+}
+
+/// The backend called `name` on device `device` (`--backend NAME
+/// --device N`; the CPU has one device, 0).
+pub fn by_name(name: &str, device: usize) -> std::result::Result<SharedBackend, String> {
+    check_name(name)?;
     match name {
-        "cpu" => Ok(Box::new(crate::cpu::CpuBackend)),
-        "opencl" => {
-            Err("the opencl backend is not part of this build yet; use --backend cpu".to_string())
-        }
-        other => Err(format!(
-            "unknown backend `{other}`; this build has: {}",
-            BACKEND_NAMES.join(", ")
-        )),
+        "cpu" if device == 0 => Ok(std::sync::Arc::new(crate::cpu::CpuBackend)),
+        "cpu" => Err(format!("the cpu backend has one device (0), not {device}")),
+        #[cfg(feature = "opencl")]
+        "opencl" => crate::opencl::OpenClBackend::new(device)
+            .map(|b| std::sync::Arc::new(b) as SharedBackend)
+            .map_err(|e| e.to_string()),
+        other => Err(format!("unknown backend `{other}`")),
     }
 }
 

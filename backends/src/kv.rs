@@ -27,6 +27,19 @@ pub struct KvCache {
     /// context a compiled graph was captured for), so that appends up to
     /// it never reallocate and copy the history.
     reserve: usize,
+    /// Layers a device backend keeps in its own memory (see `DeviceKv`).
+    device: Vec<Option<DeviceKv>>,
+}
+
+/// One layer's keys and values in device memory, owned by the backend that
+/// appends to it (`Backend::kv_append`): `k [capacity, hk, dk]` and `v`
+/// allocations of which the first `tokens` rows hold positions. Appends
+/// write rows past `tokens`, so views of earlier prefixes stay valid.
+#[derive(Clone)]
+pub struct DeviceKv {
+    pub k: Tensor,
+    pub v: Tensor,
+    pub tokens: usize,
 }
 
 impl Default for KvCache {
@@ -129,6 +142,7 @@ impl KvCache {
             dtype: DType::F32,
             layers: vec![],
             reserve: 0,
+            device: vec![],
         }
     }
 
@@ -145,6 +159,7 @@ impl KvCache {
                 dtype,
                 layers: vec![],
                 reserve: 0,
+                device: vec![],
             }),
             other => Err(format!(
                 "a KV cache stores {}, not {other}",
@@ -159,10 +174,27 @@ impl KvCache {
 
     /// Positions held by layer `layer` (0 before its first append).
     pub fn len(&self, layer: usize) -> usize {
+        if let Some(Some(d)) = self.device.get(layer) {
+            return d.tokens;
+        }
         self.layers
             .get(layer)
             .and_then(|l| l.as_ref())
             .map_or(0, |l| l.tokens)
+    }
+
+    /// Positions the next growth of a layer should make room for.
+    pub fn reserved(&self) -> usize {
+        self.reserve
+    }
+
+    /// Layer `layer` as a device backend keeps it (`None` until its first
+    /// device append); the slot is created on request.
+    pub fn device_layer(&mut self, layer: usize) -> &mut Option<DeviceKv> {
+        if self.device.len() <= layer {
+            self.device.resize_with(layer + 1, || None);
+        }
+        &mut self.device[layer]
     }
 
     pub fn is_empty(&self) -> bool {
@@ -179,11 +211,22 @@ impl KvCache {
             .iter()
             .flatten()
             .map(|l| per(&l.k) + per(&l.v))
-            .sum()
+            .sum::<usize>()
+            + self
+                .device
+                .iter()
+                .flatten()
+                .map(|d| {
+                    (d.k.numel() + d.v.numel()) / d.k.dtype().block_size() * d.k.dtype().size()
+                })
+                .sum::<usize>()
     }
 
     /// Drops every position from `tokens` on (to rewind a conversation).
     pub fn truncate(&mut self, tokens: usize) {
+        for d in self.device.iter_mut().flatten() {
+            d.tokens = d.tokens.min(tokens);
+        }
         let dtype = self.dtype;
         for l in self.layers.iter_mut().flatten() {
             if tokens < l.tokens {

@@ -6,21 +6,24 @@
 //! one interface a checkpoint reader implements.
 
 pub mod backend;
+pub mod conformance;
 pub mod cpu;
 pub mod dtype;
 pub mod error;
 pub mod infer;
 pub mod kv;
 pub mod op;
+#[cfg(feature = "opencl")]
+pub mod opencl;
 pub mod quant;
 pub mod tensor;
 pub mod weights;
 
-pub use backend::Backend;
+pub use backend::{Backend, SharedBackend};
 pub use cpu::CpuBackend;
 pub use dtype::DType;
 pub use error::{BackendError, Result};
 pub use infer::TensorMeta;
 pub use kv::KvCache;
 pub use op::{BinaryOp, Op, ReduceOp, UnaryOp};
-pub use tensor::{Buffer, ByteOwner, FloatSlice, OwnedBytes, Tensor};
+pub use tensor::{Buffer, ByteOwner, DeviceMem, FloatSlice, OwnedBytes, Tensor};

@@ -40,6 +40,20 @@ pub enum Buffer {
         len: usize,
         dtype: DType,
     },
+    /// Memory a device backend owns (an OpenCL buffer). The host sees its
+    /// dtype and size only; reading it is the backend's `download`.
+    Device(DeviceMem),
+}
+
+/// A device allocation behind a tensor: the backend that made it downcasts
+/// `mem` to its own type; `len` counts elements of `dtype` (whole blocks
+/// for a quantized dtype, whatever layout the device keeps them in).
+#[derive(Clone)]
+pub struct DeviceMem {
+    pub backend: &'static str,
+    pub dtype: DType,
+    pub len: usize,
+    pub mem: Arc<dyn std::any::Any + Send + Sync>,
 }
 
 impl Buffer {
@@ -50,6 +64,7 @@ impl Buffer {
             Buffer::BF16(_) => DType::BF16,
             Buffer::I32(_) => DType::I32,
             Buffer::Bytes { dtype, .. } => *dtype,
+            Buffer::Device(d) => d.dtype,
         }
     }
 
@@ -61,6 +76,7 @@ impl Buffer {
             Buffer::BF16(v) => v.len(),
             Buffer::I32(v) => v.len(),
             Buffer::Bytes { len, dtype, .. } => len / dtype.size() * dtype.block_size(),
+            Buffer::Device(d) => d.len,
         }
     }
 
@@ -410,7 +426,31 @@ impl Tensor {
         })
     }
 
+    /// The device memory behind this tensor, when a device backend holds it.
+    pub fn device(&self) -> Option<&DeviceMem> {
+        match &*self.buf {
+            Buffer::Device(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// An error unless the data is in host memory: host accessors on a
+    /// device tensor would otherwise report a confusing dtype mismatch.
+    fn on_host(&self, what: &'static str) -> Result<()> {
+        match self.device() {
+            Some(d) => invalid(
+                what,
+                format!(
+                    "the tensor {:?} lives on the {} device; read it through the backend's download",
+                    self.shape, d.backend
+                ),
+            ),
+            None => Ok(()),
+        }
+    }
+
     pub fn f32s(&self) -> Result<&[f32]> {
+        self.on_host("tensor")?;
         let n = self.numel();
         match &*self.buf {
             Buffer::F32(v) => Ok(&v[self.offset..self.offset + n]),
@@ -425,6 +465,7 @@ impl Tensor {
     }
 
     pub fn i32s(&self) -> Result<&[i32]> {
+        self.on_host("tensor")?;
         let n = self.numel();
         match &*self.buf {
             Buffer::I32(v) => Ok(&v[self.offset..self.offset + n]),
@@ -440,6 +481,7 @@ impl Tensor {
 
     /// The data of a float tensor in its stored dtype.
     pub fn floats(&self) -> Result<FloatSlice<'_>> {
+        self.on_host("tensor")?;
         let (o, n) = (self.offset, self.numel());
         Ok(match &*self.buf {
             Buffer::F32(v) => FloatSlice::F32(&v[o..o + n]),
@@ -458,6 +500,7 @@ impl Tensor {
                 }
             },
             Buffer::I32(_) => return dtype_err("tensor", "expected float data, found i32"),
+            Buffer::Device(_) => return dtype_err("tensor", "expected host data"),
         })
     }
 
@@ -503,6 +546,7 @@ impl Tensor {
     /// The raw ggml blocks of a quantized tensor (row-major, each row of the
     /// last dimension whole blocks) and their type.
     pub fn quant_bytes(&self) -> Result<(&[u8], QuantType)> {
+        self.on_host("tensor")?;
         let dtype = self.dtype();
         let Some(ty) = dtype.quant() else {
             return dtype_err(

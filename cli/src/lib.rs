@@ -24,9 +24,12 @@ pub struct LoadFlags {
     /// otherwise decode through a captured graph).
     #[arg(long)]
     pub eager: bool,
-    /// The backend ops run on (this build: cpu).
+    /// The backend ops run on: cpu, or opencl (see `mllm devices`).
     #[arg(long, default_value = "cpu")]
     pub backend: mllm_runtime::model_files::Backend,
+    /// The backend's device, numbered as `mllm devices` lists them.
+    #[arg(long, default_value_t = 0)]
+    pub device: usize,
     /// What the KV cache stores: f32, f16 (half the memory) or q8_0
     /// (34/128 of f32; heads must be multiples of 32 values).
     #[arg(long, default_value = "f32")]
@@ -40,6 +43,7 @@ impl From<LoadFlags> for mllm_runtime::model_files::LoadOptions {
             compiled: f.compiled,
             eager: f.eager,
             backend: f.backend,
+            device: f.device,
             kv: f.kv_type,
         }
     }

@@ -208,6 +208,23 @@ enum Cmd {
         #[arg(long)]
         enable_thinking: Option<bool>,
     },
+    /// List the backends of this build and their devices (`--device N`).
+    Devices,
+    /// Run the op conformance suite on a backend against the CPU (NMSE per case).
+    TestBackend {
+        /// The backend under test.
+        #[arg(long, default_value = "opencl")]
+        backend: String,
+        /// Its device, numbered as `mllm devices` lists them.
+        #[arg(long, default_value_t = 0)]
+        device: usize,
+        /// Only the cases of this op (e.g. `linear`, `sdpa`).
+        #[arg(long)]
+        op: Option<String>,
+        /// One line per case, passed ones too.
+        #[arg(long, short = 'v')]
+        verbose: bool,
+    },
     /// Turn images into a vision encoder's pixel_values and image_grid_thw (Qwen-VL).
     VisionPreprocess {
         /// Model directory with preprocessor_config.json (or config.json's vision_config).
@@ -383,6 +400,13 @@ fn run(cli: Cli) -> i32 {
             no_generation_prompt,
             enable_thinking,
         } => commands::template::run(&model, &messages, !no_generation_prompt, enable_thinking),
+        Cmd::Devices => commands::devices::run(),
+        Cmd::TestBackend {
+            backend,
+            device,
+            op,
+            verbose,
+        } => commands::test_backend::run(&backend, device, op.as_deref(), verbose),
         Cmd::VisionPreprocess { model, images, out } => {
             commands::vision_preprocess::run(&model, &images, &out)
         }

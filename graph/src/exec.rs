@@ -234,7 +234,8 @@ impl<B: Backend> Compiled<B> {
         let past = g.kv.first().map_or(0, |l| kv.len(l.layer));
         for (name, id) in g.inputs() {
             let t = if name == "past_len" {
-                Tensor::from_i32(vec![past as i32], vec![1])?
+                self.backend
+                    .upload(Tensor::from_i32(vec![past as i32], vec![1])?)?
             } else if name.starts_with("past_key.") || name.starts_with("past_value.") {
                 continue; // read by CachedSdpa through `kv`
             } else {
@@ -273,10 +274,8 @@ impl<B: Backend> Compiled<B> {
                         get(slots, fixed, inputs[1])?,
                         get(slots, fixed, inputs[2])?,
                     );
-                    let (k, v) = (self.backend.download(k)?, self.backend.download(v)?);
-                    let (keys, values) = kv
-                        .append(layer, &k, &v)
-                        .map_err(|m| crate::GraphError(format!("kv cache: {m}")))?;
+                    // The backend keeps the cache where its kernels read it.
+                    let (keys, values) = self.backend.kv_append(kv, layer, k, v)?;
                     let sdpa = Op::Sdpa {
                         causal: *causal,
                         scale: *scale,

@@ -223,10 +223,13 @@ impl<E: Executor> Executor for Capture<E> {
     }
 
     fn constant(&mut self, t: Tensor) -> Result<Tensor, BackendError> {
+        // The graph keeps the host data (passes fold constants on the CPU;
+        // the compiled executor uploads them to its backend once).
+        let host = t.clone();
         let t = self.inner.constant(t)?;
         let id = self
             .graph
-            .push(TensorMeta::of(&t), Def::Const { data: t.clone() });
+            .push(TensorMeta::of(&t), Def::Const { data: host });
         self.remember(&t, id);
         Ok(t)
     }

@@ -81,13 +81,6 @@ impl Eager<CpuBackend> {
     }
 }
 
-fn kv_err(msg: String) -> BackendError {
-    BackendError::Invalid {
-        op: "kv_cache",
-        msg,
-    }
-}
-
 impl<B: Backend> Executor for Eager<B> {
     #[inline]
     fn run(&mut self, op: &Op, inputs: &[&Tensor]) -> Result<Tensor, BackendError> {
@@ -138,10 +131,9 @@ impl<B: Backend> Executor for Eager<B> {
         k: &Tensor,
         v: &Tensor,
     ) -> Result<(Tensor, Tensor), BackendError> {
-        // The cache lives in host memory next to the CPU kernels; a device
-        // backend will own its cache buffers behind this same call.
-        let (k, v) = (self.backend.download(k)?, self.backend.download(v)?);
-        cache.append(layer, &k, &v).map_err(kv_err)
+        // The CPU keeps the cache in host memory; a device backend keeps
+        // its layers in device memory behind this same call.
+        self.backend.kv_append(cache, layer, k, v)
     }
 }
 

@@ -24,6 +24,9 @@ pub struct Model {
     pub params: Vec<ParamRecord>,
     /// The bound weights by checkpoint name, as the executor prepared them.
     pub weights: Vec<(String, mllm_backends::Tensor)>,
+    /// The backend whose memory and layouts the weights are in (the CPU
+    /// unless the loader says otherwise): runners run steps on it.
+    pub backend: mllm_backends::SharedBackend,
 }
 
 /// What a runner hands a language model's `forward`: the one place the
@@ -171,6 +174,7 @@ impl Model {
                 entry,
                 params: binder.params,
                 weights: binder.bound,
+                backend: std::sync::Arc::new(mllm_backends::CpuBackend),
             }),
             (_, _) => Err(errors),
         }

@@ -26,6 +26,12 @@ pub struct ModelFiles {
     pub eos: Vec<u32>,
     /// `preprocessor_config.json` of a vision model, when there is one.
     pub preprocessor_config: Option<Json>,
+    /// The backend the model's weights go to (`--backend`, `--device`).
+    pub backend: mllm_backends::SharedBackend,
+}
+
+fn cpu() -> mllm_backends::SharedBackend {
+    std::sync::Arc::new(mllm_backends::CpuBackend)
 }
 
 fn ids_of(v: Option<&Json>) -> Vec<u32> {
@@ -99,6 +105,8 @@ pub struct LoadOptions {
     pub eager: bool,
     /// The backend ops run on.
     pub backend: Backend,
+    /// The backend's device (`mllm devices` numbers them; 0 is the first).
+    pub device: usize,
     /// What the KV cache stores.
     pub kv: KvType,
 }
@@ -132,13 +140,28 @@ impl std::str::FromStr for KvType {
 pub enum Backend {
     #[default]
     Cpu,
+    OpenCl,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Cpu => "cpu",
+            Backend::OpenCl => "opencl",
+        }
+    }
 }
 
 impl std::str::FromStr for Backend {
     type Err = String;
     fn from_str(s: &str) -> Result<Backend, String> {
-        // by_name knows which names exist and which are not built.
-        mllm_backends::backend::by_name(s).map(|_| Backend::Cpu)
+        // check_name knows which names exist and which are not built.
+        mllm_backends::backend::check_name(s)?;
+        Ok(if s == "opencl" {
+            Backend::OpenCl
+        } else {
+            Backend::Cpu
+        })
     }
 }
 
@@ -151,6 +174,15 @@ pub fn open(path: &str) -> CliResult<ModelFiles> {
 }
 
 pub fn open_with(path: &str, opts: LoadOptions) -> CliResult<ModelFiles> {
+    let mut files = open_files(path, opts)?;
+    if opts.backend != Backend::Cpu || opts.device != 0 {
+        files.backend = mllm_backends::backend::by_name(opts.backend.name(), opts.device)
+            .map_err(|e| CliError(format!("error: --backend {}: {e}", opts.backend.name())))?;
+    }
+    Ok(files)
+}
+
+fn open_files(path: &str, opts: LoadOptions) -> CliResult<ModelFiles> {
     let p = Path::new(path);
     if p.is_file() && mllm_converter::mllm_format::is_mllm_file(p) {
         return open_mllm(p, opts);
@@ -204,6 +236,7 @@ fn open_hf(dir: &Path) -> CliResult<ModelFiles> {
         chat_template,
         eos,
         preprocessor_config: read_json(&dir.join("preprocessor_config.json"))?,
+        backend: cpu(),
     })
 }
 
@@ -242,6 +275,7 @@ fn open_gguf(path: &Path, opts: LoadOptions) -> CliResult<ModelFiles> {
         chat_template,
         eos,
         preprocessor_config: None,
+        backend: cpu(),
     })
 }
 
@@ -282,6 +316,7 @@ fn open_mllm(path: &Path, opts: LoadOptions) -> CliResult<ModelFiles> {
         chat_template,
         eos,
         preprocessor_config,
+        backend: cpu(),
     })
 }
 
@@ -304,8 +339,10 @@ impl ModelFiles {
 /// Loads the model a script describes with these files: the script given,
 /// else the built-in one for the checkpoint's architecture.
 pub fn load_model(files: &ModelFiles, script: Option<&str>) -> CliResult<mllm_interpreter::Model> {
-    let mut exec = mllm_interpreter::Eager::new(mllm_backends::CpuBackend);
-    load_model_with(files, script, &mut exec)
+    let mut exec = mllm_interpreter::Eager::new(files.backend.clone());
+    let mut model = load_model_with(files, script, &mut exec)?;
+    model.backend = files.backend.clone();
+    Ok(model)
 }
 
 /// `load_model` with the executor that takes each weight (`prepare_weight`).

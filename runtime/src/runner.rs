@@ -6,7 +6,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use mllm_backends::{CpuBackend, Op, Tensor};
+use mllm_backends::{Backend, Op, SharedBackend, Tensor};
 use mllm_interpreter::{CompiledModel, Eager, Executor, KvCache, Model};
 
 use crate::images::{run_forward_images, ImageTokens, Images};
@@ -17,9 +17,9 @@ pub const PREFILL_CHUNK: usize = 128;
 
 pub struct Runner {
     pub model: Model,
-    pub exec: Eager<CpuBackend>,
+    pub exec: Eager<SharedBackend>,
     /// Captured graphs the text steps run as (prefill chunks, decode).
-    pub compiled: Option<CompiledModel<CpuBackend>>,
+    pub compiled: Option<CompiledModel<SharedBackend>>,
     /// The default mode (`compile_default`): a script that cannot be
     /// captured steps eagerly after one warning, and a prompt runs its
     /// whole chunks as graphs but its tail eagerly (so a prompt shorter than
@@ -34,8 +34,8 @@ pub struct Runner {
 impl Runner {
     pub fn new(model: Model) -> Runner {
         Runner {
+            exec: Eager::new(model.backend.clone()),
             model,
-            exec: Eager::new(CpuBackend),
             compiled: None,
             lenient: false,
             unchecked: false,
@@ -47,7 +47,11 @@ impl Runner {
     /// and faster (no interpreter, one arena); a script that cannot be
     /// captured runs eagerly after one warning.
     pub fn compile_default(&mut self, context: usize) {
-        self.compiled = Some(CompiledModel::new(CpuBackend, context, PREFILL_CHUNK));
+        self.compiled = Some(CompiledModel::new(
+            self.model.backend.clone(),
+            context,
+            PREFILL_CHUNK,
+        ));
         self.lenient = true;
         self.unchecked = true;
     }
@@ -71,7 +75,11 @@ impl Runner {
     /// the decoding after them is compiled). A script that cannot be
     /// captured is an error at its first step.
     pub fn compile(&mut self, context: usize, chunk: usize) {
-        self.compiled = Some(CompiledModel::new(CpuBackend, context, chunk));
+        self.compiled = Some(CompiledModel::new(
+            self.model.backend.clone(),
+            context,
+            chunk,
+        ));
         self.lenient = false;
         self.unchecked = false;
     }
@@ -79,6 +87,18 @@ impl Runner {
     /// Runs `ids` at rotary positions `start..` against `cache`; returns the
     /// logits `[rows, vocab]` (one row with `last_only`).
     pub fn step(
+        &mut self,
+        cache: &Rc<RefCell<KvCache>>,
+        ids: &[i32],
+        start: usize,
+        last_only: bool,
+    ) -> Result<Tensor> {
+        let logits = self.step_on_backend(cache, ids, start, last_only)?;
+        // Samplers read logits on the host (a copy from a device backend).
+        Ok(self.model.backend.download(&logits)?)
+    }
+
+    fn step_on_backend(
         &mut self,
         cache: &Rc<RefCell<KvCache>>,
         ids: &[i32],
@@ -145,7 +165,7 @@ impl Runner {
         spec: &ImageTokens,
         last_only: bool,
     ) -> Result<(Tensor, i64)> {
-        run_forward_images(
+        let (logits, delta) = run_forward_images(
             &self.model,
             &mut self.exec,
             cache,
@@ -153,13 +173,19 @@ impl Runner {
             images,
             spec,
             last_only,
-        )
+        )?;
+        Ok((self.model.backend.download(&logits)?, delta))
     }
 
     /// The greedy choice after the last row of `logits`.
     pub fn argmax_last(&mut self, logits: &Tensor) -> Result<i32> {
         let rows = logits.shape()[0];
         let last = logits.narrow0(rows - 1, rows)?;
+        if last.device().is_none() {
+            // Host logits (what `step` returns): no round trip to a device.
+            let idx = mllm_backends::CpuBackend.run(&Op::Argmax { dim: 1 }, &[&last])?;
+            return Ok(idx.i32s()?[0]);
+        }
         let idx = self.exec.run(&Op::Argmax { dim: 1 }, &[&last])?;
         Ok(self.exec.read(&idx)?.i32s()?[0])
     }

@@ -213,7 +213,7 @@ pub fn run(a: BenchArgs) -> CliResult<()> {
             })
             .collect();
         let out = serde_json::json!({
-            "model": name, "weights_dtype": dt, "params": params, "bytes": bytes, "backend": "cpu", "mode": engine.runner.mode(),
+            "model": name, "weights_dtype": dt, "params": params, "bytes": bytes, "backend": engine.runner.model.backend.name(), "mode": engine.runner.mode(),
             "threads": a.threads, "repetitions": reps, "load_seconds": load_secs, "results": results,
             "peak_rss_bytes": peak_rss, "kv_type": a.load.kv.0.name(),
         });
@@ -223,7 +223,11 @@ pub fn run(a: BenchArgs) -> CliResult<()> {
         );
         return Ok(());
     }
-    let backend = format!("cpu ({})", engine.runner.mode());
+    let backend = format!(
+        "{} ({})",
+        engine.runner.model.backend.name(),
+        engine.runner.mode()
+    );
     println!("| model | weights | size | params | backend | threads | test | t/s |");
     println!("| --- | --- | ---: | ---: | --- | ---: | ---: | ---: |");
     for (test, r) in &rows {

@@ -1,0 +1,210 @@
+//! Op conformance for every backend, as llama.cpp's `test-backend-ops`
+//! does it: each case runs one op on random inputs on the backend under
+//! test and on the CPU (whose kernels are checked against their reference
+//! twins by the CPU's own tests), and the normalized mean squared error
+//! `sum((a - b)^2) / sum(b^2)` of the results must stay under the case's
+//! threshold. `mllm test-backend` and `cargo test` run the same cases.
+//!
+//! Every name of `Op::ALL_NAMES` must have cases (`missing_ops`), so a new
+//! op cannot reach a backend untested. Cases live in one file per op
+//! family, beside the kernels they exercise.
+
+mod attention;
+mod gen;
+mod linear;
+mod map;
+mod norm;
+mod reduce;
+mod shape;
+
+use std::time::Instant;
+
+use crate::backend::Backend;
+use crate::cpu::CpuBackend;
+use crate::dtype::DType;
+use crate::op::Op;
+use crate::tensor::Tensor;
+
+pub use gen::Gen;
+
+/// Thresholds by what a case computes: exact data movement, f32
+/// arithmetic (summation order differs between backends), and results
+/// that the CPU computes from int8-quantized activations (its quantized
+/// matmuls) while a device computes in f32.
+pub const NMSE_EXACT: f64 = 0.0;
+pub const NMSE_F32: f64 = 1e-7;
+pub const NMSE_F16: f64 = 1e-6;
+pub const NMSE_QUANT: f64 = 5e-4;
+
+pub struct Case {
+    /// Op and shapes, e.g. `linear q4_0 x[7,64] w[33,64]`.
+    pub name: String,
+    pub op: Op,
+    pub inputs: Vec<Tensor>,
+    pub max_nmse: f64,
+}
+
+impl Case {
+    pub fn new(name: impl Into<String>, op: Op, inputs: Vec<Tensor>, max_nmse: f64) -> Case {
+        Case {
+            name: name.into(),
+            op,
+            inputs,
+            max_nmse,
+        }
+    }
+}
+
+/// One case's result.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub name: String,
+    pub op: &'static str,
+    /// `None` when the backend has no kernel for this case's op.
+    pub nmse: Option<f64>,
+    pub max_nmse: f64,
+    pub error: Option<String>,
+    pub micros: u128,
+}
+
+impl Outcome {
+    pub fn passed(&self) -> bool {
+        self.error.is_none() && self.nmse.is_some_and(|e| e <= self.max_nmse)
+    }
+
+    pub fn skipped(&self) -> bool {
+        self.error.is_none() && self.nmse.is_none()
+    }
+}
+
+/// Every case, or those of op `only` (a name of `Op::ALL_NAMES`).
+pub fn cases(only: Option<&str>) -> Vec<Case> {
+    let mut all = vec![];
+    all.extend(map::cases());
+    all.extend(reduce::cases());
+    all.extend(norm::cases());
+    all.extend(shape::cases());
+    all.extend(linear::cases());
+    all.extend(attention::cases());
+    if let Some(name) = only {
+        all.retain(|c| c.op.name() == name);
+    }
+    all
+}
+
+/// Names of `Op::ALL_NAMES` without a case.
+pub fn missing_ops(cases: &[Case]) -> Vec<&'static str> {
+    Op::ALL_NAMES
+        .iter()
+        .copied()
+        .filter(|n| !cases.iter().any(|c| c.op.name() == *n))
+        .collect()
+}
+
+/// `sum((a - b)^2) / sum(b^2)` (0 when both are all zero).
+pub fn nmse(a: &[f32], b: &[f32]) -> f64 {
+    let (mut num, mut den) = (0.0f64, 0.0f64);
+    for (&x, &y) in a.iter().zip(b) {
+        let (x, y) = (x as f64, y as f64);
+        if x.is_nan() || y.is_nan() || x.is_infinite() != y.is_infinite() {
+            return f64::INFINITY;
+        }
+        if x.is_infinite() {
+            continue; // equal infinities (checked above up to sign)
+        }
+        num += (x - y) * (x - y);
+        den += y * y;
+    }
+    if num == 0.0 {
+        0.0
+    } else if den == 0.0 {
+        f64::INFINITY
+    } else {
+        num / den
+    }
+}
+
+/// Runs `case` on `backend` and on the CPU and compares.
+pub fn run_case(backend: &dyn Backend, case: &Case) -> Outcome {
+    let mut out = Outcome {
+        name: case.name.clone(),
+        op: case.op.name(),
+        nmse: None,
+        max_nmse: case.max_nmse,
+        error: None,
+        micros: 0,
+    };
+    if !backend.supports(&case.op) {
+        return out;
+    }
+    let refs: Vec<&Tensor> = case.inputs.iter().collect();
+    let want = match CpuBackend.run(&case.op, &refs) {
+        Ok(t) => t,
+        Err(e) => {
+            out.error = Some(format!("the CPU reference failed: {e}"));
+            return out;
+        }
+    };
+    let t0 = Instant::now();
+    let got = (|| {
+        let dev: Vec<Tensor> = case
+            .inputs
+            .iter()
+            .map(|t| backend.upload(t.clone()))
+            .collect::<crate::Result<_>>()?;
+        let drefs: Vec<&Tensor> = dev.iter().collect();
+        let r = backend.run(&case.op, &drefs)?;
+        backend.download(&r)
+    })();
+    out.micros = t0.elapsed().as_micros();
+    let got = match got {
+        Ok(t) => t,
+        Err(e) => {
+            out.error = Some(e.to_string());
+            return out;
+        }
+    };
+    if got.shape() != want.shape() {
+        out.error = Some(format!(
+            "shape {:?}, the CPU gives {:?}",
+            got.shape(),
+            want.shape()
+        ));
+        return out;
+    }
+    if (got.dtype() == DType::I32) != (want.dtype() == DType::I32) {
+        out.error = Some(format!(
+            "dtype {}, the CPU gives {}",
+            got.dtype(),
+            want.dtype()
+        ));
+        return out;
+    }
+    match (got.to_f32_vec(), want.to_f32_vec()) {
+        (Ok(a), Ok(b)) => out.nmse = Some(nmse(&a, &b)),
+        (Err(e), _) | (_, Err(e)) => out.error = Some(e.to_string()),
+    }
+    out
+}
+
+/// Runs `cases` and returns their outcomes plus, first, an outcome per op
+/// name without cases (failed).
+pub fn run_all(backend: &dyn Backend, cases: &[Case]) -> Vec<Outcome> {
+    cases.iter().map(|c| run_case(backend, c)).collect()
+}
+
+/// The worst NMSE per op name (for notes and `mllm test-backend`).
+pub fn worst_by_op(outcomes: &[Outcome]) -> Vec<(&'static str, f64, usize)> {
+    let mut v: Vec<(&'static str, f64, usize)> = vec![];
+    for o in outcomes {
+        let e = o.nmse.unwrap_or(0.0);
+        match v.iter_mut().find(|(n, _, _)| *n == o.op) {
+            Some(w) => {
+                w.1 = w.1.max(e);
+                w.2 += 1;
+            }
+            None => v.push((o.op, e, 1)),
+        }
+    }
+    v
+}

@@ -1,0 +1,70 @@
+//! `mllm test-backend [--backend NAME] [--op NAME]`: the op conformance
+//! suite (`mllm_backends::conformance`) on a backend against the CPU, one
+//! line per case with its normalized mean squared error, as llama.cpp's
+//! `test-backend-ops` reports. Fails when a case fails or an op has no
+//! case.
+
+use mllm_backends::conformance;
+
+use crate::{CliError, CliResult};
+
+pub fn run(backend: &str, device: usize, op: Option<&str>, verbose: bool) -> CliResult<()> {
+    if let Some(name) = op {
+        if !mllm_backends::Op::ALL_NAMES.contains(&name) {
+            return Err(CliError(format!(
+                "error: unknown op `{name}`; ops: {}",
+                mllm_backends::Op::ALL_NAMES.join(", ")
+            )));
+        }
+    }
+    let b = mllm_backends::backend::by_name(backend, device)
+        .map_err(|e| CliError(format!("error: --backend {backend}: {e}")))?;
+    let cases = conformance::cases(op);
+    let missing = if op.is_none() {
+        conformance::missing_ops(&cases)
+    } else {
+        vec![]
+    };
+    let outcomes = conformance::run_all(b.as_ref(), &cases);
+    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    for o in &outcomes {
+        let status = if o.passed() {
+            passed += 1;
+            "ok"
+        } else if o.skipped() {
+            skipped += 1;
+            "no kernel"
+        } else {
+            failed += 1;
+            "FAIL"
+        };
+        if verbose || status != "ok" {
+            println!(
+                "{status:>9}  {:<60} nmse {:>9.2e} <= {:.0e}  {}",
+                o.name,
+                o.nmse.unwrap_or(f64::NAN),
+                o.max_nmse,
+                o.error.as_deref().unwrap_or("")
+            );
+        }
+    }
+    println!("\n| op | cases | worst NMSE |\n|---|---:|---:|");
+    for (name, worst, n) in conformance::worst_by_op(&outcomes) {
+        println!("| {name} | {n} | {worst:.2e} |");
+    }
+    println!(
+        "\n{}: {passed} passed, {failed} failed, {skipped} without a kernel, of {} cases",
+        b.name(),
+        outcomes.len()
+    );
+    if !missing.is_empty() {
+        return Err(CliError(format!(
+            "error: ops without conformance cases: {}",
+            missing.join(", ")
+        )));
+    }
+    if failed > 0 {
+        return Err(CliError(format!("error: {failed} cases failed")));
+    }
+    Ok(())
+}
