@@ -52,7 +52,10 @@ fn step_modes_and_kv_types_answer_alike() {
         "f16 cache: {f16:?} vs {eager:?}"
     );
     for (args, want) in [
-        (&["--backend", "opencl", "--device", "99"][..], "no OpenCL device 99"),
+        (
+            &["--backend", "opencl", "--device", "99"][..],
+            "no OpenCL device 99",
+        ),
         (&["--backend", "cpu", "--device", "1"][..], "one device (0)"),
         (&["--backend", "npu"][..], "unknown backend"),
         (&["--kv-type", "q4_0"][..], "f32, f16, q8_0"),
