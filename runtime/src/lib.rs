@@ -10,6 +10,7 @@ pub mod assets;
 pub mod engine;
 pub mod images;
 pub mod loaded;
+pub mod memory;
 pub mod model_files;
 pub mod prompt;
 pub mod runner;

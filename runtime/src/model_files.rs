@@ -248,6 +248,7 @@ fn open_gguf(path: &Path, opts: LoadOptions) -> CliResult<ModelFiles> {
         Err(_) if g.meta("tokenizer.ggml.tokens").is_none() => None,
         Err(e) => return Err(e.into()),
     };
+    crate::memory::return_freed_heap();
     let chat_template = match (
         g.meta("tokenizer.chat_template").and_then(|v| v.as_str()),
         &tokenizer,
