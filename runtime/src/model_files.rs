@@ -109,6 +109,12 @@ pub struct LoadOptions {
     pub device: usize,
     /// What the KV cache stores.
     pub kv: KvType,
+    /// Skip checking a `.mllm` file's tensor checksums on open (they are
+    /// checked by default, before the first forward).
+    pub no_verify: bool,
+    /// Stop at the first NaN or infinity an op produces (every step then
+    /// runs eagerly, so each op is seen with its script line).
+    pub check_numerics: bool,
 }
 
 /// The KV cache's dtype (`--kv-type f32|f16|q8_0`).
@@ -193,6 +199,9 @@ fn open_files(path: &str, opts: LoadOptions) -> CliResult<ModelFiles> {
     {
         return open_gguf(p, opts);
     }
+    if p.is_dir() && !p.join("config.json").is_file() && p.join("tokenizer.json").is_file() {
+        return open_tokenizer_dir(p);
+    }
     if p.is_dir() {
         return open_hf(p);
     }
@@ -202,6 +211,53 @@ fn open_files(path: &str, opts: LoadOptions) -> CliResult<ModelFiles> {
         )));
     }
     Err(CliError(format!("error: {path} does not exist")))
+}
+
+/// A tokenizer package: `tokenizer.json` (and `tokenizer_config.json` with
+/// the chat template) without a config or weights. `tokenize` and
+/// `template` work with it; loading a model says what is missing.
+fn open_tokenizer_dir(dir: &Path) -> CliResult<ModelFiles> {
+    let tokenizer = Tokenizer::from_file(&dir.join("tokenizer.json"))?;
+    let tok_config = read_json(&dir.join("tokenizer_config.json"))?;
+    let chat_template = hf_chat_template(dir, tok_config.as_ref(), Some(&tokenizer))?;
+    let gen = read_json(&dir.join("generation_config.json"))?;
+    let mut eos = ids_of(gen.as_ref().and_then(|g| g.get("eos_token_id")));
+    add_tokenizer_eos(&mut eos, Some(&tokenizer));
+    Ok(ModelFiles {
+        path: dir.to_path_buf(),
+        config: Json::Object(Default::default()),
+        config_origin: format!(
+            "{} (a tokenizer-only directory: no config.json)",
+            dir.display()
+        ),
+        weights: Box::new(NoWeights(dir.to_path_buf())),
+        tokenizer: Some(tokenizer),
+        chat_template,
+        eos,
+        preprocessor_config: None,
+        backend: cpu(),
+    })
+}
+
+/// The weights of a tokenizer-only directory: none.
+struct NoWeights(PathBuf);
+
+impl WeightSource for NoWeights {
+    fn describe(&self) -> String {
+        format!("{} (tokenizer files only, no weights)", self.0.display())
+    }
+    fn names(&self) -> Vec<String> {
+        vec![]
+    }
+    fn info(&self, _name: &str) -> Option<mllm_backends::weights::TensorInfo> {
+        None
+    }
+    fn load(&self, name: &str) -> Result<mllm_backends::Tensor, String> {
+        Err(format!(
+            "{} holds only a tokenizer, not `{name}`: a model needs config.json and *.safetensors (or a GGUF/.mllm file)",
+            self.0.display()
+        ))
+    }
 }
 
 fn open_hf(dir: &Path) -> CliResult<ModelFiles> {
@@ -280,10 +336,24 @@ fn open_gguf(path: &Path, opts: LoadOptions) -> CliResult<ModelFiles> {
     })
 }
 
+/// A `.mllm` file whose tensor checksums do not match: which tensors, and
+/// what to do about it.
+fn damaged(path: &Path, e: mllm_converter::ConvertError) -> CliError {
+    CliError(format!(
+        "error: {} is damaged (its data differs from what was written): {e}\n\
+         download or convert it again; `--no-verify` skips this check, and the model may then print garbage",
+        path.display()
+    ))
+}
+
 /// A self-contained .mllm file: config, tokenizer, template and EOS ids
-/// come from its metadata.
+/// come from its metadata; its tensor checksums are verified unless
+/// `no_verify`.
 fn open_mllm(path: &Path, opts: LoadOptions) -> CliResult<ModelFiles> {
     let mut f = mllm_converter::mllm_format::MllmFile::open(path)?;
+    if !opts.no_verify {
+        f.verify().map_err(|e| damaged(path, e))?;
+    }
     f.set_dequantize(opts.dequantize);
     let origin = format!("the metadata of {}", path.display());
     let tokenizer = match f.tokenizer_json() {
@@ -352,6 +422,12 @@ pub fn load_model_with(
     script: Option<&str>,
     exec: &mut dyn mllm_interpreter::Executor,
 ) -> CliResult<mllm_interpreter::Model> {
+    if files.config.as_object().is_some_and(|c| c.is_empty()) {
+        return Err(CliError(format!(
+            "error: {} holds only a tokenizer (no config.json, no weights): `tokenize` and `template` work with it; to run a model pass a directory with config.json and *.safetensors, or a GGUF/.mllm file",
+            files.path.display()
+        )));
+    }
     let script = match script {
         Some(s) => s.to_string(),
         None => crate::assets::script_for_config(&files.config)
