@@ -130,14 +130,14 @@ pub(super) fn vec_dot_q6k(w: &[u8], act: &ActQ8K, i: usize) -> f32 {
 
 /// Everything a tile needs; as in block32, rows `row_bytes` apart.
 pub(super) struct Ctx {
-    w: *const u8,
-    row_bytes: usize,
-    nsb: usize,
-    aq: *const i8,
-    ad: *const f32,
-    abs: *const i16,
-    out: *mut f32,
-    nr: usize,
+    pub(super) w: *const u8,
+    pub(super) row_bytes: usize,
+    pub(super) nsb: usize,
+    pub(super) aq: *const i8,
+    pub(super) ad: *const f32,
+    pub(super) abs: *const i16,
+    pub(super) out: *mut f32,
+    pub(super) nr: usize,
 }
 
 /// Which K-quant a `gemm` call runs.
@@ -183,6 +183,8 @@ pub(super) fn gemm(kind: Kind, isa: Isa, w: &[u8], nr: usize, act: &ActQ8K, out:
         (Isa::Avx2, _) => unsafe {
             drive(&ctx, nr, m, rm, 1, |r, c| x86::tile_fn::<false>(kind, r, c))
         },
+        #[cfg(target_arch = "x86_64")]
+        (Isa::Avx512Vnni, Kind::Q6K) => unsafe { drive(&ctx, nr, m, rm, 2, super::k_zmm::tile_fn) },
         #[cfg(target_arch = "x86_64")]
         (Isa::Avx512Vnni, _) => unsafe {
             drive(&ctx, nr, m, rm, 2, |r, c| x86::tile_fn::<true>(kind, r, c))

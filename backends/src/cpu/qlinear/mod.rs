@@ -33,6 +33,8 @@
 pub mod act_quant;
 mod block32;
 mod k_quants;
+#[cfg(target_arch = "x86_64")]
+mod k_zmm;
 mod parts;
 mod q4_0;
 mod q4_1;
