@@ -101,7 +101,7 @@ enum Cmd {
     Convert {
         /// HF dir (safetensors or pytorch_model.bin), a .safetensors/PyTorch file with config.json beside it, or a GGUF file.
         src: String,
-        /// The .mllm to write (written as OUT.tmp, renamed when complete).
+        /// The .mllm to write (written as .OUT.tmp-PID beside it, renamed when complete).
         out: String,
         /// f32, f16, bf16, q8_0, q4_0, q4_1, q4_k, q5_k, q6_k
         #[arg(long = "type", short = 'q', default_value = "f16")]
@@ -169,6 +169,37 @@ enum Cmd {
         /// Write the text here instead of stdout.
         #[arg(long)]
         out: Option<String>,
+    },
+    /// Export a script's forward as a static ONNX model (weights as
+    /// external data, io.json describing the inputs and outputs).
+    Export {
+        /// The model script (a path, or a built-in name such as `qwen3`).
+        script: String,
+        /// A Hugging Face directory, GGUF or .mllm file.
+        #[arg(long, short = 'm')]
+        model: String,
+        /// The output format (`onnx`).
+        #[arg(long, default_value = "onnx")]
+        format: String,
+        /// Tokens per step the graph takes (1: the decode graph).
+        #[arg(long)]
+        seq: usize,
+        /// Rows of the past KV inputs (default 1024).
+        #[arg(long)]
+        context: Option<usize>,
+        /// A first-chunk graph without KV I/O: input_ids -> logits,
+        /// positions fixed to 0..N.
+        #[arg(long)]
+        no_cache: bool,
+        /// `dequantize` (every weight f32, default domain only) or `keep`.
+        #[arg(long, default_value = "dequantize")]
+        quant: String,
+        /// Who the graph is shaped for (`generic`: standard ONNX).
+        #[arg(long, default_value = "generic")]
+        target: String,
+        /// The directory to write model.onnx, model.onnx.data and io.json into.
+        #[arg(long)]
+        out: std::path::PathBuf,
     },
     /// Write a Hugging Face directory with random weights and a real architecture's sizes.
     RandomCheckpoint {
@@ -355,6 +386,28 @@ fn run(cli: Cli) -> i32 {
             passes,
             out,
         }),
+        Cmd::Export {
+            script,
+            model,
+            format,
+            seq,
+            context,
+            no_cache,
+            quant,
+            target,
+            out,
+        } => commands::export::run(commands::export::ExportArgs {
+            script,
+            model,
+            format,
+            seq,
+            context,
+            no_cache,
+            quant,
+            target,
+            out,
+        })
+        .map(|_| ()),
         Cmd::Bench {
             script,
             model,

@@ -9,6 +9,7 @@
 
 pub mod exec;
 pub mod ir;
+pub mod onnx;
 pub mod passes;
 pub mod plan;
 pub mod text;

@@ -6,6 +6,7 @@ pub mod check;
 pub mod convert;
 pub mod devices;
 pub mod exec;
+pub mod export;
 pub mod graph;
 pub mod inspect;
 pub mod random_checkpoint;

@@ -1,0 +1,98 @@
+//! `mllm export SCRIPT --model PATH --format onnx --seq N [--context C]
+//! [--no-cache] [--quant keep|dequantize] [--target generic] --out DIR`:
+//! captures the script's forward for N tokens and writes it as a static
+//! ONNX model (`DIR/model.onnx`, weights in `DIR/model.onnx.data`, I/O in
+//! `DIR/io.json`). With the cache, the past keys/values of C rows,
+//! `positions` and `past_len` are inputs and the step's new rows outputs
+//! (`--seq 1` is the decode graph); `--no-cache` is a first-chunk graph,
+//! `input_ids` -> `logits`. The work is `mllm_graph::onnx`.
+
+use std::path::PathBuf;
+
+use mllm_backends::{CpuBackend, DType};
+use mllm_graph::onnx::{self, ExportOptions, Exported, QuantMode, Target};
+
+use crate::model_files::{self, LoadOptions};
+use crate::{CliError, CliResult};
+
+pub struct ExportArgs {
+    pub script: String,
+    pub model: String,
+    pub format: String,
+    pub seq: usize,
+    pub context: Option<usize>,
+    pub no_cache: bool,
+    pub quant: String,
+    pub target: String,
+    pub out: PathBuf,
+}
+
+/// Rows of the past buffers when `--context` is not given.
+pub const DEFAULT_CONTEXT: usize = 1024;
+
+fn usage(msg: String) -> CliError {
+    CliError(format!("error: {msg}"))
+}
+
+pub fn run(a: ExportArgs) -> CliResult<Exported> {
+    if a.format != "onnx" {
+        return Err(usage(format!("--format takes `onnx`, not `{}`", a.format)));
+    }
+    let quant: QuantMode = a.quant.parse().map_err(usage)?;
+    let target: Target = a.target.parse().map_err(usage)?;
+    if a.seq == 0 {
+        return Err(usage("--seq must be at least 1".into()));
+    }
+    if a.no_cache && a.context.is_some() {
+        return Err(usage(
+            "--context sizes the KV inputs, which a --no-cache graph does not have".into(),
+        ));
+    }
+    // A no-cache graph is captured against a cache it then drops.
+    let context = if a.no_cache {
+        a.seq
+    } else {
+        a.context.unwrap_or(DEFAULT_CONTEXT)
+    };
+    if context < a.seq {
+        return Err(usage(format!(
+            "--context {context} cannot hold a step of --seq {} tokens",
+            a.seq
+        )));
+    }
+    let files = model_files::open_with(
+        &a.model,
+        LoadOptions {
+            dequantize: quant == QuantMode::Dequantize,
+            ..LoadOptions::default()
+        },
+    )?;
+    let model = model_files::load_model(&files, Some(&a.script))?;
+    let graph = mllm_interpreter::compile::capture_with_kv(
+        &model,
+        &CpuBackend,
+        a.seq,
+        context,
+        false,
+        DType::F32,
+    )
+    .map_err(|e| CliError(format!("error: cannot capture {}: {e}", a.script)))?;
+    // The checkpoint's tensors are read again while writing: free the
+    // loaded copies first.
+    drop(model);
+    let opts = ExportOptions {
+        quant,
+        target,
+        no_cache: a.no_cache,
+    };
+    let done = onnx::export(graph, files.weights.as_ref(), &opts, &a.out)
+        .map_err(|e| CliError(format!("error: cannot export {}: {e}", a.model)))?;
+    eprintln!(
+        "exported {} nodes, {} initializers ({:.1} MB external data) to {}",
+        done.nodes,
+        done.initializers,
+        done.data_bytes as f64 / 1e6,
+        a.out.display()
+    );
+    Ok(done)
+}
