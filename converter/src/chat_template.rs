@@ -26,8 +26,10 @@ use serde::Serialize;
 use crate::error::{ConvertError, Result};
 use crate::tokenizer::Tokenizer;
 
+mod limits;
 mod python;
 
+pub use limits::TemplateLimits;
 use python::{strftime_now, tojson};
 
 /// One chat turn.
@@ -52,6 +54,7 @@ pub struct ChatTemplate {
     origin: String,
     env: Environment<'static>,
     special_tokens: Vec<(&'static str, String)>,
+    limits: TemplateLimits,
 }
 
 const TEMPLATE_NAME: &str = "chat_template";
@@ -78,11 +81,27 @@ impl ChatTemplate {
         env.add_function("strftime_now", strftime_now);
         env.add_template_owned(TEMPLATE_NAME, strip_generation_tags(source))
             .map_err(|e| template_error(origin, "does not compile", &e))?;
-        Ok(ChatTemplate {
+        let limits = TemplateLimits::from_env().map_err(ConvertError::Unsupported)?;
+        let mut t = ChatTemplate {
             origin: origin.to_string(),
             env,
             special_tokens: Vec::new(),
-        })
+            limits,
+        };
+        t.set_limits(limits);
+        Ok(t)
+    }
+
+    /// Bounds later renders (the defaults, or the environment's, are set
+    /// by `new`).
+    pub fn set_limits(&mut self, limits: TemplateLimits) {
+        self.env.set_fuel(Some(limits.fuel));
+        self.env.set_recursion_limit(limits.max_depth);
+        self.limits = limits;
+    }
+
+    pub fn limits(&self) -> TemplateLimits {
+        self.limits
     }
 
     /// `tokenizer_config.json`'s `chat_template` (a string, or a list of
@@ -228,9 +247,49 @@ impl ChatTemplate {
             .env
             .get_template(TEMPLATE_NAME)
             .map_err(|e| template_error(&self.origin, "is missing", &e))?;
-        template
-            .render(Value::from_pairs(ctx))
-            .map_err(|e| template_error(&self.origin, "failed to render", &e))
+        let mut out = limits::CappedOutput::new(self.limits.max_output);
+        let rendered = template.render_captured_to(Value::from_pairs(ctx), &mut out);
+        if let Err(e) = rendered {
+            return Err(self.render_error(&e, out.overflowed));
+        }
+        String::from_utf8(out.buf).map_err(|_| {
+            ConvertError::Corrupt(format!(
+                "chat template ({}) rendered text that is not UTF-8",
+                self.origin
+            ))
+        })
+    }
+
+    /// A render failure; running into a limit says which and how to raise it.
+    fn render_error(&self, e: &Error, overflowed: bool) -> ConvertError {
+        let l = &self.limits;
+        let limit = if overflowed {
+            Some(format!(
+                "rendered more than {} bytes of text (MLLM_TEMPLATE_MAX_OUTPUT raises the limit)",
+                l.max_output
+            ))
+        } else if e.kind() == ErrorKind::OutOfFuel {
+            Some(format!(
+                "used up its fuel of {} (instructions, and bytes of data / 64): does it loop without end or build huge values? \
+                 (MLLM_TEMPLATE_FUEL raises the limit)",
+                l.fuel
+            ))
+        } else if e.to_string().contains("recursion limit exceeded") {
+            Some(format!(
+                "nests calls more than {} deep: does a macro call itself without end? \
+                 (MLLM_TEMPLATE_MAX_DEPTH raises the limit, up to 500)",
+                l.max_depth
+            ))
+        } else {
+            None
+        };
+        match limit {
+            Some(m) => ConvertError::Corrupt(format!(
+                "chat template ({}) was stopped: it {m}",
+                self.origin
+            )),
+            None => template_error(&self.origin, "failed to render", e),
+        }
     }
 }
 
@@ -337,7 +396,9 @@ fn strip_generation_tags(source: &str) -> String {
     while let Some(at) = rest.find("{%") {
         out.push_str(&rest[..at]);
         let tag = &rest[at..];
-        let Some(close) = tag.find("%}") else {
+        // The block ends at the first `%}` after its `{%` (`{%}` does not
+        // close itself).
+        let Some(close) = tag[2..].find("%}").map(|i| i + 2) else {
             out.push_str(tag);
             return out;
         };

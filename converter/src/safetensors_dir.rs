@@ -115,8 +115,24 @@ impl SafetensorsDir {
         Ok(dir)
     }
 
+    /// Parses one safetensors file image held in memory; `label` names it
+    /// in messages (fuzzing and tests read files without the disk).
+    pub fn from_bytes(label: &str, bytes: Vec<u8>) -> Result<SafetensorsDir> {
+        let path = Path::new(label);
+        let mut dir = SafetensorsDir {
+            root: path.parent().unwrap_or(Path::new(".")).to_path_buf(),
+            files: vec![],
+            tensors: BTreeMap::new(),
+        };
+        dir.add_bytes(path, FileBytes::Owned(bytes))?;
+        Ok(dir)
+    }
+
     fn add_file(&mut self, path: &Path) -> Result<()> {
-        let map = FileBytes::map(path)?;
+        self.add_bytes(path, FileBytes::map(path)?)
+    }
+
+    fn add_bytes(&mut self, path: &Path, map: FileBytes) -> Result<()> {
         let (header_len, meta) =
             safetensors::SafeTensors::read_metadata(map.bytes()).map_err(|e| {
                 ConvertError::Corrupt(format!(

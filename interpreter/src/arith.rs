@@ -106,7 +106,10 @@ impl Interp<'_> {
                 _ => Err(type_err(&a, &b)),
             },
             (Str(x), Str(y)) => match op {
-                BinOp::Add => Ok(Str(format!("{x}{y}").into())),
+                BinOp::Add => {
+                    too_long(x.len() + y.len(), "a string of", "bytes")?;
+                    Ok(Str(format!("{x}{y}").into()))
+                }
                 BinOp::Eq => Ok(Bool(x == y)),
                 BinOp::Ne => Ok(Bool(x != y)),
                 _ => Err(type_err(&a, &b)),
@@ -120,6 +123,7 @@ impl Interp<'_> {
                 Ok(Bool(same == (op == BinOp::Eq)))
             }
             (List(x), List(y)) if op == BinOp::Add => {
+                too_long(x.len() + y.len(), "a list of", "items")?;
                 Ok(List(Rc::new(x.iter().chain(y.iter()).cloned().collect())))
             }
             (Tensor(_), _) | (_, Tensor(_)) => {
@@ -246,4 +250,20 @@ fn int_op(op: BinOp, x: i64, y: i64) -> RtResult<Value> {
             ))
         }
     })
+}
+
+/// Concatenations may not build values past `MAX_ITEMS`: doubling in a
+/// loop takes few steps, so the step limit alone would not stop it.
+fn too_long(n: usize, what: &str, unit: &str) -> RtResult<()> {
+    if n > crate::limits::MAX_ITEMS {
+        return Err(RtError::new(
+            "mdl::run::memory_limit",
+            format!(
+                "{what} {n} {unit} is over the limit of {} {unit}",
+                crate::limits::MAX_ITEMS
+            ),
+        )
+        .help("is a value growing without end in a loop?"));
+    }
+    Ok(())
 }

@@ -99,6 +99,13 @@ impl std::fmt::Display for RtError {
 
 impl From<mllm_backends::BackendError> for RtError {
     fn from(e: mllm_backends::BackendError) -> RtError {
-        RtError::new("mdl::run::op", e.to_string())
+        match e {
+            mllm_backends::BackendError::NonFinite { msg, .. } => {
+                RtError::new("mdl::run::non_finite", msg)
+                    .label("made here")
+                    .help("--check-numerics stops at the first op whose output is not finite")
+            }
+            e => RtError::new("mdl::run::op", e.to_string()),
+        }
     }
 }

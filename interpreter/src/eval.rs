@@ -13,6 +13,7 @@ use mllm_dsl::Span;
 use crate::bind::Binder;
 use crate::error::{RtError, RtResult};
 use crate::executor::Executor;
+use crate::limits::{Budget, ScriptLimits, MAX_ITEMS};
 use crate::value::{Instance, Value};
 
 /// Evaluated positional and keyword arguments.
@@ -28,6 +29,8 @@ pub struct Interp<'a> {
     /// Set while declaring members: the dotted path a module built now gets.
     pub(crate) ctor_path: Option<String>,
     pub binder: Option<Binder<'a>>,
+    /// Steps taken and tensors made by this call, against its limits.
+    pub(crate) budget: Budget,
 }
 
 /// What an expression is evaluated against.
@@ -56,18 +59,30 @@ pub(crate) fn truthy(v: &Value) -> RtResult<bool> {
 }
 
 impl<'a> Interp<'a> {
+    /// An interpreter with the default limits (`ScriptLimits::default`).
     pub fn new(prog: &'a Program, exec: &'a mut dyn Executor) -> Interp<'a> {
+        Interp::with_limits(prog, exec, ScriptLimits::default())
+    }
+
+    pub fn with_limits(
+        prog: &'a Program,
+        exec: &'a mut dyn Executor,
+        limits: ScriptLimits,
+    ) -> Interp<'a> {
         Interp {
             prog,
             exec,
             depth: 0,
             ctor_path: None,
             binder: None,
+            budget: Budget::new(limits),
         }
     }
 
     pub fn op(&mut self, op: Op, inputs: &[&Tensor]) -> RtResult<Tensor> {
-        self.exec.run(&op, inputs).map_err(RtError::from)
+        let out = self.exec.run(&op, inputs).map_err(RtError::from)?;
+        self.budget.record(inputs, &out)?;
+        Ok(out)
     }
 
     // ------------------------------------------------------------ calls
@@ -273,6 +288,7 @@ impl<'a> Interp<'a> {
                 let it = self.expr(iter, ctx)?;
                 let items = self.iterate(it).map_err(|e| e.at(ctx.source, iter.span))?;
                 for item in items {
+                    self.budget.step().map_err(|e| e.at(ctx.source, s.span))?;
                     bind_pattern(p, item, &mut ctx.frame).map_err(|e| e.at(ctx.source, s.span))?;
                     if let Flow::Return(v) = self.block(body, ctx)? {
                         return Ok(Flow::Return(v));
@@ -320,7 +336,7 @@ impl<'a> Interp<'a> {
     // ------------------------------------------------------ expressions
 
     pub fn expr(&mut self, e: &Expr, ctx: &mut Ctx) -> RtResult<Value> {
-        let r = self.expr_inner(e, ctx);
+        let r = self.budget.step().and_then(|()| self.expr_inner(e, ctx));
         r.map_err(|err| err.at(ctx.source, e.span))
     }
 
@@ -382,7 +398,7 @@ impl<'a> Interp<'a> {
                 let (a, b) = (self.expr(a, ctx)?, self.expr(b, ctx)?);
                 match (a, b) {
                     (Value::Int(a), Value::Int(b)) => {
-                        if b.saturating_sub(a) > 1 << 24 {
+                        if b.saturating_sub(a) > MAX_ITEMS as i64 {
                             return Err(RtError::msg(format!("range {a}..{b} is too long")));
                         }
                         Value::List(Rc::new((a..b).map(Value::Int).collect()))

@@ -55,6 +55,9 @@ pub enum Unsupported {
 pub struct Eager<B: Backend> {
     pub backend: B,
     pub unsupported: Unsupported,
+    /// Check every op's output and every model input for NaN and
+    /// infinities (`--check-numerics`); the first one is an error.
+    pub check_numerics: bool,
     warned: HashSet<&'static str>,
 }
 
@@ -63,6 +66,7 @@ impl<B: Backend> Eager<B> {
         Eager {
             backend,
             unsupported: Unsupported::Error,
+            check_numerics: false,
             warned: HashSet::new(),
         }
     }
@@ -81,9 +85,8 @@ impl Eager<CpuBackend> {
     }
 }
 
-impl<B: Backend> Executor for Eager<B> {
-    #[inline]
-    fn run(&mut self, op: &Op, inputs: &[&Tensor]) -> Result<Tensor, BackendError> {
+impl<B: Backend> Eager<B> {
+    fn run_op(&mut self, op: &Op, inputs: &[&Tensor]) -> Result<Tensor, BackendError> {
         if self.backend.supports(op) {
             return self.backend.run(op, inputs);
         }
@@ -108,11 +111,50 @@ impl<B: Backend> Executor for Eager<B> {
         }
     }
 
+    /// `check_numerics` for one op, on host copies of device tensors.
+    fn check_output(&self, op: &Op, inputs: &[&Tensor], out: &Tensor) -> Result<(), BackendError> {
+        let host = |t: &Tensor| match t.device() {
+            Some(_) => self.backend.download(t),
+            None => Ok(t.clone()),
+        };
+        let out = host(out)?;
+        if crate::numerics::first_non_finite(&out).is_none() {
+            return Ok(());
+        }
+        let ins: Vec<Tensor> = inputs.iter().map(|t| host(t)).collect::<Result<_, _>>()?;
+        let refs: Vec<&Tensor> = ins.iter().collect();
+        crate::numerics::check_op_output(op, &refs, &out)
+    }
+}
+
+impl<B: Backend> Executor for Eager<B> {
+    #[inline]
+    fn run(&mut self, op: &Op, inputs: &[&Tensor]) -> Result<Tensor, BackendError> {
+        let out = self.run_op(op, inputs)?;
+        if self.check_numerics {
+            self.check_output(op, inputs, &out)?;
+        }
+        Ok(out)
+    }
+
     fn constant(&mut self, t: Tensor) -> Result<Tensor, BackendError> {
         self.backend.upload(t)
     }
 
-    fn input(&mut self, _name: &str, t: Tensor) -> Result<Tensor, BackendError> {
+    fn input(&mut self, name: &str, t: Tensor) -> Result<Tensor, BackendError> {
+        if self.check_numerics {
+            if let Some((at, v)) = crate::numerics::first_non_finite(&t) {
+                return Err(BackendError::NonFinite {
+                    op: "input",
+                    msg: format!(
+                        "non-finite value: the input `{name}` ({} {:?}) holds {} at flat index {at}",
+                        t.dtype().name(),
+                        t.shape(),
+                        crate::numerics::describe_value(v)
+                    ),
+                });
+            }
+        }
         self.backend.upload(t)
     }
 

@@ -22,8 +22,10 @@ pub mod error;
 pub mod eval;
 pub mod executor;
 pub mod index;
+pub mod limits;
 pub mod model;
 pub mod mrope;
+pub mod numerics;
 pub mod sampler;
 pub mod value;
 
@@ -33,6 +35,7 @@ pub use compile::CompiledModel;
 pub use error::{RtError, RtResult};
 pub use eval::Interp;
 pub use executor::{Eager, Executor, Trace};
+pub use limits::ScriptLimits;
 pub use model::{ForwardInputs, Model};
 pub use sampler::{Sampler, SamplerConfig};
 pub use value::Value;

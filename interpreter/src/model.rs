@@ -14,6 +14,7 @@ use crate::cache::KvCache;
 use crate::error::{RtError, RtResult};
 use crate::eval::Interp;
 use crate::executor::Executor;
+use crate::limits::ScriptLimits;
 use crate::value::{ConfigValue, Instance, Value};
 
 pub struct Model {
@@ -27,6 +28,8 @@ pub struct Model {
     /// The backend whose memory and layouts the weights are in (the CPU
     /// unless the loader says otherwise): runners run steps on it.
     pub backend: mllm_backends::SharedBackend,
+    /// Steps and memory each call may take (from the environment at load).
+    pub limits: ScriptLimits,
 }
 
 /// What a runner hands a language model's `forward`: the one place the
@@ -133,7 +136,11 @@ impl Model {
             .at(m.source, p.span)
             .help("the module to run takes only its config")]);
         }
-        let mut it = Interp::new(prog, exec);
+        let limits = ScriptLimits::from_env().map_err(|e| {
+            vec![RtError::new("mdl::load::limits", e)
+                .help("unset it, or give a positive number such as 200000000 or 16G")]
+        })?;
+        let mut it = Interp::with_limits(prog, exec, limits);
         let config =
             crate::config::build(&mut it, ci, config_json, config_origin).map_err(|e| vec![e])?;
         it.binder = Some(Binder::new(weights));
@@ -175,6 +182,7 @@ impl Model {
                 params: binder.params,
                 weights: binder.bound,
                 backend: std::sync::Arc::new(mllm_backends::CpuBackend),
+                limits,
             }),
             (_, _) => Err(errors),
         }
@@ -252,7 +260,7 @@ impl Model {
             )
             .at(f.source, p.span));
         }
-        let mut it = Interp::new(prog, exec);
+        let mut it = Interp::with_limits(prog, exec, self.limits);
         it.call_function(f, Some(self.root.clone()), vec![], kwargs)
     }
 }

@@ -84,8 +84,14 @@ impl Sampler {
     }
 
     /// Picks the next token. `history` is every token so far (prompt and
-    /// generated), for the repetition penalty.
-    pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> u32 {
+    /// generated), for the repetition penalty. Logits holding a NaN or an
+    /// infinity are an error, never sampled: they mean a broken model.
+    pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> Result<u32, String> {
+        crate::numerics::check_logits(logits)?;
+        Ok(self.pick(logits, history))
+    }
+
+    fn pick(&mut self, logits: &[f32], history: &[u32]) -> u32 {
         let mut l = logits.to_vec();
         let c = &self.config;
         if c.repeat_penalty != 1.0 && c.repeat_penalty > 0.0 {
@@ -169,9 +175,22 @@ mod tests {
     }
 
     #[test]
+    fn non_finite_logits_are_an_error_not_a_token() {
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            for cfg in [SamplerConfig::greedy(), SamplerConfig::default()] {
+                let mut s = Sampler::new(cfg);
+                let mut l = logits();
+                l[3] = bad;
+                let err = s.sample(&l, &[]).expect_err("not sampled");
+                assert!(err.contains("at token 3"), "{err}");
+            }
+        }
+    }
+
+    #[test]
     fn greedy_takes_the_argmax() {
         let mut s = Sampler::new(SamplerConfig::greedy());
-        assert_eq!(s.sample(&logits(), &[]), 1);
+        assert_eq!(s.sample(&logits(), &[]).expect("finite"), 1);
     }
 
     #[test]
@@ -180,7 +199,7 @@ mod tests {
             repeat_penalty: 2.0,
             ..SamplerConfig::greedy()
         });
-        assert_eq!(s.sample(&logits(), &[1]), 4);
+        assert_eq!(s.sample(&logits(), &[1]).expect("finite"), 4);
     }
 
     #[test]
@@ -191,7 +210,7 @@ mod tests {
             ..Default::default()
         });
         for _ in 0..50 {
-            assert_eq!(s.sample(&logits(), &[]), 1);
+            assert_eq!(s.sample(&logits(), &[]).expect("finite"), 1);
         }
     }
 
@@ -208,7 +227,7 @@ mod tests {
         let draw = |cfg: &SamplerConfig| {
             let mut s = Sampler::new(cfg.clone());
             (0..4000)
-                .map(|_| s.sample(&logits(), &[]))
+                .map(|_| s.sample(&logits(), &[]).expect("finite"))
                 .collect::<Vec<u32>>()
         };
         let a = draw(&cfg);
@@ -250,7 +269,7 @@ mod tests {
         ] {
             let mut s = Sampler::new(cfg);
             for _ in 0..500 {
-                let t = s.sample(&logits(), &[]);
+                let t = s.sample(&logits(), &[]).expect("finite");
                 assert!(t == 1 || t == 4, "drew {t}");
             }
         }

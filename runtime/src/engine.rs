@@ -72,6 +72,20 @@ impl Engine {
         self.runner.eager_only();
     }
 
+    /// Applies the step settings of `opts`: the KV cache's dtype, eager or
+    /// compiled steps, and `check_numerics` (which needs eager steps: the
+    /// interpreter sees each op and its script line).
+    pub fn configure(&mut self, opts: &crate::model_files::LoadOptions) -> CliResult<()> {
+        self.set_kv_dtype(opts.kv.0)?;
+        if opts.eager || opts.check_numerics {
+            self.eager();
+        } else if opts.compiled {
+            self.compile(PREFILL_CHUNK);
+        }
+        self.runner.exec.check_numerics = opts.check_numerics;
+        Ok(())
+    }
+
     /// Bytes the KV cache holds now.
     pub fn kv_bytes(&self) -> usize {
         self.cache.borrow().bytes()
@@ -317,7 +331,9 @@ pub fn generate(
             reason = StopReason::Interrupted;
             break;
         }
-        let token = sampler.sample(&logits, &engine.cached);
+        let token = sampler
+            .sample(&logits, &engine.cached)
+            .map_err(|e| CliError(format!("error: {e}")))?;
         if req.eos.contains(&token) {
             reason = StopReason::Eos;
             // Keep the cache consistent with what a template will render next.

@@ -28,7 +28,8 @@ pub fn load_with(script: &str, model_path: &str, opts: LoadOptions) -> Result<Lo
     let files = model_files::open_with(model_path, opts)?;
     let model = model_files::load_model(&files, Some(script))?;
     let mut runner = Runner::new(model);
-    if opts.compiled {
+    runner.exec.check_numerics = opts.check_numerics;
+    if opts.compiled && !opts.check_numerics {
         let context = files.max_context().unwrap_or(model_files::DEFAULT_CONTEXT);
         runner.compile(context, PREFILL_CHUNK);
     }

@@ -179,6 +179,19 @@ pub fn open(path: &str) -> CliResult<ModelFiles> {
     open_with(path, LoadOptions::default())
 }
 
+/// `open` for commands that read only the tokenizer, template or config
+/// (`tokenize`, `template`): a `.mllm` file's weights are not checksummed,
+/// which would read the whole file.
+pub fn open_without_weights(path: &str) -> CliResult<ModelFiles> {
+    open_with(
+        path,
+        LoadOptions {
+            no_verify: true,
+            ..LoadOptions::default()
+        },
+    )
+}
+
 pub fn open_with(path: &str, opts: LoadOptions) -> CliResult<ModelFiles> {
     let mut files = open_files(path, opts)?;
     if opts.backend != Backend::Cpu || opts.device != 0 {

@@ -183,6 +183,9 @@ impl Runner {
         let last = logits.narrow0(rows - 1, rows)?;
         if last.device().is_none() {
             // Host logits (what `step` returns): no round trip to a device.
+            // A NaN must not become a token (argmax would skip it).
+            mllm_interpreter::numerics::check_logits(&last.to_f32_vec()?)
+                .map_err(|e| Error(format!("error: {e}")))?;
             let idx = mllm_backends::CpuBackend.run(&Op::Argmax { dim: 1 }, &[&last])?;
             return Ok(idx.i32s()?[0]);
         }

@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use crate::engine::{Engine, PREFILL_CHUNK};
+use crate::engine::Engine;
 use crate::model_files::{self, load_model};
 use crate::{CliError, CliResult};
 
@@ -88,12 +88,7 @@ pub fn run(a: BenchArgs) -> CliResult<()> {
         .filter_map(|p| p.dtype.map(|d| d.to_string()))
         .collect();
     let mut engine = Engine::new(model, None);
-    engine.set_kv_dtype(a.load.kv.0)?;
-    if a.load.eager {
-        engine.eager();
-    } else if a.load.compiled {
-        engine.compile(PREFILL_CHUNK);
-    }
+    engine.configure(&a.load)?;
     let mut rows = vec![];
     let reps = a.reps.max(1);
     let depths: Vec<usize> = if a.depth.is_empty() {

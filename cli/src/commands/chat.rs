@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::commands::run::SamplingArgs;
-use crate::engine::{generate, Engine, GenRequest, StopReason, PREFILL_CHUNK};
+use crate::engine::{generate, Engine, GenRequest, StopReason};
 use crate::model_files::{self, load_model};
 use crate::prompt::{self, Message};
 use crate::{CliError, CliResult};
@@ -41,12 +41,7 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
     }
     let model = load_model(&files, a.script.as_deref())?;
     let mut engine = Engine::new(model, files.max_context());
-    engine.set_kv_dtype(a.load.kv.0)?;
-    if a.load.eager {
-        engine.eager();
-    } else if a.load.compiled {
-        engine.compile(PREFILL_CHUNK);
-    }
+    engine.configure(&a.load)?;
     let mut sampler = a.sampling.sampler();
     let interrupt = Arc::new(AtomicBool::new(false));
     {

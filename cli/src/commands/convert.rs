@@ -2,10 +2,14 @@
 //! Hugging Face directory, PyTorch checkpoint or GGUF file to one
 //! self-contained `.mllm` file (converter/FORMAT.md). The work is
 //! `mllm_converter::mllm_format::convert`; this file draws the progress
-//! line and prints what was done.
+//! line and prints what was done. Ctrl-C stops the conversion cleanly
+//! (the partial file is removed; a second Ctrl-C quits at once, and the
+//! next conversion to that path removes what is left).
 
 use std::io::{IsTerminal, Write};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use mllm_converter::mllm_format::{self, MllmFile};
@@ -50,11 +54,42 @@ pub fn run(src: &str, out: &str, ty: &str, recipe: Option<&str>, verify: bool) -
             let _ = std::io::stderr().flush();
         }
     };
-    let summary = mllm_format::convert(src_p, out_p, ty, recipe.map(Path::new), progress);
+    let cancel = Arc::new(AtomicBool::new(false));
+    {
+        let cancel = cancel.clone();
+        // Without a handler SIGINT would end the process before the
+        // partial file is removed.
+        let _ = ctrlc::set_handler(move || {
+            if cancel.swap(true, Ordering::SeqCst) {
+                std::process::exit(130);
+            }
+        });
+    }
+    let summary = mllm_format::convert_cancellable(
+        src_p,
+        out_p,
+        ty,
+        recipe.map(Path::new),
+        progress,
+        &cancel,
+    );
     if tty {
         eprintln!();
     }
-    let summary = summary?;
+    let summary = summary.map_err(|e| {
+        let state = if out_p.exists() {
+            "left unchanged"
+        } else {
+            "not created"
+        };
+        CliError(format!("error: {e}\n({out} was {state})"))
+    })?;
+    for p in &summary.removed_stale {
+        eprintln!(
+            "removed {}, left by an earlier conversion that was killed",
+            p.display()
+        );
+    }
     let file_size = std::fs::metadata(&summary.out)
         .map(|m| m.len())
         .unwrap_or(0);

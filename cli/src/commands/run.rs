@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use mllm_interpreter::{Sampler, SamplerConfig};
 
-use crate::engine::{generate, Engine, GenRequest, PREFILL_CHUNK};
+use crate::engine::{generate, Engine, GenRequest};
 use crate::model_files::{self, load_model};
 use crate::prompt::{self, Message};
 use crate::CliResult;
@@ -115,12 +115,7 @@ pub fn run(a: RunArgs) -> CliResult<()> {
         tok.encode(&text, false)?
     };
     let mut engine = Engine::new(model, files.max_context());
-    engine.set_kv_dtype(a.load.kv.0)?;
-    if a.load.eager {
-        engine.eager();
-    } else if a.load.compiled {
-        engine.compile(PREFILL_CHUNK);
-    }
+    engine.configure(&a.load)?;
     let mut sampler = a.sampling.sampler();
     let mut dec = tok.stream_decoder(true);
     let stdout = std::io::stdout();

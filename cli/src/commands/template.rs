@@ -11,7 +11,7 @@ pub fn run(
     add_generation_prompt: bool,
     enable_thinking: Option<bool>,
 ) -> CliResult<()> {
-    let files = model_files::open(model)?;
+    let files = model_files::open_without_weights(model)?;
     let text = std::fs::read_to_string(messages)
         .map_err(|e| CliError(format!("error: {messages}: {e}")))?;
     let json: serde_json::Value = serde_json::from_str(&text)

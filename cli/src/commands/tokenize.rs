@@ -5,7 +5,7 @@ use crate::model_files;
 use crate::CliResult;
 
 pub fn run(model: &str, text: Option<&str>, decode: Option<&str>) -> CliResult<()> {
-    let files = model_files::open(model)?;
+    let files = model_files::open_without_weights(model)?;
     let tok = files.tokenizer()?;
     if let Some(ids) = decode {
         let ids: Vec<u32> = crate::commands::exec::parse_ids(ids)

@@ -15,8 +15,19 @@ use crate::error::{ConvertError, Result};
 /// Sides beyond this are refused before decoding (JPEG's own limit is 65535;
 /// the resize budget of Qwen3-VL tops out at 4096x4096).
 pub const MAX_SIDE: u32 = 32768;
-/// Decoder memory limit: a 16384x16384 RGBA image.
-const MAX_ALLOC: u64 = 1 << 30;
+/// Pixels an image may have, checked against the header before any pixel
+/// is decoded (a PNG of a few KB can claim 100k x 100k): PIL's
+/// decompression-bomb limit, 2 x 89478485, ten 50-megapixel photos' worth.
+/// `MLLM_MAX_IMAGE_PIXELS` changes it.
+pub const DEFAULT_MAX_PIXELS: u64 = 178_956_970;
+/// Decoder memory per pixel allowed (16-bit RGBA is 8 bytes).
+const ALLOC_PER_PIXEL: u64 = 8;
+
+/// The pixel limit in force: `MLLM_MAX_IMAGE_PIXELS`, else the default.
+pub fn max_pixels() -> Result<u64> {
+    mllm_backends::env_limit::read_or("MLLM_MAX_IMAGE_PIXELS", DEFAULT_MAX_PIXELS)
+        .map_err(ConvertError::Unsupported)
+}
 
 /// An 8-bit RGB image, rows top to bottom, pixels interleaved.
 #[derive(Clone, Debug, PartialEq)]
@@ -28,6 +39,19 @@ pub struct RgbImage {
 
 /// Reads and decodes a PNG, JPEG or WebP file.
 pub fn decode_file(path: &Path) -> Result<RgbImage> {
+    // No image within the pixel limit is larger than its raw pixels (plus
+    // metadata), so a bigger file is refused before it is read.
+    let len = std::fs::metadata(path)
+        .map_err(|e| ConvertError::io(path, e))?
+        .len();
+    let most = max_pixels()?.saturating_mul(ALLOC_PER_PIXEL) + (16 << 20);
+    if len > most {
+        return Err(ConvertError::Unsupported(format!(
+            "{}: a {len}-byte file is larger than any image within the pixel limit could be ({most} bytes); \
+             MLLM_MAX_IMAGE_PIXELS raises the limit",
+            path.display()
+        )));
+    }
     let bytes = std::fs::read(path).map_err(|e| ConvertError::io(path, e))?;
     decode_bytes(&bytes, &path.display().to_string())
 }
@@ -55,24 +79,35 @@ pub fn decode_bytes(bytes: &[u8], what: &str) -> Result<RgbImage> {
         // failing; a photo half missing must not pass silently.
         check_jpeg_complete(bytes).map_err(|e| ConvertError::Corrupt(format!("{what}: {e}")))?;
     }
+    let max_pixels = max_pixels()?;
     let mut reader = reader;
     let mut limits = Limits::default();
     limits.max_image_width = Some(MAX_SIDE);
     limits.max_image_height = Some(MAX_SIDE);
-    limits.max_alloc = Some(MAX_ALLOC);
+    limits.max_alloc = Some(max_pixels.saturating_mul(ALLOC_PER_PIXEL));
     reader.limits(limits);
-    let bad = |e: image::ImageError| match e {
+    let bad = |e: image::ImageError| {
+        match e {
         image::ImageError::Limits(l) => ConvertError::Unsupported(format!(
-            "{what}: image too large to decode ({l}; sides up to {MAX_SIDE} pixels are accepted)"
+            "{what}: image too large to decode, refused ({l}; sides up to {MAX_SIDE} pixels and {max_pixels} pixels in all are accepted)"
         )),
         image::ImageError::Unsupported(u) => ConvertError::Unsupported(format!("{what}: {u}")),
         other => ConvertError::Corrupt(format!("{what}: cannot decode {format:?} image: {other}")),
+    }
     };
     let mut decoder = reader.into_decoder().map_err(bad)?;
     let (w, h) = decoder.dimensions();
     if w == 0 || h == 0 {
         return Err(ConvertError::Corrupt(format!(
             "{what}: image has no pixels ({w}x{h})"
+        )));
+    }
+    let pixels = u64::from(w) * u64::from(h);
+    if pixels > max_pixels {
+        return Err(ConvertError::Unsupported(format!(
+            "{what}: the image claims {w}x{h} = {pixels} pixels, over the limit of {max_pixels}; \
+             refused before decoding (a decompression bomb, or a huge photo: the model sees at most \
+             a few megapixels, so shrink it first; MLLM_MAX_IMAGE_PIXELS raises the limit)"
         )));
     }
     let orientation = decoder.orientation().map_err(bad)?;

@@ -23,7 +23,7 @@ mod smart_resize;
 use std::path::Path;
 
 pub use config::VisionPreprocessConfig;
-pub use decode::{decode_bytes, decode_file, RgbImage, MAX_SIDE};
+pub use decode::{decode_bytes, decode_file, max_pixels, RgbImage, DEFAULT_MAX_PIXELS, MAX_SIDE};
 pub use resample::resize_bicubic_aa;
 pub use smart_resize::{smart_resize, MAX_ASPECT_RATIO};
 

@@ -9,6 +9,7 @@
 //! copy is a band, and only the stored output is whole.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use half::{bf16, f16};
 use mllm_backends::quant;
@@ -37,19 +38,35 @@ pub struct ConvertSummary {
     pub params: u64,
     /// Tensors stored in another type than the recipe asked, with both types.
     pub fallbacks: Vec<(String, StoredType, StoredType)>,
+    /// Temporary files of killed conversions to `out`, removed.
+    pub removed_stale: Vec<PathBuf>,
 }
 
-/// Converts `src` to `out` (written as `out.tmp`, renamed when complete).
-/// `quant` names the type (`f16`, `bf16`, `q8_0`, `q4_0`, `q4_1`, `q4_k`,
-/// `q5_k`, `q6_k`, or `f32`); `recipe` is an optional recipe file whose
-/// rules come before the type's defaults. `progress(done, total)` is called
-/// after each tensor is written.
+/// Converts `src` to `out` (written as `.OUT.tmp-PID` beside it, renamed
+/// when complete). `quant` names the type (`f16`, `bf16`, `q8_0`, `q4_0`,
+/// `q4_1`, `q4_k`, `q5_k`, `q6_k`, or `f32`); `recipe` is an optional recipe
+/// file whose rules come before the type's defaults. `progress(done, total)`
+/// is called after each tensor is written.
 pub fn convert(
     src: &Path,
     out: &Path,
     quant: &str,
     recipe: Option<&Path>,
+    progress: impl FnMut(usize, usize),
+) -> Result<ConvertSummary> {
+    convert_cancellable(src, out, quant, recipe, progress, &AtomicBool::new(false))
+}
+
+/// `convert` that stops when `cancel` is set (Ctrl-C): checked before each
+/// window of tensors, it ends the conversion with an error, and the
+/// temporary file is removed, so nothing is left at `out`.
+pub fn convert_cancellable(
+    src: &Path,
+    out: &Path,
+    quant: &str,
+    recipe: Option<&Path>,
     mut progress: impl FnMut(usize, usize),
+    cancel: &AtomicBool,
 ) -> Result<ConvertSummary> {
     let ty = StoredType::parse(quant)
         .filter(|t| *t != StoredType::I32)
@@ -96,6 +113,7 @@ pub fn convert(
     let mut meta = source.metadata();
     meta["recipe"] = recipe.to_json();
     let mut writer = MllmWriter::create(out, &meta, &planned)?;
+    let removed_stale = writer.removed_stale().to_vec();
 
     let total = planned.len();
     let threads = rayon::current_num_threads().max(1);
@@ -107,6 +125,12 @@ pub fn convert(
     };
     let (mut i, mut data_bytes, mut params) = (0, 0u64, 0u64);
     while i < total {
+        if cancel.load(Ordering::Relaxed) {
+            return Err(ConvertError::Unsupported(format!(
+                "interrupted after {i} of {total} tensors; nothing was written to {}",
+                out.display()
+            )));
+        }
         let mut j = i + 1;
         let mut bytes = cost(&planned[i]);
         while j < total && j - i < threads && bytes + cost(&planned[j]) <= WINDOW_BYTES {
@@ -133,6 +157,7 @@ pub fn convert(
         data_bytes,
         params,
         fallbacks,
+        removed_stale,
     })
 }
 

@@ -19,13 +19,13 @@ mod source;
 pub mod types;
 mod writer;
 
-pub use convert::{convert, convert_types, ConvertSummary};
+pub use convert::{convert, convert_cancellable, convert_types, ConvertSummary};
 pub use kquant::quantize;
 pub use reader::{MllmFile, TensorEntry};
 pub use recipe::{glob_match, Plan, Recipe, Rule};
 pub use source::SourceModel;
 pub use types::StoredType;
-pub use writer::{tmp_path, MllmWriter, PlannedTensor};
+pub use writer::{remove_stale_tmps, tmp_path, MllmWriter, PlannedTensor};
 
 /// Whether `path` starts with the `.mllm` magic.
 pub fn is_mllm_file(path: &std::path::Path) -> bool {

@@ -3,8 +3,11 @@
 //! before it is converted), so each tensor's bytes go to disk as soon as
 //! they exist and memory holds one tensor at a time; the CRCs, known only
 //! afterwards, are patched into the table and header at the end. The file
-//! is written as `OUT.tmp` and renamed into place only when complete, so an
-//! interrupted conversion never leaves a plausible-looking file behind.
+//! is written as `.OUT.tmp-PID` beside `OUT` and renamed into place only
+//! when complete (an atomic rename on one filesystem), so a conversion that
+//! fails, runs out of disk or is killed never leaves a file at `OUT`; a
+//! failed one removes its temporary, and the temporaries of killed runs
+//! (their process gone) are removed by the next conversion to that path.
 
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
@@ -37,13 +40,77 @@ pub struct MllmWriter {
     /// Bytes of the data section written so far.
     pos: u64,
     finished: bool,
+    /// Temporaries of killed conversions to the same path, removed by `create`.
+    removed_stale: Vec<PathBuf>,
 }
 
-/// `OUT` with `.tmp` appended to its file name.
+/// The temporary file this process writes for `dest`: `.NAME.tmp-PID` in
+/// the same directory (hidden, and named after the process so a later run
+/// can tell a killed run's leftovers from a conversion still running).
 pub fn tmp_path(dest: &Path) -> PathBuf {
-    let mut name = dest.file_name().unwrap_or_default().to_os_string();
-    name.push(".tmp");
+    let mut name = tmp_prefix(dest);
+    name.push(std::process::id().to_string());
     dest.with_file_name(name)
+}
+
+/// `.NAME.tmp-`: what every temporary for `dest` starts with.
+fn tmp_prefix(dest: &Path) -> std::ffi::OsString {
+    let mut name = std::ffi::OsString::from(".");
+    name.push(dest.file_name().unwrap_or_default());
+    name.push(".tmp-");
+    name
+}
+
+/// Removes the temporaries that earlier conversions to `dest` left behind
+/// when they were killed (SIGKILL, power loss): `.NAME.tmp-PID` files whose
+/// process no longer runs (where `/proc` cannot say, those untouched for an
+/// hour). Returns the removed paths; files it cannot remove are left.
+pub fn remove_stale_tmps(dest: &Path) -> Vec<PathBuf> {
+    let prefix = tmp_prefix(dest);
+    let Some(prefix) = prefix.to_str() else {
+        return vec![];
+    };
+    let dir = match dest.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return vec![];
+    };
+    let mut removed = vec![];
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(prefix))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let path = entry.path();
+        if is_stale(&path, pid) && std::fs::remove_file(&path).is_ok() {
+            removed.push(path);
+        }
+    }
+    removed
+}
+
+/// Whether the temporary `path` written by process `pid` is abandoned.
+fn is_stale(path: &Path, pid: u32) -> bool {
+    if pid == std::process::id() {
+        // Ours from an earlier writer in this process: `create` replaces it.
+        return true;
+    }
+    let proc = Path::new("/proc");
+    if proc.join("self").exists() {
+        return !proc.join(pid.to_string()).exists();
+    }
+    // No /proc: a conversion in progress writes continuously.
+    std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age > std::time::Duration::from_secs(3600))
 }
 
 fn align_up(v: u64, a: u64) -> u64 {
@@ -117,6 +184,7 @@ impl MllmWriter {
                 .map_err(|_| bad("too many tensors".into()))?,
             header_crc32: 0,
         };
+        let removed_stale = remove_stale_tmps(dest);
         let tmp = tmp_path(dest);
         let f = File::create(&tmp).map_err(|e| ConvertError::io(&tmp, e))?;
         let mut w = MllmWriter {
@@ -129,6 +197,7 @@ impl MllmWriter {
             next: 0,
             pos: 0,
             finished: false,
+            removed_stale,
         };
         // Placeholders; `finish` rewrites the eager part with the CRCs.
         w.write_eager()?;
@@ -137,8 +206,17 @@ impl MllmWriter {
         Ok(w)
     }
 
+    /// A write failure (a full disk, a file size limit), naming the
+    /// output and the temporary file that was being written.
     fn io(&self, e: std::io::Error) -> ConvertError {
-        ConvertError::io(&self.tmp, e)
+        ConvertError::Io {
+            path: format!(
+                "cannot write {} (its temporary file {})",
+                self.dest.display(),
+                self.tmp.display()
+            ),
+            source: e,
+        }
     }
 
     fn eager_bytes(&self) -> Vec<u8> {
@@ -165,6 +243,11 @@ impl MllmWriter {
             n -= k as u64;
         }
         Ok(())
+    }
+
+    /// The leftovers of killed conversions to this path that `create` removed.
+    pub fn removed_stale(&self) -> &[PathBuf] {
+        &self.removed_stale
     }
 
     /// The name of the tensor `write_next` expects, if any is left.
@@ -198,7 +281,8 @@ impl MllmWriter {
         Ok(())
     }
 
-    /// Patches the CRCs in, flushes, syncs and renames `OUT.tmp` to `OUT`.
+    /// Patches the CRCs in, flushes, syncs and renames the temporary file
+    /// to `OUT`.
     pub fn finish(mut self) -> Result<PathBuf> {
         if self.next != self.entries.len() {
             return Err(ConvertError::Unsupported(format!(

@@ -472,12 +472,8 @@ impl Tokenizer {
     /// Builds the tokenizer a GGUF file describes.
     pub fn from_gguf_vocab(v: &GgufVocab) -> Result<Tokenizer> {
         let doc = v.to_tokenizer_json()?;
-        let inner: tokenizers::Tokenizer = serde_json::from_value(doc).map_err(|e| {
-            ConvertError::Corrupt(format!(
-                "GGUF tokenizer ({} vocabulary): cannot build it: {e}",
-                v.model
-            ))
-        })?;
+        let context = format!("GGUF tokenizer ({} vocabulary): cannot build it", v.model);
+        let inner = super::parse::parse_value(doc, &context)?;
         let mut tok = Tokenizer::new(
             inner,
             format!("GGUF tokenizer ({})", v.model),

@@ -10,11 +10,11 @@
 //! holds the references).
 
 mod gguf_vocab;
+mod parse;
 mod stream;
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::str::FromStr;
 
 use serde_json::{json, Value};
 
@@ -22,6 +22,16 @@ use crate::error::{ConvertError, Result};
 
 pub use gguf_vocab::GgufVocab;
 pub use stream::StreamDecoder;
+
+/// Bytes of text `Tokenizer::encode` takes by default (16 MiB, about four
+/// million tokens).
+pub const DEFAULT_MAX_TEXT_BYTES: u64 = 16 << 20;
+
+/// The text limit in force: `MLLM_MAX_TEXT_BYTES`, else the default.
+pub fn max_text_bytes() -> Result<u64> {
+    mllm_backends::env_limit::read_or("MLLM_MAX_TEXT_BYTES", DEFAULT_MAX_TEXT_BYTES)
+        .map_err(ConvertError::Unsupported)
+}
 
 /// A tokenizer plus what a generation loop needs to know about its special
 /// tokens.
@@ -57,9 +67,8 @@ impl Tokenizer {
                 path.display()
             )));
         }
-        let inner = tokenizers::Tokenizer::from_file(path).map_err(|e| {
-            ConvertError::Corrupt(format!("{}: cannot load tokenizer: {e}", path.display()))
-        })?;
+        let text = std::fs::read_to_string(path).map_err(|e| ConvertError::io(path, e))?;
+        let inner = parse::parse_str(&text, &path.display().to_string())?;
         let dir = path.parent().unwrap_or(Path::new("."));
         let config = read_json_if_present(&dir.join("tokenizer_config.json"))?;
         let generation = read_json_if_present(&dir.join("generation_config.json"))?;
@@ -112,8 +121,7 @@ impl Tokenizer {
 
     /// Parses a tokenizer.json document held in memory (no config files).
     pub fn from_json_str(json: &str, origin: &str) -> Result<Tokenizer> {
-        let inner = tokenizers::Tokenizer::from_str(json)
-            .map_err(|e| ConvertError::Corrupt(format!("{origin}: cannot load tokenizer: {e}")))?;
+        let inner = parse::parse_str(json, origin)?;
         Tokenizer::new(inner, origin.to_string(), None, None, None, None)
     }
 
@@ -173,7 +181,18 @@ impl Tokenizer {
     /// Token ids of `text`. `add_special_tokens` runs the post-processor
     /// (e.g. a BOS for Llama-style tokenizers); special tokens written in
     /// the text (`<|im_start|>`) are matched either way, as in transformers.
+    /// Texts over `max_text_bytes()` are refused: encoding is linear (about
+    /// 1 s per MB of the worst inputs measured), but no context holds more.
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
+        let max = max_text_bytes()?;
+        if text.len() as u64 > max {
+            return Err(ConvertError::Unsupported(format!(
+                "{}: a text of {} bytes is over the limit of {max} bytes (millions of tokens, more \
+                 than any model's context); MLLM_MAX_TEXT_BYTES raises the limit",
+                self.origin,
+                text.len()
+            )));
+        }
         let enc = self
             .inner
             .encode_fast(text, add_special_tokens)

@@ -74,6 +74,16 @@ pub(super) fn to_tensor(it: &mut Interp, v: &Value, dtype: Option<DType>) -> RtR
 /// A tensor's values as nested lists (ints for i32, floats otherwise); a
 /// 0-d tensor gives its number.
 pub(super) fn to_list(x: &Tensor) -> RtResult<Value> {
+    if x.numel() > crate::limits::MAX_ITEMS {
+        return Err(RtError::new(
+            "mdl::run::memory_limit",
+            format!(
+                "to_list of a tensor of {} values; lists hold at most {}",
+                x.numel(),
+                crate::limits::MAX_ITEMS
+            ),
+        ));
+    }
     let vals: Vec<Value> = if x.dtype() == DType::I32 {
         x.i32s()?.iter().map(|&v| Value::Int(v as i64)).collect()
     } else {

@@ -1,0 +1,103 @@
+//! Inputs that coverage-guided fuzzing (tests/fuzz, `bash tests/fuzz.sh`)
+//! found to panic a reader, reduced to their essence: each must now be
+//! refused (or handled) with an error, so `cargo test` keeps them fixed
+//! without the fuzzer. The fuzz target that found each is named.
+
+use mllm_converter::chat_template::{ChatMessage, ChatTemplate};
+use mllm_converter::tokenizer::Tokenizer;
+
+/// A tokenizer.json around `decoder` and `normalizer` values given as JSON
+/// text.
+fn tokenizer_doc(normalizer: &str, decoder: &str) -> String {
+    format!(
+        r#"{{"version":"1.0","added_tokens":[],"normalizer":{normalizer},"pre_tokenizer":null,"post_processor":null,"decoder":{decoder},"model":{{"type":"BPE","vocab":{{"a":0,"b":1}},"merges":[]}}}}"#
+    )
+}
+
+fn load_error(json: &str) -> String {
+    match Tokenizer::from_json_str(json, "fuzz.json") {
+        Ok(_) => panic!("a broken tokenizer.json loaded: {json}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// `tokenizer_json`: a syntax error inside `decoder` reached an `expect` in
+/// the tokenizers crate's decoder deserializer.
+#[test]
+fn tokenizer_json_syntax_error_in_decoder_is_an_error() {
+    let json = tokenizer_doc("null", r#"{"type":"ByteLevel",]"#);
+    let e = load_error(&json);
+    assert!(
+        e.contains("fuzz.json") && e.contains("not valid JSON"),
+        "{e}"
+    );
+    // Truncation anywhere is the same kind of damage.
+    let whole = tokenizer_doc("null", r#"{"type":"ByteLevel"}"#);
+    for cut in [whole.len() / 3, whole.len() - 2] {
+        let e = load_error(&whole[..cut]);
+        assert!(e.contains("not valid JSON"), "{e}");
+    }
+}
+
+/// `tokenizer_json`: a `Precompiled` normalizer whose charsmap does not
+/// parse reached an `expect` in the normalizer deserializer.
+#[test]
+fn tokenizer_json_bad_precompiled_normalizer_is_an_error() {
+    for normalizer in [
+        r#"{"type":"Precompiled","precompiled_charsmap":"AAAA"}"#,
+        r#"{"type":"Precompiled","precompiled_charsmap":"not base64!"}"#,
+        r#"{"type":"Precompiled"}"#,
+        r#"{"type":"Sequence","normalizers":[{"type":"Precompiled","precompiled_charsmap":7}]}"#,
+    ] {
+        let e = load_error(&tokenizer_doc(normalizer, "null"));
+        assert!(e.contains("Precompiled"), "{normalizer}: {e}");
+    }
+    // The well-formed document around them loads.
+    let ok = tokenizer_doc("null", r#"{"type":"Fuse"}"#);
+    let tok = Tokenizer::from_json_str(&ok, "fuzz.json").expect("valid tokenizer.json");
+    assert_eq!(tok.token_to_id("b"), Some(1));
+}
+
+/// `chat_template`: `{%}` made the `{% generation %}` rewriter slice a tag
+/// from inside its own opening `{%`.
+#[test]
+fn chat_template_unclosed_block_opener_is_an_error() {
+    for source in ["{%}", "a{%}b", "{%}%}", "{%-}", "{% generation %}{%}"] {
+        // Either an error from the template engine or a render; never a panic.
+        if let Ok(t) = ChatTemplate::new(source, "fuzz template") {
+            let _ = t.render(&[ChatMessage::new("user", "hi")], true, &[]);
+        }
+    }
+    // `{%}%}` is a block whose body is `}`: the engine refuses it by name.
+    let e = match ChatTemplate::new("x{%}%}", "fuzz template") {
+        Ok(_) => panic!("`{{%}}%}}` compiled"),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains("fuzz template"), "{e}");
+}
+
+/// `safetensors`: the in-memory entry the fuzzer drives reads a file as
+/// `open` does, and refuses what `open` refuses.
+#[test]
+fn safetensors_from_bytes_matches_open() {
+    use mllm_backends::weights::WeightSource;
+    use mllm_converter::SafetensorsDir;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/pytorch/tiny.safetensors");
+    let bytes = std::fs::read(&path).expect("fixture");
+    let from_file = SafetensorsDir::open(&path).expect("open");
+    let from_bytes = SafetensorsDir::from_bytes("tiny.safetensors", bytes.clone()).expect("parse");
+    assert!(!from_file.names().is_empty());
+    assert_eq!(from_file.names(), from_bytes.names());
+    for name in from_file.names() {
+        let (a, b) = (from_file.load(&name), from_bytes.load(&name));
+        let (a, b) = (a.expect("load"), b.expect("load"));
+        assert_eq!(a.shape(), b.shape(), "{name}");
+        assert_eq!(a.to_f32_vec().ok(), b.to_f32_vec().ok(), "{name}");
+    }
+    let e = SafetensorsDir::from_bytes("cut.safetensors", bytes[..bytes.len() - 1].to_vec())
+        .err()
+        .expect("a truncated file is refused")
+        .to_string();
+    assert!(e.contains("cut.safetensors"), "{e}");
+}
