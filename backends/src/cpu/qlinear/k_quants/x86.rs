@@ -1,0 +1,258 @@
+//! The AVX2 and AVX-512 VNNI tiles of Q4_K, Q5_K and Q6_K (256-bit; the
+//! 512-bit Q6_K tile is `k_zmm`).
+
+use std::arch::x86_64::*;
+
+use super::super::block32::f16_at;
+use super::{finish_q4k, min_sum, unpack_scales, Ctx, Kind, Tile};
+use crate::quant::QK_K;
+
+#[inline(always)]
+unsafe fn hsum_i32(v: __m256i) -> i32 {
+    let s4 = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    let s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+    _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 1)))
+}
+
+/// One-row tiles: fetch the same super-block of the next row (see
+/// block32). A prefetch never faults, wherever it points.
+#[inline(always)]
+unsafe fn prefetch_next_row<const R: usize>(p: *const u8, row_bytes: usize, size: usize) {
+    if R == 1 {
+        let next = p.wrapping_add(row_bytes);
+        for line in (0..size).step_by(64) {
+            _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(line) as *const i8);
+        }
+    }
+}
+
+/// `acc + sum over pairs (u * a) * s`: u8 x i8 products summed in
+/// pairs to i16, then multiplied by the i16 scales `s` and summed in
+/// pairs into the eight i32 lanes.
+#[inline(always)]
+unsafe fn madd_scaled<const VNNI: bool>(
+    acc: __m256i,
+    u: __m256i,
+    a: __m256i,
+    s: __m256i,
+) -> __m256i {
+    let p16 = _mm256_maddubs_epi16(u, a);
+    if VNNI {
+        _mm256_dpwssd_epi32(acc, p16, s)
+    } else {
+        _mm256_add_epi32(acc, _mm256_madd_epi16(p16, s))
+    }
+}
+
+/// Q4_K / Q5_K tile: `R` weight rows by `C` activation rows.
+#[inline(always)]
+unsafe fn tile_q4k<const R: usize, const C: usize, const VNNI: bool, const Q5: bool>(
+    ctx: &Ctx,
+    j: usize,
+    i: usize,
+) {
+    let nsb = ctx.nsb;
+    let k = nsb * QK_K;
+    let mask = _mm256_set1_epi8(0x0F);
+    let mut acc = [[0.0f32; C]; R];
+    for sb in 0..nsb {
+        let mut d = [0.0f32; R];
+        let mut dmin = [0.0f32; R];
+        let mut sc = [[0i16; 8]; R];
+        let mut mn = [[0i16; 8]; R];
+        let mut qs = [std::ptr::null::<u8>(); R];
+        let mut hb = [_mm256_setzero_si256(); R];
+        for r in 0..R {
+            let p = ctx
+                .w
+                .add((j + r) * ctx.row_bytes + sb * if Q5 { 176 } else { 144 });
+            prefetch_next_row::<R>(p, ctx.row_bytes, if Q5 { 176 } else { 144 });
+            d[r] = f16_at(p);
+            dmin[r] = f16_at(p.add(2));
+            (sc[r], mn[r]) = unpack_scales(std::slice::from_raw_parts(p.add(4), 12));
+            if Q5 {
+                hb[r] = _mm256_loadu_si256(p.add(16) as *const __m256i);
+                qs[r] = p.add(48);
+            } else {
+                qs[r] = p.add(16);
+            }
+        }
+        // Two chains (low and high sub-block of each pair) so that a
+        // one-row tile is not bound by the multiply-add latency.
+        let mut iacc = [[_mm256_setzero_si256(); C]; R];
+        let mut iacc2 = [[_mm256_setzero_si256(); C]; R];
+        for pp in 0..4 {
+            let mut lo = [_mm256_setzero_si256(); R];
+            let mut hi = [_mm256_setzero_si256(); R];
+            let mut slo = [_mm256_setzero_si256(); R];
+            let mut shi = [_mm256_setzero_si256(); R];
+            for r in 0..R {
+                let q = _mm256_loadu_si256(qs[r].add(32 * pp) as *const __m256i);
+                lo[r] = _mm256_and_si256(q, mask);
+                hi[r] = _mm256_and_si256(_mm256_srli_epi16(q, 4), mask);
+                if Q5 {
+                    // Bits 0 and 1 of each byte are sub-blocks 2pp and
+                    // 2pp + 1 (hb is shifted by 2 per pair; bits that
+                    // cross from the next byte land at bit 2 or above).
+                    let h = hb[r];
+                    let h0 = _mm256_and_si256(h, _mm256_set1_epi8(1));
+                    let h1 = _mm256_and_si256(h, _mm256_set1_epi8(2));
+                    lo[r] = _mm256_or_si256(lo[r], _mm256_slli_epi16(h0, 4));
+                    hi[r] = _mm256_or_si256(hi[r], _mm256_slli_epi16(h1, 3));
+                    hb[r] = _mm256_srli_epi16(h, 2);
+                }
+                slo[r] = _mm256_set1_epi16(sc[r][2 * pp]);
+                shi[r] = _mm256_set1_epi16(sc[r][2 * pp + 1]);
+            }
+            for c in 0..C {
+                let pa = ctx.aq.add((i + c) * k + sb * QK_K + 64 * pp);
+                let alo = _mm256_loadu_si256(pa as *const __m256i);
+                let ahi = _mm256_loadu_si256(pa.add(32) as *const __m256i);
+                for r in 0..R {
+                    iacc[r][c] = madd_scaled::<VNNI>(iacc[r][c], lo[r], alo, slo[r]);
+                    iacc2[r][c] = madd_scaled::<VNNI>(iacc2[r][c], hi[r], ahi, shi[r]);
+                }
+            }
+        }
+        for c in 0..C {
+            let bi = (i + c) * nsb + sb;
+            let da = *ctx.ad.add(bi);
+            let bs = std::slice::from_raw_parts(ctx.abs.add(bi * 16), 16);
+            for r in 0..R {
+                let isum = hsum_i32(_mm256_add_epi32(iacc[r][c], iacc2[r][c]));
+                acc[r][c] += finish_q4k(d[r], dmin[r], da, isum, min_sum(&mn[r], bs));
+            }
+        }
+    }
+    for r in 0..R {
+        for c in 0..C {
+            *ctx.out.add((i + c) * ctx.nr + j + r) = acc[r][c];
+        }
+    }
+}
+
+/// Q6_K tile.
+#[inline(always)]
+unsafe fn tile_q6k<const R: usize, const C: usize, const VNNI: bool>(
+    ctx: &Ctx,
+    j: usize,
+    i: usize,
+) {
+    let nsb = ctx.nsb;
+    let k = nsb * QK_K;
+    let m4 = _mm256_set1_epi8(0x0F);
+    let mut acc = [[0.0f32; C]; R];
+    for sb in 0..nsb {
+        let mut d = [0.0f32; R];
+        let mut blk = [std::ptr::null::<u8>(); R];
+        let mut iacc = [[_mm256_setzero_si256(); C]; R];
+        let mut iacc2 = [[_mm256_setzero_si256(); C]; R];
+        for r in 0..R {
+            let p = ctx.w.add((j + r) * ctx.row_bytes + sb * 210);
+            prefetch_next_row::<R>(p, ctx.row_bytes, 210);
+            blk[r] = p;
+            d[r] = f16_at(p.add(208));
+            // -32 * sum_k sc_k * bsum_k starts the integer sum.
+            let sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(192) as *const __m128i));
+            for c in 0..C {
+                let bi = (i + c) * nsb + sb;
+                let bs = _mm256_loadu_si256(ctx.abs.add(bi * 16) as *const __m256i);
+                let corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5);
+                iacc[r][c] = _mm256_sub_epi32(_mm256_setzero_si256(), corr);
+            }
+        }
+        for n in 0..2 {
+            for g in 0..4 {
+                let mut q = [_mm256_setzero_si256(); R];
+                let mut s = [_mm256_setzero_si256(); R];
+                for r in 0..R {
+                    let p = blk[r];
+                    let ql = _mm256_loadu_si256(p.add(64 * n + 32 * (g & 1)) as *const __m256i);
+                    let h = _mm256_loadu_si256(p.add(128 + 32 * n) as *const __m256i);
+                    let low = if g < 2 {
+                        _mm256_and_si256(ql, m4)
+                    } else {
+                        _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4)
+                    };
+                    // Bits 2g, 2g + 1 of qh to bits 4, 5.
+                    let hm = _mm256_and_si256(h, _mm256_set1_epi8((3u8 << (2 * g)) as i8));
+                    let high = match g {
+                        0 => _mm256_slli_epi16(hm, 4),
+                        1 => _mm256_slli_epi16(hm, 2),
+                        2 => hm,
+                        _ => _mm256_srli_epi16(hm, 2),
+                    };
+                    q[r] = _mm256_or_si256(low, high);
+                    let s0 = *p.add(192 + 8 * n + 2 * g) as i8 as i16;
+                    let s1 = *p.add(193 + 8 * n + 2 * g) as i8 as i16;
+                    s[r] = _mm256_set_m128i(_mm_set1_epi16(s1), _mm_set1_epi16(s0));
+                }
+                for c in 0..C {
+                    let pa = ctx.aq.add((i + c) * k + sb * QK_K + 128 * n + 32 * g);
+                    let a = _mm256_loadu_si256(pa as *const __m256i);
+                    for r in 0..R {
+                        if g % 2 == 0 {
+                            iacc[r][c] = madd_scaled::<VNNI>(iacc[r][c], q[r], a, s[r]);
+                        } else {
+                            iacc2[r][c] = madd_scaled::<VNNI>(iacc2[r][c], q[r], a, s[r]);
+                        }
+                    }
+                }
+            }
+        }
+        for c in 0..C {
+            let da = *ctx.ad.add((i + c) * nsb + sb);
+            for r in 0..R {
+                let isum = hsum_i32(_mm256_add_epi32(iacc[r][c], iacc2[r][c]));
+                acc[r][c] += (d[r] * da) * isum as f32;
+            }
+        }
+    }
+    for r in 0..R {
+        for c in 0..C {
+            *ctx.out.add((i + c) * ctx.nr + j + r) = acc[r][c];
+        }
+    }
+}
+
+macro_rules! wrappers {
+    ($name:ident, $features:literal, $vnni:literal) => {
+        #[target_feature(enable = $features)]
+        unsafe fn $name<const R: usize, const C: usize>(kind: Kind, ctx: &Ctx, j: usize, i: usize) {
+            match kind {
+                Kind::Q4K => tile_q4k::<R, C, $vnni, false>(ctx, j, i),
+                Kind::Q5K => tile_q4k::<R, C, $vnni, true>(ctx, j, i),
+                Kind::Q6K => tile_q6k::<R, C, $vnni>(ctx, j, i),
+            }
+        }
+    };
+}
+wrappers!(tile_avx2, "avx2,fma,f16c", false);
+wrappers!(tile_vnni, "avx2,fma,f16c,avx512f,avx512vl,avx512vnni", true);
+
+macro_rules! per_kind {
+    ($f:ident, $r:literal, $c:literal) => {{
+        unsafe fn q4k(ctx: &Ctx, j: usize, i: usize) {
+            $f::<$r, $c>(Kind::Q4K, ctx, j, i)
+        }
+        unsafe fn q5k(ctx: &Ctx, j: usize, i: usize) {
+            $f::<$r, $c>(Kind::Q5K, ctx, j, i)
+        }
+        unsafe fn q6k(ctx: &Ctx, j: usize, i: usize) {
+            $f::<$r, $c>(Kind::Q6K, ctx, j, i)
+        }
+        [q4k as Tile<Ctx>, q5k, q6k]
+    }};
+}
+
+pub(super) fn tile_fn<const VNNI: bool>(kind: Kind, r: usize, c: usize) -> Tile<Ctx> {
+    let table = match (VNNI, r, c) {
+        (false, 4, _) => per_kind!(tile_avx2, 4, 1),
+        (false, _, _) => per_kind!(tile_avx2, 1, 1),
+        (true, 4, 2) => per_kind!(tile_vnni, 4, 2),
+        (true, 4, _) => per_kind!(tile_vnni, 4, 1),
+        (true, _, 2) => per_kind!(tile_vnni, 1, 2),
+        (true, _, _) => per_kind!(tile_vnni, 1, 1),
+    };
+    table[kind as usize]
+}
