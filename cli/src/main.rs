@@ -97,6 +97,41 @@ enum Cmd {
         #[command(flatten)]
         load: mllm_cli::LoadFlags,
     },
+    /// Serve models over an OpenAI-compatible HTTP API (chat, completions,
+    /// streaming, tokenize, metrics), several requests at once per model.
+    Serve {
+        /// A model to serve (repeatable): PATH (named after its file or
+        /// directory) or NAME=PATH; requests pick one by `model`.
+        #[arg(long, short = 'm', required = true)]
+        model: Vec<String>,
+        /// A script that overrides the one each model's architecture picks.
+        #[arg(long)]
+        script: Option<String>,
+        #[arg(long, default_value = "127.0.0.1")]
+        host: String,
+        /// 0 picks a free port (printed on stderr).
+        #[arg(long, default_value_t = 8080)]
+        port: u16,
+        /// Slots per model: requests that run at once.
+        #[arg(long, short = 'p', default_value_t = 4)]
+        parallel: usize,
+        /// Tokens per slot (default: the model's context, at most 4096).
+        #[arg(long, short = 'c')]
+        ctx_size: Option<usize>,
+        /// Requests that may wait for a slot, per model; more get 503.
+        #[arg(long, default_value_t = 64)]
+        queue: usize,
+        /// Require `Authorization: Bearer KEY` (all endpoints but /health).
+        #[arg(long)]
+        api_key: Option<String>,
+        /// Seconds running answers get to finish after SIGINT/SIGTERM.
+        #[arg(long, default_value_t = 30)]
+        shutdown_grace: u64,
+        #[arg(long, short = 't')]
+        threads: Option<usize>,
+        #[command(flatten)]
+        load: mllm_cli::LoadFlags,
+    },
     /// Convert a checkpoint (HF directory, PyTorch .bin/.pt, GGUF) to one self-contained .mllm file.
     Convert {
         /// HF dir (safetensors or pytorch_model.bin), a .safetensors/PyTorch file with config.json beside it, or a GGUF file.
@@ -357,6 +392,36 @@ fn run(cli: Cli) -> i32 {
                 images,
                 sampling,
                 load: load.into(),
+            })
+        }
+        Cmd::Serve {
+            model,
+            script,
+            host,
+            port,
+            parallel,
+            ctx_size,
+            queue,
+            api_key,
+            shutdown_grace,
+            threads,
+            load,
+        } => {
+            mllm_cli::set_threads(threads);
+            commands::serve::run(mllm_server::ServerConfig {
+                models: model
+                    .iter()
+                    .map(|m| mllm_server::ModelSpec::parse(m))
+                    .collect(),
+                script,
+                host,
+                port,
+                parallel,
+                ctx_size,
+                queue,
+                api_key,
+                load: load.into(),
+                shutdown_grace,
             })
         }
         Cmd::Convert {

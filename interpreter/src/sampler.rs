@@ -11,8 +11,13 @@ pub struct SamplerConfig {
     pub top_p: f32,
     pub min_p: f32,
     pub repeat_penalty: f32,
-    /// How many recent tokens the repetition penalty looks at.
+    /// How many recent tokens the repetition penalties look at.
     pub repeat_last_n: usize,
+    /// OpenAI's penalties, over the same recent tokens: `presence` is
+    /// subtracted from the logit of every token seen, `frequency` once per
+    /// time it was seen.
+    pub presence_penalty: f32,
+    pub frequency_penalty: f32,
     pub seed: u64,
 }
 
@@ -26,6 +31,8 @@ impl Default for SamplerConfig {
             min_p: 0.05,
             repeat_penalty: 1.0,
             repeat_last_n: 64,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
             seed: 0,
         }
     }
@@ -105,6 +112,18 @@ impl Sampler {
                     } else {
                         l[t] * c.repeat_penalty
                     };
+                }
+            }
+        }
+        if c.presence_penalty != 0.0 || c.frequency_penalty != 0.0 {
+            let start = history.len().saturating_sub(c.repeat_last_n);
+            let mut counts = std::collections::HashMap::new();
+            for &t in &history[start..] {
+                *counts.entry(t as usize).or_insert(0u32) += 1;
+            }
+            for (t, n) in counts {
+                if let Some(v) = l.get_mut(t) {
+                    *v -= c.presence_penalty + c.frequency_penalty * n as f32;
                 }
             }
         }
@@ -200,6 +219,31 @@ mod tests {
             ..SamplerConfig::greedy()
         });
         assert_eq!(s.sample(&logits(), &[1]).expect("finite"), 4);
+    }
+
+    #[test]
+    fn presence_and_frequency_penalties_count_recent_tokens() {
+        // Token 1 leads token 4 by 0.1: one sighting with a presence
+        // penalty of 0.2 hands the lead to 4; a frequency penalty needs
+        // two sightings at 0.06 each.
+        let mut s = Sampler::new(SamplerConfig {
+            presence_penalty: 0.2,
+            ..SamplerConfig::greedy()
+        });
+        assert_eq!(s.sample(&logits(), &[1]).expect("finite"), 4);
+        let mut s = Sampler::new(SamplerConfig {
+            frequency_penalty: 0.06,
+            ..SamplerConfig::greedy()
+        });
+        assert_eq!(s.sample(&logits(), &[1]).expect("finite"), 1);
+        assert_eq!(s.sample(&logits(), &[1, 1]).expect("finite"), 4);
+        // Outside the window of recent tokens nothing counts.
+        let mut s = Sampler::new(SamplerConfig {
+            presence_penalty: 0.2,
+            repeat_last_n: 1,
+            ..SamplerConfig::greedy()
+        });
+        assert_eq!(s.sample(&logits(), &[1, 0]).expect("finite"), 1);
     }
 
     #[test]

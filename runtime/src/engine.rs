@@ -10,6 +10,7 @@ use mllm_backends::Tensor;
 use mllm_interpreter::{Executor, ForwardInputs, KvCache, Model, Sampler, Value};
 
 use crate::runner::Runner;
+use crate::sequence::Sequence;
 
 use crate::{color, Error as CliError, Result as CliResult};
 
@@ -17,18 +18,8 @@ pub use crate::runner::PREFILL_CHUNK;
 
 pub struct Engine {
     pub runner: Runner,
-    cache: Rc<RefCell<KvCache>>,
-    /// The tokens whose keys and values the cache holds, in order.
-    pub cached: Vec<u32>,
-    /// The model's context length, when its config says.
-    pub max_context: Option<usize>,
-    /// How many ids the last `feed` actually computed (the rest were cached).
-    pub last_computed: usize,
-    /// Rotary position of token `i` is `i + pos_offset`: 0 for text, the
-    /// rope delta after a prompt with images (`feed_images`).
-    pos_offset: i64,
-    /// What the cache stores (f32 unless `set_kv_dtype`).
-    kv_dtype: mllm_backends::DType,
+    /// The conversation's cache and the tokens it holds.
+    pub seq: Sequence,
 }
 
 impl Engine {
@@ -39,13 +30,13 @@ impl Engine {
         runner.compile_default(max_context.unwrap_or(crate::model_files::DEFAULT_CONTEXT));
         Engine {
             runner,
-            cache: Rc::new(RefCell::new(KvCache::new())),
-            cached: vec![],
-            max_context,
-            last_computed: 0,
-            pos_offset: 0,
-            kv_dtype: mllm_backends::DType::F32,
+            seq: Sequence::new(max_context),
         }
+    }
+
+    /// The model's context length, when its config says.
+    pub fn max_context(&self) -> Option<usize> {
+        self.seq.max_context
     }
 
     /// Runs later text steps as captured graphs: prefill in chunks of
@@ -53,6 +44,7 @@ impl Engine {
     /// still prefilled eagerly; the decoding after them is compiled).
     pub fn compile(&mut self, chunk: usize) {
         let context = self
+            .seq
             .max_context
             .unwrap_or(crate::model_files::DEFAULT_CONTEXT);
         self.runner.compile(context, chunk);
@@ -61,10 +53,7 @@ impl Engine {
     /// Stores keys and values as `dtype` (f32, f16, q8_0) from now on; the
     /// conversation starts over.
     pub fn set_kv_dtype(&mut self, dtype: mllm_backends::DType) -> CliResult<()> {
-        KvCache::with_dtype(dtype).map_err(|e| CliError(format!("error: {e}")))?;
-        self.kv_dtype = dtype;
-        self.reset();
-        Ok(())
+        self.seq.set_kv_dtype(dtype)
     }
 
     /// Every step eager, no captured graphs (`--eager`).
@@ -76,27 +65,18 @@ impl Engine {
     /// compiled steps, and `check_numerics` (which needs eager steps: the
     /// interpreter sees each op and its script line).
     pub fn configure(&mut self, opts: &crate::model_files::LoadOptions) -> CliResult<()> {
-        self.set_kv_dtype(opts.kv.0)?;
-        if opts.eager || opts.check_numerics {
-            self.eager();
-        } else if opts.compiled {
-            self.compile(PREFILL_CHUNK);
-        }
-        self.runner.exec.check_numerics = opts.check_numerics;
-        Ok(())
+        configure_runner(&mut self.runner, opts);
+        self.set_kv_dtype(opts.kv.0)
     }
 
     /// Bytes the KV cache holds now.
     pub fn kv_bytes(&self) -> usize {
-        self.cache.borrow().bytes()
+        self.seq.kv_bytes()
     }
 
     /// Forgets the conversation: an empty cache.
     pub fn reset(&mut self) {
-        let cache = KvCache::with_dtype(self.kv_dtype).unwrap_or_default();
-        self.cache = Rc::new(RefCell::new(cache));
-        self.cached.clear();
-        self.pos_offset = 0;
+        self.seq.reset();
     }
 
     /// Computes a prompt with images from scratch (ids hold each image's
@@ -108,77 +88,36 @@ impl Engine {
         images: &crate::images::Images,
         spec: &crate::images::ImageTokens,
     ) -> CliResult<Vec<f32>> {
-        if ids.is_empty() {
-            return Err(CliError("error: empty prompt".into()));
-        }
-        self.check_context(ids.len())?;
-        self.reset();
-        let ids32: Vec<i32> = ids.iter().map(|&t| t as i32).collect();
-        let (t, delta) = self
-            .runner
-            .prefill_images(&self.cache, &ids32, images, spec, true)?;
-        self.pos_offset = delta;
-        self.cached = ids.to_vec();
-        self.last_computed = ids.len();
-        let rows = t.shape()[0];
-        Ok(t.narrow0(rows - 1, rows)?.to_f32_vec()?)
-    }
-
-    fn check_context(&self, tokens: usize) -> CliResult<()> {
-        match self.max_context {
-            Some(max) if tokens > max => Err(CliError(format!(
-                "error: the conversation needs {tokens} tokens but the model's context is {max} tokens; shorten the prompt or start a new chat"
-            ))),
-            _ => Ok(()),
-        }
-    }
-
-    fn forward(&mut self, ids: &[u32], start: usize) -> CliResult<Vec<f32>> {
-        self.check_context(start + ids.len())?;
-        let ids: Vec<i32> = ids.iter().map(|&t| t as i32).collect();
-        let pos = usize::try_from(start as i64 + self.pos_offset)
-            .map_err(|_| CliError("error: a negative rotary position".into()))?;
-        let t = self.runner.step(&self.cache, &ids, pos, true)?;
-        let rows = t.shape()[0];
-        Ok(t.narrow0(rows - 1, rows)?.to_f32_vec()?)
+        self.seq
+            .feed_images(&mut self.runner, ids, images, spec, None)
     }
 
     /// Makes the cache hold exactly `ids`, reusing the longest prefix it
     /// already holds, and returns the logits after the last id.
     pub fn feed(&mut self, ids: &[u32]) -> CliResult<Vec<f32>> {
-        if ids.is_empty() {
-            return Err(CliError("error: empty prompt".into()));
-        }
-        if self.pos_offset != 0 {
-            // The cache holds a prompt with images, which text ids cannot
-            // reproduce: start over.
-            self.reset();
-        }
-        let mut common = self
-            .cached
-            .iter()
-            .zip(ids)
-            .take_while(|(a, b)| a == b)
-            .count();
-        if common == ids.len() {
-            // Everything is cached, but the last position's logits are needed.
-            common -= 1;
-        }
-        self.cache.borrow_mut().truncate(common);
-        self.cached.truncate(common);
-        let logits = self.forward(&ids[common..], common)?;
-        self.cached.extend_from_slice(&ids[common..]);
-        self.last_computed = ids.len() - common;
-        Ok(logits)
+        self.seq.feed(&mut self.runner, ids)
     }
 
     /// Appends one token and returns the logits after it.
     pub fn step(&mut self, token: u32) -> CliResult<Vec<f32>> {
-        let start = self.cached.len();
-        let logits = self.forward(&[token], start)?;
-        self.cached.push(token);
-        Ok(logits)
+        self.seq.step(&mut self.runner, token)
     }
+}
+
+/// The step settings of `opts` a runner takes: eager or compiled steps and
+/// `check_numerics` (which needs eager steps: the interpreter sees each op
+/// and its script line).
+pub fn configure_runner(runner: &mut Runner, opts: &crate::model_files::LoadOptions) {
+    if opts.eager || opts.check_numerics {
+        runner.eager_only();
+    } else if opts.compiled {
+        let context = runner
+            .compiled
+            .as_ref()
+            .map_or(crate::model_files::DEFAULT_CONTEXT, |c| c.context);
+        runner.compile(context, PREFILL_CHUNK);
+    }
+    runner.exec.check_numerics = opts.check_numerics;
 }
 
 /// Runs the entry `forward` on `ids` at positions `start..` against `cache`;
@@ -332,7 +271,7 @@ pub fn generate(
             break;
         }
         let token = sampler
-            .sample(&logits, &engine.cached)
+            .sample(&logits, &engine.seq.cached)
             .map_err(|e| CliError(format!("error: {e}")))?;
         if req.eos.contains(&token) {
             reason = StopReason::Eos;
@@ -358,7 +297,7 @@ pub fn generate(
     }
     Ok(GenStats {
         prompt_tokens: req.prompt.len(),
-        prompt_computed: engine.last_computed,
+        prompt_computed: engine.seq.last_computed,
         prompt_secs,
         generated,
         gen_secs: t1.elapsed().as_secs_f64(),

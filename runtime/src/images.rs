@@ -229,6 +229,18 @@ pub fn from_files(files: &ModelFiles, paths: &[String]) -> CliResult<(Images, Im
     Ok((to_images(p)?, spec))
 }
 
+/// Preprocesses images already decoded (a server's data URIs) for the
+/// model in `files`, with the model's image tokens.
+pub fn from_decoded(
+    files: &ModelFiles,
+    images: &[mllm_converter::image_preprocess::RgbImage],
+) -> CliResult<(Images, ImageTokens)> {
+    let spec = ImageTokens::from_config(&files.config)?;
+    let cfg = preprocess_config(files, &spec)?;
+    let p = mllm_converter::image_preprocess::preprocess_images(images, &cfg)?;
+    Ok((to_images(p)?, spec))
+}
+
 /// A deterministic `side` x `side` test pattern, preprocessed as a photo of
 /// that size would be (for `mllm bench --image-size`).
 pub fn synthetic(files: &ModelFiles, side: usize) -> CliResult<(Images, ImageTokens)> {

@@ -14,11 +14,13 @@ pub mod memory;
 pub mod model_files;
 pub mod prompt;
 pub mod runner;
+pub mod sequence;
 
 pub use engine::{generate, Engine, GenRequest, GenStats, StopReason};
 pub use loaded::{load, load_with, Loaded};
 pub use mllm_interpreter::ForwardInputs;
 pub use runner::{Runner, PREFILL_CHUNK};
+pub use sequence::Sequence;
 
 use std::io::IsTerminal;
 

@@ -20,7 +20,8 @@ pub struct ModelFiles {
     /// Where the config came from, for messages.
     pub config_origin: String,
     pub weights: Box<dyn WeightSource>,
-    pub tokenizer: Option<Tokenizer>,
+    /// Shared so that a server's requests can stream-decode past a borrow.
+    pub tokenizer: Option<std::sync::Arc<Tokenizer>>,
     pub chat_template: Option<ChatTemplate>,
     /// Token ids that end generation.
     pub eos: Vec<u32>,
@@ -244,7 +245,7 @@ fn open_tokenizer_dir(dir: &Path) -> CliResult<ModelFiles> {
             dir.display()
         ),
         weights: Box::new(NoWeights(dir.to_path_buf())),
-        tokenizer: Some(tokenizer),
+        tokenizer: Some(std::sync::Arc::new(tokenizer)),
         chat_template,
         eos,
         preprocessor_config: None,
@@ -301,7 +302,7 @@ fn open_hf(dir: &Path) -> CliResult<ModelFiles> {
         config,
         config_origin: config_path.display().to_string(),
         weights,
-        tokenizer,
+        tokenizer: tokenizer.map(std::sync::Arc::new),
         chat_template,
         eos,
         preprocessor_config: read_json(&dir.join("preprocessor_config.json"))?,
@@ -341,7 +342,7 @@ fn open_gguf(path: &Path, opts: LoadOptions) -> CliResult<ModelFiles> {
         config,
         config_origin: format!("the metadata of {}", path.display()),
         weights,
-        tokenizer,
+        tokenizer: tokenizer.map(std::sync::Arc::new),
         chat_template,
         eos,
         preprocessor_config: None,
@@ -396,7 +397,7 @@ fn open_mllm(path: &Path, opts: LoadOptions) -> CliResult<ModelFiles> {
         config,
         config_origin: origin,
         weights: Box::new(f),
-        tokenizer,
+        tokenizer: tokenizer.map(std::sync::Arc::new),
         chat_template,
         eos,
         preprocessor_config,
@@ -406,7 +407,7 @@ fn open_mllm(path: &Path, opts: LoadOptions) -> CliResult<ModelFiles> {
 
 impl ModelFiles {
     pub fn tokenizer(&self) -> CliResult<&Tokenizer> {
-        self.tokenizer.as_ref().ok_or_else(|| {
+        self.tokenizer.as_deref().ok_or_else(|| {
             CliError(format!("error: {} has no tokenizer (tokenizer.json, or a vocabulary in the GGUF); pass token ids to `mllm exec` instead", self.path.display()))
         })
     }

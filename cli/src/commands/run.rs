@@ -29,6 +29,14 @@ pub struct SamplingArgs {
     pub repeat_penalty: f32,
     #[arg(long, default_value_t = 64)]
     pub repeat_last_n: usize,
+    /// Subtracted from the logit of every token among the last
+    /// `--repeat-last-n` (OpenAI's presence penalty).
+    #[arg(long, default_value_t = 0.0)]
+    pub presence_penalty: f32,
+    /// Subtracted once per time a token appears among the last
+    /// `--repeat-last-n` (OpenAI's frequency penalty).
+    #[arg(long, default_value_t = 0.0)]
+    pub frequency_penalty: f32,
     /// Random seed (default: from the clock); the same seed gives the same text.
     #[arg(long)]
     pub seed: Option<u64>,
@@ -58,6 +66,8 @@ impl SamplingArgs {
             min_p: self.min_p,
             repeat_penalty: self.repeat_penalty,
             repeat_last_n: self.repeat_last_n,
+            presence_penalty: self.presence_penalty,
+            frequency_penalty: self.frequency_penalty,
             seed,
         })
     }

@@ -23,6 +23,8 @@
 //! (the stream keeps the characters it already emitted, the full decode
 //! turns the whole run into U+FFFD).
 
+use std::sync::Arc;
+
 use super::Tokenizer;
 use crate::error::Result;
 
@@ -31,7 +33,7 @@ use crate::error::Result;
 /// held back. Every chunk is whole characters, and for a stream of real
 /// text the chunks add up to `decode` of all the ids.
 pub struct StreamDecoder<'t> {
-    tokenizer: &'t Tokenizer,
+    tokenizer: TokRef<'t>,
     skip_special_tokens: bool,
     /// The window: context ids whose text is already out, then the ids
     /// whose text is (partly) held back.
@@ -52,8 +54,37 @@ const MAX_HELD_REPLACEMENTS: usize = 3;
 /// of exactness for absurdly long runs of invalid bytes.
 const MAX_CONTEXT: usize = 64;
 
+/// The tokenizer a decoder reads: borrowed (a command's loop), or shared
+/// (a server's request, which outlives any borrow of the model's files).
+enum TokRef<'t> {
+    Borrowed(&'t Tokenizer),
+    Shared(Arc<Tokenizer>),
+}
+
+impl std::ops::Deref for TokRef<'_> {
+    type Target = Tokenizer;
+    fn deref(&self) -> &Tokenizer {
+        match self {
+            TokRef::Borrowed(t) => t,
+            TokRef::Shared(t) => t,
+        }
+    }
+}
+
+impl StreamDecoder<'static> {
+    /// A decoder that holds its tokenizer by `Arc`, so it can live as long
+    /// as a request does.
+    pub fn shared(tokenizer: Arc<Tokenizer>, skip_special_tokens: bool) -> StreamDecoder<'static> {
+        StreamDecoder::with(TokRef::Shared(tokenizer), skip_special_tokens)
+    }
+}
+
 impl<'t> StreamDecoder<'t> {
     pub fn new(tokenizer: &'t Tokenizer, skip_special_tokens: bool) -> StreamDecoder<'t> {
+        StreamDecoder::with(TokRef::Borrowed(tokenizer), skip_special_tokens)
+    }
+
+    fn with(tokenizer: TokRef<'t>, skip_special_tokens: bool) -> StreamDecoder<'t> {
         StreamDecoder {
             tokenizer,
             skip_special_tokens,

@@ -1,0 +1,212 @@
+//! One sequence's state: its KV cache and the tokens the cache holds. A
+//! model (`Runner`) serves any number of sequences: `Engine` pairs one of
+//! each for the commands, the server keeps one per slot. Prefix reuse lives
+//! here: feeding ids computes only what follows the longest prefix the
+//! cache already holds.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use mllm_backends::DType;
+use mllm_interpreter::KvCache;
+
+use crate::images::{ImageTokens, Images};
+use crate::runner::Runner;
+use crate::{Error, Result};
+
+pub struct Sequence {
+    cache: Rc<RefCell<KvCache>>,
+    /// The tokens whose keys and values the cache holds, in order.
+    pub cached: Vec<u32>,
+    /// How many ids the last feed actually computed (the rest were cached).
+    pub last_computed: usize,
+    /// Rotary position of token `i` is `i + pos_offset`: 0 for text, the
+    /// rope delta after a prompt with images.
+    pos_offset: i64,
+    /// Whether the cache holds a prompt with images.
+    has_images: bool,
+    /// What identifies those images (the caller's hash of their pixels);
+    /// a later prompt reuses the cache only with the same key.
+    image_key: Option<u64>,
+    /// What the cache stores (f32 unless `set_kv_dtype`).
+    kv_dtype: DType,
+    /// The model's context length, when its config says.
+    pub max_context: Option<usize>,
+}
+
+impl Sequence {
+    pub fn new(max_context: Option<usize>) -> Sequence {
+        Sequence {
+            cache: Rc::new(RefCell::new(KvCache::new())),
+            cached: vec![],
+            last_computed: 0,
+            pos_offset: 0,
+            has_images: false,
+            image_key: None,
+            kv_dtype: DType::F32,
+            max_context,
+        }
+    }
+
+    /// Stores keys and values as `dtype` (f32, f16, q8_0) from now on; the
+    /// sequence starts over.
+    pub fn set_kv_dtype(&mut self, dtype: DType) -> Result<()> {
+        KvCache::with_dtype(dtype).map_err(|e| Error(format!("error: {e}")))?;
+        self.kv_dtype = dtype;
+        self.reset();
+        Ok(())
+    }
+
+    /// Bytes the KV cache holds now.
+    pub fn kv_bytes(&self) -> usize {
+        self.cache.borrow().bytes()
+    }
+
+    /// Forgets everything: an empty cache.
+    pub fn reset(&mut self) {
+        let cache = KvCache::with_dtype(self.kv_dtype).unwrap_or_default();
+        self.cache = Rc::new(RefCell::new(cache));
+        self.cached.clear();
+        self.pos_offset = 0;
+        self.has_images = false;
+        self.image_key = None;
+    }
+
+    pub fn check_context(&self, tokens: usize) -> Result<()> {
+        match self.max_context {
+            Some(max) if tokens > max => Err(Error(format!(
+                "error: the conversation needs {tokens} tokens but the model's context is {max} tokens; shorten the prompt or start a new chat"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// How many leading ids of `ids` the cache holds already (for a text
+    /// prompt; a cache holding images is not reusable by text ids).
+    pub fn reusable(&self, ids: &[u32]) -> usize {
+        if self.has_images {
+            return 0;
+        }
+        common_prefix(&self.cached, ids)
+    }
+
+    /// How many ids of `ids` the cache holds when `ids` continues exactly
+    /// what the cache holds (a conversation's next turn), else 0. A server
+    /// reuses only this: sharing part of a different conversation (a
+    /// common system prompt) would compute the rest in other chunks than a
+    /// fresh start does, so a request's numbers would depend on what ran
+    /// before it in its slot.
+    pub fn continuation(&self, ids: &[u32]) -> usize {
+        let n = self.cached.len();
+        if self.has_images || n == 0 || ids.len() <= n || ids[..n] != self.cached[..] {
+            return 0;
+        }
+        n
+    }
+
+    /// `rewind_to` for a server: keeps the cache only when `ids` continue
+    /// it (see `continuation`), else starts afresh.
+    pub fn rewind_for_continuation(&mut self, ids: &[u32]) -> Result<usize> {
+        if ids.is_empty() {
+            return Err(Error("error: empty prompt".into()));
+        }
+        self.check_context(ids.len())?;
+        let keep = self.continuation(ids);
+        if keep == 0 {
+            self.reset();
+        }
+        Ok(keep)
+    }
+
+    /// Keeps the longest prefix of `ids` the cache holds (at least one id
+    /// is left to compute, since its logits are needed) and returns where
+    /// computing resumes; follow with `extend` on `ids[start..]`.
+    pub fn rewind_to(&mut self, ids: &[u32]) -> Result<usize> {
+        if ids.is_empty() {
+            return Err(Error("error: empty prompt".into()));
+        }
+        self.check_context(ids.len())?;
+        if self.has_images {
+            // Text ids cannot reproduce a prompt with images: start over.
+            self.reset();
+        }
+        let common = self.reusable(ids).min(ids.len() - 1);
+        self.cache.borrow_mut().truncate(common);
+        self.cached.truncate(common);
+        Ok(common)
+    }
+
+    /// Computes `ids` after what the cache holds; returns the logits after
+    /// the last one.
+    pub fn extend(&mut self, runner: &mut Runner, ids: &[u32]) -> Result<Vec<f32>> {
+        let start = self.cached.len();
+        self.check_context(start + ids.len())?;
+        let ids32: Vec<i32> = ids.iter().map(|&t| t as i32).collect();
+        let pos = usize::try_from(start as i64 + self.pos_offset)
+            .map_err(|_| Error("error: a negative rotary position".into()))?;
+        let t = runner.step(&self.cache, &ids32, pos, true)?;
+        self.cached.extend_from_slice(ids);
+        let rows = t.shape()[0];
+        Ok(t.narrow0(rows - 1, rows)?.to_f32_vec()?)
+    }
+
+    /// Makes the cache hold exactly `ids`, reusing the longest prefix it
+    /// already holds, and returns the logits after the last id.
+    pub fn feed(&mut self, runner: &mut Runner, ids: &[u32]) -> Result<Vec<f32>> {
+        let start = self.rewind_to(ids)?;
+        let logits = self.extend(runner, &ids[start..])?;
+        self.last_computed = ids.len() - start;
+        Ok(logits)
+    }
+
+    /// Appends one token and returns the logits after it.
+    pub fn step(&mut self, runner: &mut Runner, token: u32) -> Result<Vec<f32>> {
+        self.extend(runner, &[token])
+    }
+
+    /// Computes a prompt with images (ids hold each image's placeholder
+    /// tokens) and returns the logits after the last id; later steps
+    /// continue at the rope positions the images left. With `key` (what
+    /// identifies the images), a prompt that continues the cached one
+    /// (its next turn, with the same images) computes only the new part.
+    pub fn feed_images(
+        &mut self,
+        runner: &mut Runner,
+        ids: &[u32],
+        images: &Images,
+        spec: &ImageTokens,
+        key: Option<u64>,
+    ) -> Result<Vec<f32>> {
+        if ids.is_empty() {
+            return Err(Error("error: empty prompt".into()));
+        }
+        self.check_context(ids.len())?;
+        // A next turn with the same images continues the cache (as text:
+        // the images are in it already).
+        let n = self.cached.len();
+        if self.has_images
+            && key.is_some()
+            && key == self.image_key
+            && ids.len() > n
+            && ids[..n] == self.cached[..]
+        {
+            let logits = self.extend(runner, &ids[n..])?;
+            self.last_computed = ids.len() - n;
+            return Ok(logits);
+        }
+        self.reset();
+        let ids32: Vec<i32> = ids.iter().map(|&t| t as i32).collect();
+        let (t, delta) = runner.prefill_images(&self.cache, &ids32, images, spec, true)?;
+        self.pos_offset = delta;
+        self.has_images = true;
+        self.image_key = key;
+        self.cached = ids.to_vec();
+        self.last_computed = ids.len();
+        let rows = t.shape()[0];
+        Ok(t.narrow0(rows - 1, rows)?.to_f32_vec()?)
+    }
+}
+
+fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}

@@ -1,0 +1,112 @@
+//! The HTTP surface: routes, the API key check, and routing a request to
+//! its model.
+
+pub mod error;
+mod generate;
+mod misc;
+pub mod request;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::header::AUTHORIZATION;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+
+use crate::worker::ModelHandle;
+use error::ApiError;
+
+/// Largest request body: room for a few images as data URIs.
+pub const MAX_BODY_BYTES: usize = 64 << 20;
+
+pub struct AppState {
+    pub models: Vec<ModelHandle>,
+    pub api_key: Option<String>,
+    pub http_requests: AtomicU64,
+}
+
+pub type Shared = Arc<AppState>;
+
+impl AppState {
+    /// The model a request names; with one model loaded, naming none (or
+    /// any OpenAI default a client sends) is fine only when it is absent.
+    pub fn model(&self, name: Option<&str>) -> Result<&ModelHandle, ApiError> {
+        match name {
+            None | Some("") if self.models.len() == 1 => Ok(&self.models[0]),
+            None | Some("") => Err(ApiError::bad_request(format!(
+                "`model` is required when several models are loaded: one of {}",
+                self.names()
+            ))
+            .with_param("model")),
+            Some(n) => self.models.iter().find(|m| m.name == n).ok_or_else(|| {
+                ApiError::not_found(format!(
+                    "model `{n}` is not loaded; loaded: {}",
+                    self.names()
+                ))
+                .with_param("model")
+            }),
+        }
+    }
+
+    fn names(&self) -> String {
+        self.models
+            .iter()
+            .map(|m| m.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+pub fn router(state: Shared) -> Router {
+    let api = Router::new()
+        .route("/v1/chat/completions", post(generate::chat))
+        .route("/chat/completions", post(generate::chat))
+        .route("/v1/completions", post(generate::completion))
+        .route("/completions", post(generate::completion))
+        .route("/v1/models", get(misc::models))
+        .route("/models", get(misc::models))
+        .route("/tokenize", post(misc::tokenize))
+        .route("/detokenize", post(misc::detokenize))
+        .route("/apply-template", post(misc::apply_template))
+        .route("/metrics", get(misc::metrics))
+        .route_layer(middleware::from_fn_with_state(state.clone(), auth));
+    Router::new()
+        .route("/health", get(misc::health))
+        .merge(api)
+        .fallback(|| async { ApiError::not_found("no such endpoint") })
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn_with_state(state.clone(), count))
+        .with_state(state)
+}
+
+async fn count(State(s): State<Shared>, req: Request, next: Next) -> Response {
+    s.http_requests.fetch_add(1, Ordering::Relaxed);
+    next.run(req).await
+}
+
+/// With `--api-key`, every endpoint but `/health` wants `Bearer KEY`.
+async fn auth(State(s): State<Shared>, req: Request, next: Next) -> Response {
+    if let Some(key) = &s.api_key {
+        let given = req
+            .headers()
+            .get(AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        if !given.is_some_and(|g| constant_time_eq(g.as_bytes(), key.as_bytes())) {
+            return ApiError::unauthorized().into_response();
+        }
+    }
+    next.run(req).await
+}
+
+/// Compares without an early exit, so timing does not reveal the key.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

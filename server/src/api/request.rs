@@ -1,0 +1,459 @@
+//! OpenAI request bodies, parsed and checked into what a model worker runs.
+//! Everything a client can get wrong is a 400 naming the field; unknown
+//! fields are ignored (clients send extras), known fields of the wrong type
+//! are not. Pure functions of the body, so the fuzzer drives them.
+
+use serde::Deserialize;
+
+use mllm_interpreter::SamplerConfig;
+
+use super::error::ApiError;
+
+/// A number or list of strings where OpenAI takes either.
+#[derive(Deserialize, Debug, Clone)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    fn into_vec(self) -> Vec<String> {
+        match self {
+            OneOrMany::One(s) => vec![s],
+            OneOrMany::Many(v) => v,
+        }
+    }
+}
+
+#[derive(Deserialize, Debug, Default)]
+pub struct StreamOptions {
+    #[serde(default)]
+    pub include_usage: bool,
+}
+
+/// The fields chat and completion requests share.
+#[derive(Deserialize, Debug, Default)]
+pub struct Common {
+    pub model: Option<String>,
+    pub max_tokens: Option<u64>,
+    pub max_completion_tokens: Option<u64>,
+    pub temperature: Option<f32>,
+    pub top_p: Option<f32>,
+    pub top_k: Option<i64>,
+    pub min_p: Option<f32>,
+    pub seed: Option<u64>,
+    pub stop: Option<OneOrMany>,
+    pub presence_penalty: Option<f32>,
+    pub frequency_penalty: Option<f32>,
+    pub repetition_penalty: Option<f32>,
+    pub n: Option<u64>,
+    #[serde(default)]
+    pub stream: bool,
+    pub stream_options: Option<StreamOptions>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(untagged)]
+pub enum ImageUrl {
+    Url(String),
+    Object { url: String },
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Part {
+    Text { text: String },
+    ImageUrl { image_url: ImageUrl },
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(untagged)]
+pub enum Content {
+    Text(String),
+    Parts(Vec<Part>),
+}
+
+#[derive(Deserialize, Debug)]
+pub struct MessageIn {
+    pub role: String,
+    pub content: Option<Content>,
+}
+
+#[derive(Deserialize, Debug)]
+pub struct ChatRequest {
+    /// Parsed on its own (see `parse_chat`): flattened fields would lose
+    /// their names in error messages.
+    #[serde(skip)]
+    pub common: Common,
+    pub messages: Vec<MessageIn>,
+    #[serde(default)]
+    pub logprobs: bool,
+    pub top_logprobs: Option<u64>,
+    /// Extra template variables (vLLM's and llama-server's name), e.g.
+    /// `{"enable_thinking": false}` for Qwen3.
+    pub chat_template_kwargs: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(untagged)]
+pub enum PromptIn {
+    Text(String),
+    Texts(Vec<String>),
+    Ids(Vec<u32>),
+}
+
+#[derive(Deserialize, Debug)]
+pub struct CompletionRequest {
+    #[serde(skip)]
+    pub common: Common,
+    pub prompt: PromptIn,
+    /// The legacy API's count of top alternatives per token.
+    pub logprobs: Option<u64>,
+    #[serde(default)]
+    pub echo: bool,
+}
+
+/// A message ready for the template: text, and the images shown in it
+/// (before its text, as Qwen-VL templates place them).
+#[derive(Debug, Clone)]
+pub struct Message {
+    pub role: String,
+    pub text: String,
+    /// Where each image comes from: a data URI's bytes or a local file.
+    pub images: Vec<ImageSource>,
+}
+
+#[derive(Debug, Clone)]
+pub enum ImageSource {
+    Bytes(Vec<u8>),
+    File(String),
+}
+
+/// Sampling and stopping settings of one request.
+#[derive(Debug, Clone)]
+pub struct GenParams {
+    pub sampler: SamplerConfig,
+    /// Most tokens to generate (None: until the context is full).
+    pub max_tokens: Option<usize>,
+    pub stops: Vec<String>,
+    /// Log-probabilities: `Some(k)` reports each token's and its `k` best
+    /// alternatives'.
+    pub logprobs: Option<usize>,
+}
+
+/// Most alternatives per token OpenAI allows (and we compute).
+pub const MAX_TOP_LOGPROBS: u64 = 20;
+
+/// Parses a body; a field of the wrong type is named in the message.
+fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    let de = &mut serde_json::Deserializer::from_slice(body);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path == "." || inner.is_syntax() || inner.is_eof() {
+            ApiError::bad_request(format!("the request body is not valid JSON: {inner}"))
+        } else {
+            ApiError::bad_request(format!("the request body is not valid: `{path}`: {inner}"))
+                .with_param(&path)
+        }
+    })
+}
+
+fn check_range(name: &str, v: Option<f32>, lo: f32, hi: f32) -> Result<(), ApiError> {
+    match v {
+        Some(x) if !(lo..=hi).contains(&x) => Err(ApiError::bad_request(format!(
+            "`{name}` must be between {lo} and {hi}, got {x}"
+        ))
+        .with_param(name)),
+        _ => Ok(()),
+    }
+}
+
+impl Common {
+    /// The sampler, limits and stop strings this request asks for (the
+    /// defaults are `mllm run`'s, which are llama.cpp's).
+    pub fn params(&self, logprobs: Option<usize>) -> Result<GenParams, ApiError> {
+        if let Some(n) = self.n {
+            if n != 1 {
+                return Err(ApiError::bad_request(format!(
+                    "`n` = {n} is not supported: this server returns one choice per request (n = 1); send {n} requests instead"
+                ))
+                .with_param("n"));
+            }
+        }
+        check_range("temperature", self.temperature, 0.0, 100.0)?;
+        check_range("top_p", self.top_p, 0.0, 1.0)?;
+        check_range("min_p", self.min_p, 0.0, 1.0)?;
+        check_range("presence_penalty", self.presence_penalty, -2.0, 2.0)?;
+        check_range("frequency_penalty", self.frequency_penalty, -2.0, 2.0)?;
+        check_range("repetition_penalty", self.repetition_penalty, 0.0, 100.0)?;
+        let d = SamplerConfig::default();
+        let top_k = match self.top_k {
+            Some(k) if k < 0 => 0,
+            Some(k) => k as usize,
+            None => d.top_k,
+        };
+        let seed = self.seed.unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0)
+        });
+        let sampler = SamplerConfig {
+            temperature: self.temperature.unwrap_or(d.temperature),
+            top_k,
+            top_p: self.top_p.unwrap_or(d.top_p),
+            min_p: self.min_p.unwrap_or(d.min_p),
+            repeat_penalty: self.repetition_penalty.unwrap_or(d.repeat_penalty),
+            repeat_last_n: d.repeat_last_n,
+            presence_penalty: self.presence_penalty.unwrap_or(0.0),
+            frequency_penalty: self.frequency_penalty.unwrap_or(0.0),
+            seed,
+        };
+        let max = self.max_completion_tokens.or(self.max_tokens);
+        if max == Some(0) {
+            return Err(
+                ApiError::bad_request("`max_tokens` must be at least 1").with_param("max_tokens")
+            );
+        }
+        let stops = self
+            .stop
+            .clone()
+            .map(OneOrMany::into_vec)
+            .unwrap_or_default();
+        if stops.len() > 16 {
+            return Err(ApiError::bad_request(format!(
+                "`stop` has {} strings; at most 16 are allowed",
+                stops.len()
+            ))
+            .with_param("stop"));
+        }
+        Ok(GenParams {
+            sampler,
+            max_tokens: max.map(|m| m.min(usize::MAX as u64) as usize),
+            stops,
+            logprobs,
+        })
+    }
+
+    pub fn include_usage(&self) -> bool {
+        self.stream_options
+            .as_ref()
+            .is_some_and(|o| o.include_usage)
+    }
+}
+
+pub fn parse_chat(body: &[u8]) -> Result<ChatRequest, ApiError> {
+    let mut r: ChatRequest = parse(body)?;
+    r.common = parse(body)?;
+    if r.messages.is_empty() {
+        return Err(ApiError::bad_request("`messages` is empty").with_param("messages"));
+    }
+    Ok(r)
+}
+
+impl ChatRequest {
+    pub fn params(&self) -> Result<GenParams, ApiError> {
+        let top = self.top_logprobs.unwrap_or(0);
+        if top > MAX_TOP_LOGPROBS {
+            return Err(ApiError::bad_request(format!(
+                "`top_logprobs` must be at most {MAX_TOP_LOGPROBS}, got {top}"
+            ))
+            .with_param("top_logprobs"));
+        }
+        if self.top_logprobs.is_some() && !self.logprobs {
+            return Err(
+                ApiError::bad_request("`top_logprobs` needs `logprobs: true`")
+                    .with_param("top_logprobs"),
+            );
+        }
+        self.common.params(self.logprobs.then_some(top as usize))
+    }
+
+    /// The conversation: text parts joined, images taken from data URIs
+    /// (`data:image/png;base64,...`) or local files (`file://` or a path).
+    pub fn messages(&self) -> Result<Vec<Message>, ApiError> {
+        let mut out = Vec::with_capacity(self.messages.len());
+        for (i, m) in self.messages.iter().enumerate() {
+            let mut text = String::new();
+            let mut images = vec![];
+            match &m.content {
+                None => {}
+                Some(Content::Text(t)) => text.push_str(t),
+                Some(Content::Parts(parts)) => {
+                    for p in parts {
+                        match p {
+                            Part::Text { text: t } => text.push_str(t),
+                            Part::ImageUrl { image_url } => {
+                                let url = match image_url {
+                                    ImageUrl::Url(u) | ImageUrl::Object { url: u } => u,
+                                };
+                                images.push(image_source(url).map_err(|e| {
+                                    e.with_param(&format!("messages[{i}].content"))
+                                })?);
+                            }
+                        }
+                    }
+                }
+            }
+            if !matches!(
+                m.role.as_str(),
+                "system" | "user" | "assistant" | "tool" | "developer"
+            ) {
+                return Err(ApiError::bad_request(format!(
+                    "messages[{i}].role `{}` is not one of system, user, assistant, tool, developer",
+                    m.role
+                ))
+                .with_param(&format!("messages[{i}].role")));
+            }
+            out.push(Message {
+                role: m.role.clone(),
+                text,
+                images,
+            });
+        }
+        Ok(out)
+    }
+
+    /// `chat_template_kwargs.enable_thinking`, when given.
+    pub fn enable_thinking(&self) -> Result<Option<bool>, ApiError> {
+        match self
+            .chat_template_kwargs
+            .as_ref()
+            .and_then(|k| k.get("enable_thinking"))
+        {
+            None => Ok(None),
+            Some(serde_json::Value::Bool(b)) => Ok(Some(*b)),
+            Some(v) => Err(ApiError::bad_request(format!(
+                "`chat_template_kwargs.enable_thinking` must be true or false, got {v}"
+            ))
+            .with_param("chat_template_kwargs")),
+        }
+    }
+}
+
+fn image_source(url: &str) -> Result<ImageSource, ApiError> {
+    use base64::Engine as _;
+    if let Some(rest) = url.strip_prefix("data:") {
+        let Some((meta, data)) = rest.split_once(',') else {
+            return Err(ApiError::bad_request(
+                "an image data URI has no `,` before its data",
+            ));
+        };
+        if !meta.ends_with(";base64") {
+            return Err(ApiError::bad_request(
+                "an image data URI must be base64 (`data:image/png;base64,...`)",
+            ));
+        }
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(data.trim())
+            .map_err(|e| {
+                ApiError::bad_request(format!("an image data URI is not valid base64: {e}"))
+            })?;
+        return Ok(ImageSource::Bytes(bytes));
+    }
+    if let Some(path) = url.strip_prefix("file://") {
+        return Ok(ImageSource::File(path.to_string()));
+    }
+    if url.starts_with("http://") || url.starts_with("https://") {
+        return Err(ApiError::bad_request(
+            "image URLs over the network are not fetched: send the image as a data URI (data:image/png;base64,...) or a local file path",
+        ));
+    }
+    Ok(ImageSource::File(url.to_string()))
+}
+
+pub fn parse_completion(body: &[u8]) -> Result<CompletionRequest, ApiError> {
+    let mut r: CompletionRequest = parse(body)?;
+    r.common = parse(body)?;
+    Ok(r)
+}
+
+impl CompletionRequest {
+    pub fn params(&self) -> Result<GenParams, ApiError> {
+        if self.echo {
+            return Err(ApiError::bad_request("`echo` is not supported").with_param("echo"));
+        }
+        let top = self.logprobs;
+        if let Some(k) = top {
+            if k > MAX_TOP_LOGPROBS {
+                return Err(ApiError::bad_request(format!(
+                    "`logprobs` must be at most {MAX_TOP_LOGPROBS}, got {k}"
+                ))
+                .with_param("logprobs"));
+            }
+        }
+        self.common.params(top.map(|k| k as usize))
+    }
+
+    /// The one prompt (a list must hold exactly one).
+    pub fn prompt(&self) -> Result<Prompt, ApiError> {
+        match &self.prompt {
+            PromptIn::Text(t) => Ok(Prompt::Text(t.clone())),
+            PromptIn::Texts(v) if v.len() == 1 => Ok(Prompt::Text(v[0].clone())),
+            PromptIn::Texts(v) => Err(ApiError::bad_request(format!(
+                "`prompt` holds {} prompts; send one per request",
+                v.len()
+            ))
+            .with_param("prompt")),
+            PromptIn::Ids(ids) => Ok(Prompt::Ids(ids.clone())),
+        }
+    }
+}
+
+/// What a generation starts from.
+#[derive(Debug, Clone)]
+pub enum Prompt {
+    /// A conversation rendered through the model's chat template.
+    Chat {
+        messages: Vec<Message>,
+        enable_thinking: Option<bool>,
+    },
+    /// Plain text, tokenized with the model's BOS as `mllm run --raw` does.
+    Text(String),
+    Ids(Vec<u32>),
+}
+
+#[derive(Deserialize, Debug)]
+pub struct TokenizeRequest {
+    pub model: Option<String>,
+    pub content: String,
+    #[serde(default)]
+    pub add_special: bool,
+    #[serde(default)]
+    pub with_pieces: bool,
+}
+
+#[derive(Deserialize, Debug)]
+pub struct DetokenizeRequest {
+    pub model: Option<String>,
+    pub tokens: Vec<u32>,
+}
+
+#[derive(Deserialize, Debug)]
+pub struct TemplateRequest {
+    pub model: Option<String>,
+    pub messages: Vec<MessageIn>,
+    pub chat_template_kwargs: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+pub fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    parse(body)
+}
+
+impl TemplateRequest {
+    /// The same checks and image handling as a chat request's messages.
+    pub fn as_chat(self) -> ChatRequest {
+        ChatRequest {
+            common: Common {
+                model: self.model,
+                ..Common::default()
+            },
+            messages: self.messages,
+            logprobs: false,
+            top_logprobs: None,
+            chat_template_kwargs: self.chat_template_kwargs,
+        }
+    }
+}

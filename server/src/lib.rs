@@ -1,0 +1,181 @@
+//! mllm-server owns `mllm serve`: an OpenAI-compatible HTTP server (axum on
+//! tokio) over mllm-runtime. Each `--model` gets a worker thread that owns
+//! the model and `--parallel` slots (a KV cache each); requests are routed
+//! by their `model` field, join and leave the running set at token
+//! boundaries, and stream back as server-sent events. The engine's threads
+//! never run on the async executor, and a request's failure (even a panic)
+//! stays that request's.
+
+pub mod api;
+pub mod metrics;
+pub mod worker;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mllm_runtime::model_files::LoadOptions;
+
+use worker::{ModelHandle, WorkerConfig, DRAINING};
+
+/// One `--model`: `NAME=PATH`, or a path served under its file or
+/// directory name.
+#[derive(Clone, Debug)]
+pub struct ModelSpec {
+    pub name: String,
+    pub path: String,
+}
+
+impl ModelSpec {
+    pub fn parse(arg: &str) -> ModelSpec {
+        if let Some((name, path)) = arg.split_once('=') {
+            if !name.is_empty() && !name.contains(['/', '\\']) {
+                return ModelSpec {
+                    name: name.to_string(),
+                    path: path.to_string(),
+                };
+            }
+        }
+        let p = std::path::Path::new(arg.trim_end_matches('/'));
+        let file = p.file_name().map(|n| n.to_string_lossy().into_owned());
+        let name = match file {
+            Some(n) if p.is_file() => n
+                .strip_suffix(".gguf")
+                .or_else(|| n.strip_suffix(".mllm"))
+                .unwrap_or(&n)
+                .to_string(),
+            Some(n) => n,
+            None => arg.to_string(),
+        };
+        ModelSpec {
+            name,
+            path: arg.to_string(),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    pub models: Vec<ModelSpec>,
+    /// A script that overrides the one picked by each model's architecture.
+    pub script: Option<String>,
+    pub host: String,
+    pub port: u16,
+    /// Slots per model: requests that run at once.
+    pub parallel: usize,
+    /// Tokens per slot (default: the model's context, at most 4096 unless
+    /// asked).
+    pub ctx_size: Option<usize>,
+    /// Requests that may wait for a slot, per model, beyond which a 503.
+    pub queue: usize,
+    pub api_key: Option<String>,
+    pub load: LoadOptions,
+    /// Seconds running streams get to finish after SIGINT/SIGTERM.
+    pub shutdown_grace: u64,
+}
+
+/// Loads every model, then serves until SIGINT/SIGTERM. `on_listen`
+/// receives the bound address (port 0 picks a free one).
+pub fn run(cfg: ServerConfig, on_listen: impl FnOnce(SocketAddr)) -> Result<(), String> {
+    if cfg.models.is_empty() {
+        return Err("mllm serve needs at least one --model".into());
+    }
+    let mut handles = Vec::new();
+    for spec in &cfg.models {
+        if handles.iter().any(|h: &ModelHandle| h.name == spec.name) {
+            return Err(format!(
+                "two models are named `{}`; name them apart with --model NAME=PATH",
+                spec.name
+            ));
+        }
+        let t0 = std::time::Instant::now();
+        let h = ModelHandle::spawn(
+            spec.name.clone(),
+            WorkerConfig {
+                path: spec.path.clone(),
+                script: cfg.script.clone(),
+                slots: cfg.parallel.max(1),
+                ctx_size: cfg.ctx_size,
+                queue: cfg.queue,
+                load: cfg.load,
+            },
+        )
+        .map_err(|e| format!("cannot serve {}: {e}", spec.path))?;
+        eprintln!(
+            "loaded `{}` from {} in {:.2}s ({} slots of {} tokens)",
+            h.name,
+            spec.path,
+            t0.elapsed().as_secs_f64(),
+            h.metrics.slots,
+            h.info.context
+        );
+        handles.push(h);
+    }
+    let state = Arc::new(api::AppState {
+        models: handles,
+        api_key: cfg.api_key.clone(),
+        http_requests: AtomicU64::new(0),
+    });
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    rt.block_on(async move {
+        let addr = format!("{}:{}", cfg.host, cfg.port);
+        let listener = tokio::net::TcpListener::bind(&addr)
+            .await
+            .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| format!("cannot read the bound address: {e}"))?;
+        on_listen(local);
+        let app = api::router(state);
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            DRAINING.store(true, Ordering::SeqCst);
+            let _ = stop_tx.send(true);
+            eprintln!("stopping: finishing the answers in progress (new requests get 503)");
+        });
+        let grace = Duration::from_secs(cfg.shutdown_grace);
+        let deadline = async move {
+            let mut rx = stop_rx;
+            while !*rx.borrow() {
+                if rx.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+            tokio::time::sleep(grace).await;
+        };
+        tokio::select! {
+            r = serve => r.map_err(|e| format!("the server failed: {e}")),
+            _ = deadline => {
+                eprintln!("stopping: answers still running after {}s were cut off", grace.as_secs());
+                Ok(())
+            }
+        }
+    })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+}

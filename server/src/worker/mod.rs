@@ -1,0 +1,422 @@
+//! One thread per model: it loads the model, owns its slots (one KV cache
+//! each) and runs the schedule. Requests arrive on a channel; between any
+//! two units of work (one prefill chunk of one slot, or one decode step of
+//! one slot) the worker takes new requests, so requests join and leave at
+//! token boundaries and a long prompt is computed in chunks between the
+//! other slots' tokens instead of stalling them.
+//!
+//! The model (its backend, `Rc` caches) never leaves this thread; handlers
+//! talk to it through `Job`s and receive `Event`s.
+
+mod prepare;
+mod slot;
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Instant;
+
+use mllm_converter::image_preprocess::RgbImage;
+use mllm_runtime::model_files::{self, LoadOptions};
+use mllm_runtime::{Runner, Sequence};
+use tokio::sync::{mpsc as tmpsc, oneshot};
+
+use crate::api::error::{engine_message, ApiError};
+use crate::api::request::{GenParams, Message};
+use crate::metrics::ModelMetrics;
+use slot::Active;
+
+/// What a model is, as `/v1/models` reports it.
+#[derive(Clone, Debug)]
+pub struct ModelInfo {
+    pub context: usize,
+    pub vision: bool,
+    pub has_template: bool,
+    pub created: u64,
+}
+
+/// A prompt whose images are decoded (by the handler, off this thread).
+pub enum PreparedPrompt {
+    Chat {
+        messages: Vec<Message>,
+        images: Vec<RgbImage>,
+        enable_thinking: Option<bool>,
+    },
+    Text(String),
+    Ids(Vec<u32>),
+}
+
+pub struct GenJob {
+    pub prompt: PreparedPrompt,
+    pub params: GenParams,
+    pub events: tmpsc::UnboundedSender<Event>,
+}
+
+pub enum Job {
+    Generate(GenJob),
+    Tokenize {
+        text: String,
+        add_special: bool,
+        with_pieces: bool,
+        reply: oneshot::Sender<Result<serde_json::Value, ApiError>>,
+    },
+    Detokenize {
+        ids: Vec<u32>,
+        reply: oneshot::Sender<Result<String, ApiError>>,
+    },
+    Template {
+        messages: Vec<Message>,
+        enable_thinking: Option<bool>,
+        reply: oneshot::Sender<Result<String, ApiError>>,
+    },
+}
+
+/// A token's log-probability and its best alternatives.
+#[derive(Clone, Debug)]
+pub struct TokenLogprob {
+    pub token: String,
+    pub logprob: f32,
+    pub top: Vec<(String, f32)>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Usage {
+    pub prompt_tokens: usize,
+    /// Prompt tokens the slot's cache already held.
+    pub cached_tokens: usize,
+    pub completion_tokens: usize,
+    pub prompt_ms: f64,
+    pub decode_ms: f64,
+}
+
+pub enum Event {
+    /// The prompt is tokenized and checked; generation will follow.
+    Started {
+        prompt_tokens: usize,
+    },
+    /// A generated token: its text (possibly empty while a character or a
+    /// possible stop string is incomplete) and log-probabilities if asked.
+    Token {
+        text: String,
+        logprob: Option<TokenLogprob>,
+    },
+    Done {
+        finish_reason: &'static str,
+        usage: Usage,
+    },
+    Error(ApiError),
+}
+
+/// The handlers' side of a model worker.
+pub struct ModelHandle {
+    pub name: String,
+    pub info: ModelInfo,
+    pub metrics: Arc<ModelMetrics>,
+    jobs: mpsc::Sender<Job>,
+    /// Generation requests accepted but not yet in a slot.
+    queued: Arc<AtomicUsize>,
+    /// Most requests that may wait for a slot.
+    queue_limit: usize,
+}
+
+/// How a model is served.
+#[derive(Clone, Debug)]
+pub struct WorkerConfig {
+    pub path: String,
+    pub script: Option<String>,
+    pub slots: usize,
+    pub ctx_size: Option<usize>,
+    pub queue: usize,
+    pub load: LoadOptions,
+}
+
+impl ModelHandle {
+    /// Loads the model on a new thread; returns once it is ready (or why
+    /// it could not be loaded).
+    pub fn spawn(name: String, cfg: WorkerConfig) -> Result<ModelHandle, String> {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let metrics = Arc::new(ModelMetrics::new(cfg.slots));
+        let queued = Arc::new(AtomicUsize::new(0));
+        let (m, q, c) = (metrics.clone(), queued.clone(), cfg.clone());
+        std::thread::Builder::new()
+            .name(format!("model {name}"))
+            .spawn(move || match Worker::load(&c, m, q) {
+                Ok(w) => {
+                    let _ = ready_tx.send(Ok(w.info.clone()));
+                    w.run(rx);
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                }
+            })
+            .map_err(|e| format!("cannot start a thread for {name}: {e}"))?;
+        let info = ready_rx
+            .recv()
+            .map_err(|_| format!("loading {} stopped unexpectedly", cfg.path))??;
+        Ok(ModelHandle {
+            name,
+            info,
+            metrics,
+            jobs: tx,
+            queued,
+            queue_limit: cfg.queue,
+        })
+    }
+
+    /// Queues a generation; a full queue is a 503.
+    pub fn generate(&self, job: GenJob) -> Result<(), ApiError> {
+        let waiting = self.queued.fetch_add(1, Ordering::SeqCst);
+        if waiting >= self.queue_limit + self.metrics.slots {
+            self.queued.fetch_sub(1, Ordering::SeqCst);
+            return Err(ApiError::unavailable(format!(
+                "model `{}` is busy: {} requests are waiting for its {} slots; retry later",
+                self.name, waiting, self.metrics.slots
+            )));
+        }
+        self.send(Job::Generate(job))
+    }
+
+    pub fn send(&self, job: Job) -> Result<(), ApiError> {
+        self.jobs
+            .send(job)
+            .map_err(|_| ApiError::internal(format!("model `{}` has stopped", self.name)))
+    }
+
+    pub fn queue_depth(&self) -> usize {
+        self.queued.load(Ordering::SeqCst)
+    }
+}
+
+struct Worker {
+    files: model_files::ModelFiles,
+    runner: Runner,
+    slots: Vec<Slot>,
+    info: ModelInfo,
+    metrics: Arc<ModelMetrics>,
+    queued: Arc<AtomicUsize>,
+    /// Requests tokenized and waiting for a slot, oldest first.
+    waiting: VecDeque<slot::Pending>,
+}
+
+struct Slot {
+    seq: Sequence,
+    active: Option<Active>,
+    /// When the slot last finished a request (least recently used wins ties).
+    last_used: Instant,
+}
+
+impl Worker {
+    fn load(
+        cfg: &WorkerConfig,
+        metrics: Arc<ModelMetrics>,
+        queued: Arc<AtomicUsize>,
+    ) -> Result<Worker, String> {
+        let files = model_files::open_with(&cfg.path, cfg.load).map_err(|e| engine_message(&e))?;
+        files.tokenizer().map_err(|e| engine_message(&e))?;
+        let model = model_files::load_model(&files, cfg.script.as_deref())
+            .map_err(|e| engine_message(&e))?;
+        let model_ctx = files.max_context();
+        let context = match (cfg.ctx_size, model_ctx) {
+            (Some(c), Some(m)) => c.min(m),
+            (Some(c), None) => c,
+            (None, Some(m)) => m.min(model_files::DEFAULT_CONTEXT.max(4096)),
+            (None, None) => model_files::DEFAULT_CONTEXT,
+        };
+        let mut runner = Runner::new(model);
+        runner.compile_default(context);
+        mllm_runtime::engine::configure_runner(&mut runner, &cfg.load);
+        let mut slots = vec![];
+        for _ in 0..cfg.slots.max(1) {
+            let mut seq = Sequence::new(Some(context));
+            seq.set_kv_dtype(cfg.load.kv.0)
+                .map_err(|e| engine_message(&e))?;
+            slots.push(Slot {
+                seq,
+                active: None,
+                last_used: Instant::now(),
+            });
+        }
+        let info = ModelInfo {
+            context,
+            vision: files.config.get("vision_config").is_some(),
+            has_template: files.chat_template.is_some(),
+            created: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+        };
+        Ok(Worker {
+            files,
+            runner,
+            slots,
+            info,
+            metrics,
+            queued,
+            waiting: VecDeque::new(),
+        })
+    }
+
+    fn run(mut self, jobs: mpsc::Receiver<Job>) {
+        loop {
+            let busy = self.slots.iter().any(|s| s.active.is_some()) || !self.waiting.is_empty();
+            let job = if busy {
+                match jobs.try_recv() {
+                    Ok(j) => Some(j),
+                    Err(mpsc::TryRecvError::Empty) => None,
+                    Err(mpsc::TryRecvError::Disconnected) => return,
+                }
+            } else {
+                match jobs.recv() {
+                    Ok(j) => Some(j),
+                    Err(_) => return,
+                }
+            };
+            if let Some(job) = job {
+                self.take(job);
+                // Take everything that arrived before doing more work.
+                continue;
+            }
+            self.admit();
+            self.work();
+        }
+    }
+
+    /// Answers a quick job at once; tokenizes a generation and queues it.
+    fn take(&mut self, job: Job) {
+        match job {
+            Job::Generate(g) => match prepare::prompt(&self.files, &g.prompt, self.info.context) {
+                Ok(p) => {
+                    if g.events
+                        .send(Event::Started {
+                            prompt_tokens: p.ids.len(),
+                        })
+                        .is_ok()
+                    {
+                        self.waiting.push_back(slot::Pending::new(g, p));
+                    } else {
+                        self.queued.fetch_sub(1, Ordering::SeqCst);
+                    }
+                }
+                Err(e) => {
+                    self.queued.fetch_sub(1, Ordering::SeqCst);
+                    self.metrics.failed.fetch_add(1, Ordering::Relaxed);
+                    let _ = g.events.send(Event::Error(e));
+                }
+            },
+            Job::Tokenize {
+                text,
+                add_special,
+                with_pieces,
+                reply,
+            } => {
+                let _ = reply.send(prepare::tokenize(
+                    &self.files,
+                    &text,
+                    add_special,
+                    with_pieces,
+                ));
+            }
+            Job::Detokenize { ids, reply } => {
+                let _ = reply.send(prepare::detokenize(&self.files, &ids));
+            }
+            Job::Template {
+                messages,
+                enable_thinking,
+                reply,
+            } => {
+                let _ = reply.send(prepare::template(&self.files, &messages, enable_thinking));
+            }
+        }
+    }
+
+    /// Moves waiting requests into free slots: the slot whose cache the
+    /// prompt continues (a conversation's next turn), else the least
+    /// recently used.
+    fn admit(&mut self) {
+        while !self.waiting.is_empty() {
+            let Some(pending) = self.waiting.front() else {
+                break;
+            };
+            if pending.cancelled() {
+                self.waiting.pop_front();
+                self.queued.fetch_sub(1, Ordering::SeqCst);
+                self.metrics.cancelled.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            let best = self
+                .slots
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.active.is_none())
+                .max_by_key(|(_, s)| {
+                    (
+                        s.seq.continuation(&pending.prompt.ids),
+                        std::cmp::Reverse(s.last_used),
+                    )
+                })
+                .map(|(i, _)| i);
+            let Some(i) = best else {
+                break;
+            };
+            let Some(pending) = self.waiting.pop_front() else {
+                break;
+            };
+            self.queued.fetch_sub(1, Ordering::SeqCst);
+            let tok = self.files.tokenizer.clone();
+            let slot = &mut self.slots[i];
+            match Active::start(pending, &mut slot.seq, tok) {
+                Ok(a) => slot.active = Some(a),
+                Err((events, e)) => {
+                    self.metrics.failed.fetch_add(1, Ordering::Relaxed);
+                    let _ = events.send(Event::Error(e));
+                }
+            }
+        }
+        self.metrics.busy.store(
+            self.slots.iter().filter(|s| s.active.is_some()).count(),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// One unit of work for every busy slot, in turn.
+    fn work(&mut self) {
+        for slot in &mut self.slots {
+            let Some(active) = slot.active.as_mut() else {
+                continue;
+            };
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                active.advance(&mut self.runner, &mut slot.seq, &self.files, &self.metrics)
+            }));
+            let finished = match outcome {
+                Ok(slot::Progress::Running) => false,
+                Ok(slot::Progress::Finished) => true,
+                Err(panic) => {
+                    let why = panic
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_else(|| "unknown".into());
+                    active.fail(ApiError::internal(format!(
+                        "the engine failed on this request (a bug; please report it): {why}"
+                    )));
+                    self.metrics.failed.fetch_add(1, Ordering::Relaxed);
+                    // The cache may be half-written: start the slot afresh.
+                    slot.seq.reset();
+                    true
+                }
+            };
+            if finished {
+                slot.active = None;
+                slot.last_used = Instant::now();
+            }
+        }
+        self.metrics.busy.store(
+            self.slots.iter().filter(|s| s.active.is_some()).count(),
+            Ordering::Relaxed,
+        );
+    }
+}
+
+/// Set once the server stops taking requests (SIGINT/SIGTERM).
+pub static DRAINING: AtomicBool = AtomicBool::new(false);

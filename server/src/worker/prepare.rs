@@ -1,0 +1,161 @@
+//! From a request to token ids (and preprocessed images), on the worker:
+//! the chat template, the tokenizer and the context check; and the quick
+//! jobs (tokenize, detokenize, apply the template).
+
+use std::hash::{Hash, Hasher};
+
+use mllm_runtime::images::{self, ImageTokens, Images, Turn};
+use mllm_runtime::model_files::ModelFiles;
+use mllm_runtime::prompt::{self, Message as TemplateMessage};
+use serde_json::json;
+
+use super::PreparedPrompt;
+use crate::api::error::{engine_message, ApiError};
+use crate::api::request::Message;
+
+/// A prompt ready for a slot.
+pub struct Prepared {
+    pub ids: Vec<u32>,
+    /// Images with their tokens and a key identifying their pixels.
+    pub images: Option<(Images, ImageTokens, u64)>,
+}
+
+fn bad(e: mllm_runtime::Error) -> ApiError {
+    ApiError::bad_request(engine_message(&e))
+}
+
+fn tokenizer(files: &ModelFiles) -> Result<&mllm_converter::tokenizer::Tokenizer, ApiError> {
+    files
+        .tokenizer()
+        .map_err(|e| ApiError::internal(engine_message(&e)))
+}
+
+pub fn prompt(
+    files: &ModelFiles,
+    p: &PreparedPrompt,
+    context: usize,
+) -> Result<Prepared, ApiError> {
+    let tok = tokenizer(files)?;
+    let prepared = match p {
+        PreparedPrompt::Text(t) => Prepared {
+            ids: tok
+                .encode(t, true)
+                .map_err(|e| ApiError::bad_request(e.to_string()))?,
+            images: None,
+        },
+        PreparedPrompt::Ids(ids) => {
+            if let Some(bad) = ids.iter().find(|&&i| i as usize >= tok.vocab_size()) {
+                return Err(ApiError::bad_request(format!(
+                    "token id {bad} is out of range: the vocabulary has {} tokens",
+                    tok.vocab_size()
+                ))
+                .with_param("prompt"));
+            }
+            Prepared {
+                ids: ids.clone(),
+                images: None,
+            }
+        }
+        PreparedPrompt::Chat {
+            messages,
+            images,
+            enable_thinking,
+        } => {
+            if files.chat_template.is_none() {
+                return Err(ApiError::bad_request(format!(
+                    "{} has no chat template: use /v1/completions with a plain prompt",
+                    files.path.display()
+                )));
+            }
+            if images.is_empty() {
+                let text = template(files, messages, *enable_thinking)?;
+                Prepared {
+                    ids: tok
+                        .encode(&text, false)
+                        .map_err(|e| ApiError::bad_request(e.to_string()))?,
+                    images: None,
+                }
+            } else {
+                let (imgs, spec) = images::from_decoded(files, images).map_err(bad)?;
+                let turns: Vec<Turn> = messages
+                    .iter()
+                    .map(|m| Turn::new(&m.role, &m.text, m.images.len()))
+                    .collect();
+                let text = images::conversation_text(files, &turns, &imgs, &spec, *enable_thinking)
+                    .map_err(bad)?;
+                let ids = tok
+                    .encode(&text, false)
+                    .map_err(|e| ApiError::bad_request(e.to_string()))?;
+                let key = image_key(images);
+                Prepared {
+                    ids,
+                    images: Some((imgs, spec, key)),
+                }
+            }
+        }
+    };
+    if prepared.ids.is_empty() {
+        return Err(ApiError::bad_request("the prompt is empty").with_param("prompt"));
+    }
+    if prepared.ids.len() >= context {
+        return Err(ApiError::bad_request(format!(
+            "the prompt has {} tokens but the context is {context} tokens (and at least one must be left to generate); shorten the prompt or start the server with a larger --ctx-size",
+            prepared.ids.len()
+        ))
+        .with_param("messages"));
+    }
+    Ok(prepared)
+}
+
+/// What identifies a request's images for prefix reuse: their sizes and pixels.
+fn image_key(images: &[mllm_converter::image_preprocess::RgbImage]) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for i in images {
+        (i.width, i.height).hash(&mut h);
+        i.data.hash(&mut h);
+    }
+    h.finish()
+}
+
+pub fn template(
+    files: &ModelFiles,
+    messages: &[Message],
+    enable_thinking: Option<bool>,
+) -> Result<String, ApiError> {
+    if messages.iter().any(|m| !m.images.is_empty()) {
+        return Err(ApiError::bad_request(
+            "/apply-template renders text only; remove the image parts",
+        ));
+    }
+    let msgs: Vec<TemplateMessage> = messages
+        .iter()
+        .map(|m| TemplateMessage::new(&m.role, &m.text))
+        .collect();
+    prompt::render(files, &msgs, true, enable_thinking).map_err(bad)
+}
+
+pub fn tokenize(
+    files: &ModelFiles,
+    text: &str,
+    add_special: bool,
+    with_pieces: bool,
+) -> Result<serde_json::Value, ApiError> {
+    let tok = tokenizer(files)?;
+    let ids = tok
+        .encode(text, add_special)
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    if !with_pieces {
+        return Ok(json!({ "tokens": ids }));
+    }
+    let tokens: Vec<_> = ids
+        .iter()
+        .map(|&id| json!({ "id": id, "piece": tok.decode(&[id], false).unwrap_or_default() }))
+        .collect();
+    Ok(json!({ "tokens": tokens }))
+}
+
+pub fn detokenize(files: &ModelFiles, ids: &[u32]) -> Result<String, ApiError> {
+    tokenizer(files)?
+        .decode(ids, false)
+        .map_err(|e| ApiError::bad_request(e.to_string()).with_param("tokens"))
+}
