@@ -58,6 +58,60 @@ fn tokenizer_json_bad_precompiled_normalizer_is_an_error() {
     assert_eq!(tok.token_to_id("b"), Some(1));
 }
 
+/// `tokenizer_json`: the tokenizers crate reads a `TemplateProcessing`
+/// post-processor without the checks its builder makes, and `encode` then
+/// panicked in `apply_template`: `no entry found for key` for a special
+/// token its `special_tokens` lacks, an index out of bounds for `$B` in
+/// `single`, `todo!()` for a template handed three encodings by the
+/// template before it. Such a file is refused when it loads.
+#[test]
+fn tokenizer_json_broken_template_post_processor_is_an_error() {
+    let with_post_processor = |pp: &str| {
+        tokenizer_doc("null", "null").replace(
+            r#""post_processor":null"#,
+            &format!(r#""post_processor":{pp}"#),
+        )
+    };
+    let template = |single: &str, special_tokens: &str| {
+        format!(
+            r#"{{"type":"TemplateProcessing","single":[{single}],"pair":[{{"Sequence":{{"id":"A","type_id":0}}}},{{"Sequence":{{"id":"B","type_id":1}}}}],"special_tokens":{special_tokens}}}"#
+        )
+    };
+    let sequence =
+        |pps: &[&str]| format!(r#"{{"type":"Sequence","processors":[{}]}}"#, pps.join(","));
+    let (bos, a, b) = (
+        r#"{"SpecialToken":{"id":"<s>","type_id":0}}"#,
+        r#"{"Sequence":{"id":"A","type_id":0}}"#,
+        r#"{"Sequence":{"id":"B","type_id":0}}"#,
+    );
+    let bos_token = r#"{"<s>":{"id":"<s>","ids":[0],"tokens":["a"]}}"#;
+    let good = template(&format!("{bos},{a}"), bos_token);
+    let broken = [
+        // What the fuzzer found: `<s>` is used, only `<t>` is defined.
+        template(
+            &format!("{bos},{a}"),
+            r#"{"<t>":{"id":"<t>","ids":[0],"tokens":["a"]}}"#,
+        ),
+        template(b, "{}"),
+        sequence(&[&template(&format!("{bos},{a},{bos}"), bos_token), &good]),
+    ];
+    for pp in &broken {
+        let e = load_error(&with_post_processor(pp));
+        assert!(
+            e.contains("fuzz.json") && e.contains("post_processor"),
+            "{pp}: {e}"
+        );
+    }
+    // Well-formed templates load and add their BOS, alone or in a Sequence
+    // (a template after one that hands on two encodings takes them as a pair).
+    for pp in [good.clone(), sequence(&[&good]), sequence(&[&good, &good])] {
+        let tok = Tokenizer::from_json_str(&with_post_processor(&pp), "fuzz.json")
+            .expect("valid tokenizer.json");
+        assert_eq!(tok.encode("ab", false).expect("encode"), [0, 1], "{pp}");
+        assert_eq!(tok.encode("ab", true).expect("encode"), [0, 0, 1], "{pp}");
+    }
+}
+
 /// `chat_template`: `{%}` made the `{% generation %}` rewriter slice a tag
 /// from inside its own opening `{%`.
 #[test]

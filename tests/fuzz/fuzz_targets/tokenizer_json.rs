@@ -5,6 +5,8 @@
 //! incremental decoder.
 #![no_main]
 
+use std::sync::{Arc, Mutex};
+
 use libfuzzer_sys::fuzz_target;
 use mllm_converter::tokenizer::Tokenizer;
 
@@ -12,12 +14,38 @@ use mllm_converter::tokenizer::Tokenizer;
 /// deterministic test; here breadth matters.
 const MAX_TEXT: usize = 4096;
 
+/// Loads the tokenizer as production does. mllm's loader (parse.rs) turns
+/// a panic inside the `tokenizers` crate into an error with `catch_unwind`,
+/// but libFuzzer's panic hook aborts the process before the unwind gets
+/// there. So while loading, a hook that only notes the message stands in
+/// for it, and is swapped back right after: a panic that mllm lets out of
+/// the loader is raised again under the fuzzer's hook (a crash, with its
+/// message), and one anywhere else (encode, decode, streaming) is a crash
+/// as before.
+fn load(json: &str) -> mllm_converter::Result<Tokenizer> {
+    let message = Arc::new(Mutex::new(String::new()));
+    let noted = Arc::clone(&message);
+    let fuzzer_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        *noted.lock().unwrap_or_else(|e| e.into_inner()) = info.to_string();
+    }));
+    let tok = std::panic::catch_unwind(|| Tokenizer::from_json_str(json, "fuzz tokenizer.json"));
+    std::panic::set_hook(fuzzer_hook);
+    match tok {
+        Ok(tok) => tok,
+        Err(_) => {
+            let message = message.lock().unwrap_or_else(|e| e.into_inner());
+            panic!("loading panicked and mllm did not catch it: {message}")
+        }
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     let p = mllm_fuzz::parts(data, 2);
     let Ok(json) = std::str::from_utf8(p[0]) else {
         return;
     };
-    let Ok(tok) = Tokenizer::from_json_str(json, "fuzz tokenizer.json") else {
+    let Ok(tok) = load(json) else {
         return;
     };
     let text = p.get(1).copied().unwrap_or_default();
