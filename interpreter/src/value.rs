@@ -28,6 +28,13 @@ pub enum Value {
     Builtin(Builtin),
     Cache(Rc<RefCell<KvCache>>),
     LayerCache(Rc<RefCell<KvCache>>, usize),
+    /// One cache per row of a batched decode step (row `b` of the inputs
+    /// is the next token of sequence `b`).
+    BatchCache(Rc<Vec<Rc<RefCell<KvCache>>>>),
+    BatchLayerCache(Rc<Vec<Rc<RefCell<KvCache>>>>, usize),
+    /// Keys or values of a batch, one tensor per sequence (their lengths
+    /// differ); `sdpa` attends row `b` of the queries to entry `b`.
+    Ragged(Rc<Vec<Tensor>>),
 }
 
 /// A config built from config.json: field values in declaration order.
@@ -67,6 +74,9 @@ impl Value {
             Value::Builtin(_) => "builtin",
             Value::Cache(_) => "kv cache",
             Value::LayerCache(..) => "layer kv cache",
+            Value::BatchCache(_) => "batch of kv caches",
+            Value::BatchLayerCache(..) => "batch of layer kv caches",
+            Value::Ragged(_) => "ragged tensors",
         }
     }
 

@@ -158,6 +158,7 @@ pub fn run_forward_images(
         .collect();
     let k = images.grid_thw.len();
     let inputs = ForwardInputs {
+        batch: vec![],
         input_ids: Tensor::from_i32(ids.to_vec(), vec![n])?,
         positions: Tensor::from_i32(rows, vec![3, n])?,
         cache: cache.clone(),

@@ -154,6 +154,34 @@ impl Runner {
         crate::engine::run_forward(&self.model, &mut self.exec, cache, ids, start, last_only)
     }
 
+    /// One decode step for several sequences at once: `ids[b]` at rotary
+    /// position `positions[b]` of the sequence cached in `caches[b]`.
+    /// Every row's logits come back `[batch, vocab]` on the host. The
+    /// matmuls see all rows together (one pass over the weights for the
+    /// whole batch); attention runs per sequence, as its own step would.
+    /// Always eager: a captured graph has one cache.
+    pub fn step_batch(
+        &mut self,
+        caches: Vec<Rc<RefCell<KvCache>>>,
+        ids: &[i32],
+        positions: &[i32],
+    ) -> Result<Tensor> {
+        let inputs = mllm_interpreter::ForwardInputs::batch(ids, positions, caches)?;
+        let out = self
+            .model
+            .run(&mut self.exec, inputs)
+            .map_err(|e| Error(e.render(&self.model.program.sources, crate::color())))?;
+        match out {
+            mllm_interpreter::Value::Tensor(t) if t.rank() == 2 && t.shape()[0] == ids.len() => {
+                Ok(self.model.backend.download(&t)?)
+            }
+            other => Err(Error(format!(
+                "error: the script's forward returned {other:?} for a batch of {}, expected logits [batch, vocab]",
+                ids.len()
+            ))),
+        }
+    }
+
     /// Prefills a prompt with images (ids already hold each image's
     /// placeholder tokens), always eagerly; returns the logits and the
     /// offset at which decoding continues (token `i` sits at `i + delta`).

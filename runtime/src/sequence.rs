@@ -164,6 +164,38 @@ impl Sequence {
         self.extend(runner, &[token])
     }
 
+    /// Appends `tokens[b]` to `seqs[b]`, all in one batched step, and
+    /// returns each sequence's logits after its token.
+    pub fn step_batch(
+        runner: &mut Runner,
+        seqs: &mut [&mut Sequence],
+        tokens: &[u32],
+    ) -> Result<Vec<Vec<f32>>> {
+        if seqs.len() != tokens.len() {
+            return Err(Error(format!(
+                "error: {} sequences but {} tokens in a batched step",
+                seqs.len(),
+                tokens.len()
+            )));
+        }
+        let mut positions = Vec::with_capacity(seqs.len());
+        for s in seqs.iter() {
+            s.check_context(s.cached.len() + 1)?;
+            let p = i32::try_from(s.cached.len() as i64 + s.pos_offset)
+                .map_err(|_| Error("error: a rotary position out of range".into()))?;
+            positions.push(p);
+        }
+        let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
+        let caches = seqs.iter().map(|s| s.cache.clone()).collect();
+        let logits = runner.step_batch(caches, &ids, &positions)?;
+        let mut out = Vec::with_capacity(seqs.len());
+        for (b, s) in seqs.iter_mut().enumerate() {
+            s.cached.push(tokens[b]);
+            out.push(logits.narrow0(b, b + 1)?.to_f32_vec()?);
+        }
+        Ok(out)
+    }
+
     /// Computes a prompt with images (ids hold each image's placeholder
     /// tokens) and returns the logits after the last id; later steps
     /// continue at the rope positions the images left. With `key` (what

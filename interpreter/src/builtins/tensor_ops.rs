@@ -96,6 +96,43 @@ pub(super) fn call(it: &mut Interp, b: Builtin, a: &Args) -> RtResult<Value> {
             Op::ApplyRope,
             &[&a.tensor(0)?, &a.tensor(1)?, &a.tensor(2)?],
         )?),
+        Builtin::Sdpa if matches!(a.get(1), Some(Value::Ragged(_))) => {
+            // A batched decode step: query row `b` attends to sequence
+            // `b`'s keys and values, exactly as its own step would.
+            let (Some(Value::Ragged(keys)), Some(Value::Ragged(values))) = (a.get(1), a.get(2))
+            else {
+                return Err(RtError::new(
+                    "mdl::run::sdpa",
+                    "keys are a batch's (ragged) but values are not",
+                ));
+            };
+            let q = a.tensor(0)?;
+            let d = *q.shape().last().unwrap_or(&1) as f64;
+            let scale = match a.get(4) {
+                Some(_) => a.float(4)? as f32,
+                None => (1.0 / d.sqrt()) as f32,
+            };
+            let causal = a.bool(3)?;
+            if q.shape().first() != Some(&keys.len()) || values.len() != keys.len() {
+                return Err(RtError::new(
+                    "mdl::run::sdpa",
+                    format!(
+                        "a batch of {} sequences needs one query row each, got {:?}",
+                        keys.len(),
+                        q.shape()
+                    ),
+                ));
+            }
+            let mut rows = vec![];
+            for (r, (k, v)) in keys.iter().zip(values.iter()).enumerate() {
+                let qr = q
+                    .narrow0(r, r + 1)
+                    .map_err(|e| RtError::new("mdl::run::sdpa", e.to_string()))?;
+                rows.push(it.op(Op::Sdpa { causal, scale }, &[&qr, k, v])?);
+            }
+            let refs: Vec<&Tensor> = rows.iter().collect();
+            t(it.op(Op::Concat { dim: 0 }, &refs)?)
+        }
         Builtin::Sdpa => {
             let (q, k, v) = (a.tensor(0)?, a.tensor(1)?, a.tensor(2)?);
             let d = *q.shape().last().unwrap_or(&1) as f64;

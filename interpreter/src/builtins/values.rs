@@ -172,6 +172,12 @@ pub(super) fn call(it: &mut Interp, b: Builtin, a: &Args) -> RtResult<Option<Val
                     .map_err(|_| RtError::new("mdl::run::cache", "layer index must be >= 0"))?;
                 Ok(Value::LayerCache(c.clone(), i))
             }
+            Some(Value::BatchCache(c)) => {
+                let i = a.int(1)?;
+                let i = usize::try_from(i)
+                    .map_err(|_| RtError::new("mdl::run::cache", "layer index must be >= 0"))?;
+                Ok(Value::BatchLayerCache(c.clone(), i))
+            }
             Some(v) => Err(type_err(b, "cache", "a kv cache", v)),
             None => unreachable!("required"),
         },
@@ -184,6 +190,37 @@ pub(super) fn call(it: &mut Interp, b: Builtin, a: &Args) -> RtResult<Option<Val
                 Ok(Value::Tuple(Rc::new(vec![
                     Value::Tensor(k),
                     Value::Tensor(v),
+                ])))
+            }
+            Some(Value::BatchLayerCache(caches, i)) => {
+                // Row `r` of the new keys and values is sequence `r`'s.
+                let (k, v) = (a.tensor(1)?, a.tensor(2)?);
+                let err =
+                    |e: mllm_backends::BackendError| RtError::new("mdl::run::cache", e.to_string());
+                if k.shape().first() != Some(&caches.len()) {
+                    return Err(RtError::new(
+                        "mdl::run::cache",
+                        format!(
+                            "a batch of {} sequences appends one row each, got keys {:?}",
+                            caches.len(),
+                            k.shape()
+                        ),
+                    ));
+                }
+                let (mut keys, mut values) = (vec![], vec![]);
+                for (r, c) in caches.iter().enumerate() {
+                    let kr = k.narrow0(r, r + 1).map_err(err)?;
+                    let vr = v.narrow0(r, r + 1).map_err(err)?;
+                    let (kk, vv) = it
+                        .exec
+                        .kv_append(&mut c.borrow_mut(), *i, &kr, &vr)
+                        .map_err(|e| RtError::new("mdl::run::cache", e.to_string()))?;
+                    keys.push(kk);
+                    values.push(vv);
+                }
+                Ok(Value::Tuple(Rc::new(vec![
+                    Value::Ragged(Rc::new(keys)),
+                    Value::Ragged(Rc::new(values)),
                 ])))
             }
             Some(v) => Err(type_err(

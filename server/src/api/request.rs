@@ -51,6 +51,10 @@ pub struct Common {
     #[serde(default)]
     pub stream: bool,
     pub stream_options: Option<StreamOptions>,
+    /// llama-server's extension: never end at an end-of-sequence token
+    /// (benchmarks ask for exactly `max_tokens`).
+    #[serde(default)]
+    pub ignore_eos: bool,
 }
 
 #[derive(Deserialize, Debug)]
@@ -140,6 +144,7 @@ pub struct GenParams {
     /// Log-probabilities: `Some(k)` reports each token's and its `k` best
     /// alternatives'.
     pub logprobs: Option<usize>,
+    pub ignore_eos: bool,
 }
 
 /// Most alternatives per token OpenAI allows (and we compute).
@@ -234,6 +239,7 @@ impl Common {
             max_tokens: max.map(|m| m.min(usize::MAX as u64) as usize),
             stops,
             logprobs,
+            ignore_eos: self.ignore_eos,
         })
     }
 

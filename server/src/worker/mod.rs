@@ -198,6 +198,8 @@ struct Worker {
     queued: Arc<AtomicUsize>,
     /// Requests tokenized and waiting for a slot, oldest first.
     waiting: VecDeque<slot::Pending>,
+    /// The slot whose prompt chunk comes next (prompts take turns).
+    turn: usize,
 }
 
 struct Slot {
@@ -254,6 +256,7 @@ impl Worker {
             metrics,
             queued,
             waiting: VecDeque::new(),
+            turn: 0,
         })
     }
 
@@ -379,43 +382,148 @@ impl Worker {
         );
     }
 
-    /// One unit of work for every busy slot, in turn.
+    /// One round: a token for every slot past its prompt (sampled, then
+    /// computed together in one batched step), then one prompt chunk for
+    /// one slot still reading its prompt (taking turns), so a long prompt
+    /// delays the running streams by one chunk per token at most.
     fn work(&mut self) {
         for slot in &mut self.slots {
-            let Some(active) = slot.active.as_mut() else {
-                continue;
-            };
-            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                active.advance(&mut self.runner, &mut slot.seq, &self.files, &self.metrics)
-            }));
-            let finished = match outcome {
-                Ok(slot::Progress::Running) => false,
-                Ok(slot::Progress::Finished) => true,
-                Err(panic) => {
-                    let why = panic
-                        .downcast_ref::<String>()
-                        .cloned()
-                        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                        .unwrap_or_else(|| "unknown".into());
-                    active.fail(ApiError::internal(format!(
-                        "the engine failed on this request (a bug; please report it): {why}"
-                    )));
-                    self.metrics.failed.fetch_add(1, Ordering::Relaxed);
-                    // The cache may be half-written: start the slot afresh.
-                    slot.seq.reset();
-                    true
-                }
-            };
-            if finished {
-                slot.active = None;
-                slot.last_used = Instant::now();
+            if slot.active.as_ref().is_some_and(Active::cancelled) {
+                self.metrics.cancelled.fetch_add(1, Ordering::Relaxed);
+                slot.free();
             }
         }
+        self.decode_round();
+        self.prefill_round();
         self.metrics.busy.store(
             self.slots.iter().filter(|s| s.active.is_some()).count(),
             Ordering::Relaxed,
         );
     }
+
+    fn decode_round(&mut self) {
+        let mut feed = vec![];
+        let mut crashes = vec![];
+        for (i, slot) in self.slots.iter_mut().enumerate() {
+            let Some(active) = slot.active.as_mut() else {
+                continue;
+            };
+            if active.prefilling() {
+                continue;
+            }
+            let next = guarded(|| active.sample(&slot.seq, &self.files, &self.metrics));
+            match next {
+                Ok(slot::Next::Feed(token)) => feed.push((i, token)),
+                Ok(slot::Next::Wait) => {}
+                Ok(slot::Next::Finished) => slot.free(),
+                Err(why) => crashes.push((i, why)),
+            }
+        }
+        for (i, why) in crashes {
+            self.crashed(i, &why);
+        }
+        if feed.is_empty() {
+            return;
+        }
+        let tokens: Vec<u32> = feed.iter().map(|&(_, t)| t).collect();
+        let runner = &mut self.runner;
+        let mut seqs: Vec<&mut Sequence> = self
+            .slots
+            .iter_mut()
+            .enumerate()
+            .filter(|(i, _)| feed.iter().any(|(j, _)| j == i))
+            .map(|(_, s)| &mut s.seq)
+            .collect();
+        let result = guarded(|| {
+            if let [seq] = seqs.as_mut_slice() {
+                // One stream: its own step (a captured graph).
+                seq.step(runner, tokens[0]).map(|l| vec![l])
+            } else {
+                Sequence::step_batch(runner, &mut seqs, &tokens)
+            }
+        });
+        match result {
+            Ok(Ok(all)) => {
+                for ((i, _), logits) in feed.iter().zip(all) {
+                    if let Some(a) = self.slots[*i].active.as_mut() {
+                        a.set_logits(logits);
+                    }
+                }
+            }
+            Ok(Err(e)) => {
+                for &(i, _) in &feed {
+                    self.failed(i, ApiError::internal(engine_message(&e)));
+                }
+            }
+            Err(why) => {
+                for &(i, _) in &feed {
+                    self.crashed(i, &why);
+                }
+            }
+        }
+    }
+
+    fn prefill_round(&mut self) {
+        let n = self.slots.len();
+        let Some(i) = (0..n).map(|k| (self.turn + k) % n).find(|&i| {
+            self.slots[i]
+                .active
+                .as_ref()
+                .is_some_and(Active::prefilling)
+        }) else {
+            return;
+        };
+        self.turn = (i + 1) % n;
+        let slot = &mut self.slots[i];
+        let Some(active) = slot.active.as_mut() else {
+            return;
+        };
+        match guarded(|| active.prefill(&mut self.runner, &mut slot.seq, &self.metrics)) {
+            Ok(slot::Progress::Running) => {}
+            Ok(slot::Progress::Finished) => slot.free(),
+            Err(why) => self.crashed(i, &why),
+        }
+    }
+
+    /// A request that failed: tell its client, free its slot.
+    fn failed(&mut self, i: usize, e: ApiError) {
+        let slot = &mut self.slots[i];
+        if let Some(a) = slot.active.as_mut() {
+            a.fail(e);
+        }
+        self.metrics.failed.fetch_add(1, Ordering::Relaxed);
+        // The cache may be half-written: start the slot afresh.
+        slot.seq.reset();
+        slot.free();
+    }
+
+    /// A panic inside the engine on slot `i`'s request: only that request fails.
+    fn crashed(&mut self, i: usize, why: &str) {
+        self.failed(
+            i,
+            ApiError::internal(format!(
+                "the engine failed on this request (a bug; please report it): {why}"
+            )),
+        );
+    }
+}
+
+impl Slot {
+    fn free(&mut self) {
+        self.active = None;
+        self.last_used = Instant::now();
+    }
+}
+
+/// Runs `f`, turning a panic into its message.
+fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|panic| {
+        panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "unknown".into())
+    })
 }
 
 /// Set once the server stops taking requests (SIGINT/SIGTERM).

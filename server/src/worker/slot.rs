@@ -41,6 +41,15 @@ pub enum Progress {
     Finished,
 }
 
+/// What a slot needs after sampling.
+pub enum Next {
+    /// Its prompt is still being computed.
+    Wait,
+    Finished,
+    /// Compute this token (with the other slots' in one batched step).
+    Feed(u32),
+}
+
 pub struct Active {
     events: UnboundedSender<Event>,
     params: GenParams,
@@ -106,26 +115,23 @@ impl Active {
         })
     }
 
-    /// One unit of work: a prompt chunk or one token.
-    pub fn advance(
-        &mut self,
-        runner: &mut Runner,
-        seq: &mut Sequence,
-        files: &ModelFiles,
-        metrics: &ModelMetrics,
-    ) -> Progress {
-        if self.events.is_closed() {
-            // The client left: free the slot at this token boundary.
-            metrics.cancelled.fetch_add(1, Ordering::Relaxed);
-            return Progress::Finished;
-        }
-        match self.logits.take() {
-            None => self.prefill(runner, seq, metrics),
-            Some(logits) => self.decode(logits, runner, seq, files, metrics),
-        }
+    /// The client has gone: the slot is freed at this token boundary.
+    pub fn cancelled(&self) -> bool {
+        self.events.is_closed()
     }
 
-    fn prefill(
+    /// Whether the prompt is still being computed.
+    pub fn prefilling(&self) -> bool {
+        self.next < self.prompt.ids.len()
+    }
+
+    /// The logits after the token `sample` returned.
+    pub fn set_logits(&mut self, logits: Vec<f32>) {
+        self.logits = Some(logits);
+    }
+
+    /// Computes the prompt's next chunk.
+    pub fn prefill(
         &mut self,
         runner: &mut Runner,
         seq: &mut Sequence,
@@ -169,29 +175,35 @@ impl Active {
         }
     }
 
-    fn decode(
-        &mut self,
-        logits: Vec<f32>,
-        runner: &mut Runner,
-        seq: &mut Sequence,
-        files: &ModelFiles,
-        metrics: &ModelMetrics,
-    ) -> Progress {
+    /// Picks the next token from the logits, streams its text, and says
+    /// whether the sequence goes on (then the caller computes the token).
+    pub fn sample(&mut self, seq: &Sequence, files: &ModelFiles, metrics: &ModelMetrics) -> Next {
+        let Some(mut logits) = self.logits.take() else {
+            return Next::Wait;
+        };
+        if self.params.ignore_eos {
+            for &e in &files.eos {
+                if let Some(l) = logits.get_mut(e as usize) {
+                    // Finite: the sampler refuses non-finite logits.
+                    *l = f32::MIN;
+                }
+            }
+        }
         if self.generated >= self.max_new {
             self.finish("length", metrics);
-            return Progress::Finished;
+            return Next::Finished;
         }
         let token = match self.sampler.sample(&logits, &seq.cached) {
             Ok(t) => t,
             Err(e) => {
                 self.fail(ApiError::internal(e));
                 metrics.failed.fetch_add(1, Ordering::Relaxed);
-                return Progress::Finished;
+                return Next::Finished;
             }
         };
         if files.eos.contains(&token) {
             self.finish("stop", metrics);
-            return Progress::Finished;
+            return Next::Finished;
         }
         self.generated += 1;
         metrics.generated.fetch_add(1, Ordering::Relaxed);
@@ -207,23 +219,13 @@ impl Active {
         });
         if stopped {
             self.send_done("stop", metrics);
-            return Progress::Finished;
+            return Next::Finished;
         }
         if self.generated >= self.max_new {
             self.finish("length", metrics);
-            return Progress::Finished;
+            return Next::Finished;
         }
-        match seq.step(runner, token) {
-            Ok(l) => {
-                self.logits = Some(l);
-                Progress::Running
-            }
-            Err(e) => {
-                self.fail(ApiError::internal(engine_message(&e)));
-                metrics.failed.fetch_add(1, Ordering::Relaxed);
-                Progress::Finished
-            }
-        }
+        Next::Feed(token)
     }
 
     /// Emits the text held back (incomplete characters, a possible stop
