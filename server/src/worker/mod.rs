@@ -114,8 +114,8 @@ pub struct ModelHandle {
     pub info: ModelInfo,
     pub metrics: Arc<ModelMetrics>,
     jobs: mpsc::Sender<Job>,
-    /// Generation requests accepted but not yet in a slot.
-    queued: Arc<AtomicUsize>,
+    /// Generation requests accepted and not yet answered (waiting or in a slot).
+    inflight: Arc<AtomicUsize>,
     /// Most requests that may wait for a slot.
     queue_limit: usize,
 }
@@ -138,8 +138,8 @@ impl ModelHandle {
         let (tx, rx) = mpsc::channel::<Job>();
         let (ready_tx, ready_rx) = mpsc::channel();
         let metrics = Arc::new(ModelMetrics::new(cfg.slots));
-        let queued = Arc::new(AtomicUsize::new(0));
-        let (m, q, c) = (metrics.clone(), queued.clone(), cfg.clone());
+        let inflight = Arc::new(AtomicUsize::new(0));
+        let (m, q, c) = (metrics.clone(), inflight.clone(), cfg.clone());
         std::thread::Builder::new()
             .name(format!("model {name}"))
             .spawn(move || match Worker::load(&c, m, q) {
@@ -160,19 +160,23 @@ impl ModelHandle {
             info,
             metrics,
             jobs: tx,
-            queued,
+            inflight,
             queue_limit: cfg.queue,
         })
     }
 
-    /// Queues a generation; a full queue is a 503.
+    /// Queues a generation; with every slot busy and `--queue` requests
+    /// waiting already, a 503.
     pub fn generate(&self, job: GenJob) -> Result<(), ApiError> {
-        let waiting = self.queued.fetch_add(1, Ordering::SeqCst);
-        if waiting >= self.queue_limit + self.metrics.slots {
-            self.queued.fetch_sub(1, Ordering::SeqCst);
+        let slots = self.metrics.slots;
+        let inflight = self.inflight.fetch_add(1, Ordering::SeqCst);
+        if inflight >= self.queue_limit + slots {
+            self.inflight.fetch_sub(1, Ordering::SeqCst);
             return Err(ApiError::unavailable(format!(
-                "model `{}` is busy: {} requests are waiting for its {} slots; retry later",
-                self.name, waiting, self.metrics.slots
+                "model `{}` is busy: its {slots} slots are taken and {} requests are waiting (--queue {}); retry later",
+                self.name,
+                inflight.saturating_sub(slots),
+                self.queue_limit
             )));
         }
         self.send(Job::Generate(job))
@@ -184,8 +188,10 @@ impl ModelHandle {
             .map_err(|_| ApiError::internal(format!("model `{}` has stopped", self.name)))
     }
 
+    /// Requests waiting for a slot.
     pub fn queue_depth(&self) -> usize {
-        self.queued.load(Ordering::SeqCst)
+        let busy = self.metrics.busy.load(Ordering::Relaxed);
+        self.inflight.load(Ordering::SeqCst).saturating_sub(busy)
     }
 }
 
@@ -195,7 +201,7 @@ struct Worker {
     slots: Vec<Slot>,
     info: ModelInfo,
     metrics: Arc<ModelMetrics>,
-    queued: Arc<AtomicUsize>,
+    inflight: Arc<AtomicUsize>,
     /// Requests tokenized and waiting for a slot, oldest first.
     waiting: VecDeque<slot::Pending>,
     /// The slot whose prompt chunk comes next (prompts take turns).
@@ -213,7 +219,7 @@ impl Worker {
     fn load(
         cfg: &WorkerConfig,
         metrics: Arc<ModelMetrics>,
-        queued: Arc<AtomicUsize>,
+        inflight: Arc<AtomicUsize>,
     ) -> Result<Worker, String> {
         let files = model_files::open_with(&cfg.path, cfg.load).map_err(|e| engine_message(&e))?;
         files.tokenizer().map_err(|e| engine_message(&e))?;
@@ -254,7 +260,7 @@ impl Worker {
             slots,
             info,
             metrics,
-            queued,
+            inflight,
             waiting: VecDeque::new(),
             turn: 0,
         })
@@ -298,11 +304,11 @@ impl Worker {
                     {
                         self.waiting.push_back(slot::Pending::new(g, p));
                     } else {
-                        self.queued.fetch_sub(1, Ordering::SeqCst);
+                        self.inflight.fetch_sub(1, Ordering::SeqCst);
                     }
                 }
                 Err(e) => {
-                    self.queued.fetch_sub(1, Ordering::SeqCst);
+                    self.inflight.fetch_sub(1, Ordering::SeqCst);
                     self.metrics.failed.fetch_add(1, Ordering::Relaxed);
                     let _ = g.events.send(Event::Error(e));
                 }
@@ -343,7 +349,7 @@ impl Worker {
             };
             if pending.cancelled() {
                 self.waiting.pop_front();
-                self.queued.fetch_sub(1, Ordering::SeqCst);
+                self.inflight.fetch_sub(1, Ordering::SeqCst);
                 self.metrics.cancelled.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
@@ -365,12 +371,12 @@ impl Worker {
             let Some(pending) = self.waiting.pop_front() else {
                 break;
             };
-            self.queued.fetch_sub(1, Ordering::SeqCst);
             let tok = self.files.tokenizer.clone();
             let slot = &mut self.slots[i];
             match Active::start(pending, &mut slot.seq, tok) {
                 Ok(a) => slot.active = Some(a),
                 Err((events, e)) => {
+                    self.inflight.fetch_sub(1, Ordering::SeqCst);
                     self.metrics.failed.fetch_add(1, Ordering::Relaxed);
                     let _ = events.send(Event::Error(e));
                 }
@@ -390,7 +396,7 @@ impl Worker {
         for slot in &mut self.slots {
             if slot.active.as_ref().is_some_and(Active::cancelled) {
                 self.metrics.cancelled.fetch_add(1, Ordering::Relaxed);
-                slot.free();
+                slot.free(&self.inflight);
             }
         }
         self.decode_round();
@@ -415,7 +421,7 @@ impl Worker {
             match next {
                 Ok(slot::Next::Feed(token)) => feed.push((i, token)),
                 Ok(slot::Next::Wait) => {}
-                Ok(slot::Next::Finished) => slot.free(),
+                Ok(slot::Next::Finished) => slot.free(&self.inflight),
                 Err(why) => crashes.push((i, why)),
             }
         }
@@ -480,7 +486,7 @@ impl Worker {
         };
         match guarded(|| active.prefill(&mut self.runner, &mut slot.seq, &self.metrics)) {
             Ok(slot::Progress::Running) => {}
-            Ok(slot::Progress::Finished) => slot.free(),
+            Ok(slot::Progress::Finished) => slot.free(&self.inflight),
             Err(why) => self.crashed(i, &why),
         }
     }
@@ -494,7 +500,7 @@ impl Worker {
         self.metrics.failed.fetch_add(1, Ordering::Relaxed);
         // The cache may be half-written: start the slot afresh.
         slot.seq.reset();
-        slot.free();
+        slot.free(&self.inflight);
     }
 
     /// A panic inside the engine on slot `i`'s request: only that request fails.
@@ -509,8 +515,11 @@ impl Worker {
 }
 
 impl Slot {
-    fn free(&mut self) {
-        self.active = None;
+    /// Ends the slot's request (its answer is sent or it failed).
+    fn free(&mut self, inflight: &AtomicUsize) {
+        if self.active.take().is_some() {
+            inflight.fetch_sub(1, Ordering::SeqCst);
+        }
         self.last_used = Instant::now();
     }
 }
