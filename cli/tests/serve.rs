@@ -444,3 +444,98 @@ fn serve_refuses_bad_keys_and_overload_cancels_leavers_and_drains_on_sigterm() {
     );
     assert!(status.success(), "exit status {status}");
 }
+
+/// A vision-language model: an image as a data URI or a local path gives
+/// `mllm run --image`'s answer; the conversation's next turn with the same
+/// image computes only its new text; a broken image is a 400.
+#[test]
+fn serve_takes_images_as_data_uris_and_paths() {
+    use base64::Engine as _;
+    let f = common::root().join("tests/fixtures/qwen3_vl");
+    let model = f.join("p16_m2_tied_published");
+    let model = model.to_str().expect("utf-8");
+    let img = f.join("run_images/a_160x120.png");
+    let img = img.to_str().expect("utf-8");
+    let out = mllm(&[
+        "run",
+        "--model",
+        model,
+        "--image",
+        img,
+        "--prompt",
+        "Describe this image.",
+        "--temp",
+        "0",
+        "-n",
+        "6",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let want = text(&out.stdout);
+    let want = want.strip_suffix('\n').unwrap_or(&want).to_string();
+
+    let srv = Server::start(&["--model", model, "--parallel", "2", "-t", "2"]);
+    let addr = srv.addr.as_str();
+    let png = std::fs::read(img).expect("png");
+    let uri = format!(
+        "data:image/png;base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(&png)
+    );
+    let ask = |url: &str, extra: Vec<Value>| {
+        let mut messages = vec![json!({ "role": "user", "content": [
+            { "type": "image_url", "image_url": { "url": url } },
+            { "type": "text", "text": "Describe this image." },
+        ] })];
+        messages.extend(extra);
+        post(
+            addr,
+            "/v1/chat/completions",
+            &json!({ "messages": messages, "temperature": 0, "max_tokens": 6 }).to_string(),
+        )
+    };
+    for url in [uri.as_str(), img] {
+        let r = ask(url, vec![]);
+        assert_eq!(r.status, 200, "{}", r.body);
+        let v = r.json();
+        assert_eq!(
+            v["choices"][0]["message"]["content"],
+            want.as_str(),
+            "image from {}",
+            &url[..url.len().min(30)]
+        );
+    }
+    // The next turn of that conversation: the image and the first turn
+    // come from the slot's cache.
+    let r = ask(
+        &uri,
+        vec![
+            json!({ "role": "assistant", "content": want }),
+            json!({ "role": "user", "content": "And the colors?" }),
+        ],
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let u = &r.json()["usage"];
+    let (cached, total) = (
+        u["prompt_tokens_details"]["cached_tokens"]
+            .as_u64()
+            .unwrap_or(0),
+        u["prompt_tokens"].as_u64().unwrap_or(0),
+    );
+    assert!(
+        cached > 0 && cached < total,
+        "next turn with the image: {cached} of {total} cached"
+    );
+    let bad = format!(
+        "data:image/png;base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(b"not a png")
+    );
+    let r = ask(&bad, vec![]);
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.json()["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("image"),
+        "{}",
+        r.body
+    );
+}

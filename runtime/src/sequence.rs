@@ -28,6 +28,9 @@ pub struct Sequence {
     /// What identifies those images (the caller's hash of their pixels);
     /// a later prompt reuses the cache only with the same key.
     image_key: Option<u64>,
+    /// Length of the prompt last fed through `rewind_for_continuation` or
+    /// `feed_images` (0: none), which a next turn must begin with.
+    prompt_len: usize,
     /// What the cache stores (f32 unless `set_kv_dtype`).
     kv_dtype: DType,
     /// The model's context length, when its config says.
@@ -43,6 +46,7 @@ impl Sequence {
             pos_offset: 0,
             has_images: false,
             image_key: None,
+            prompt_len: 0,
             kv_dtype: DType::F32,
             max_context,
         }
@@ -70,6 +74,7 @@ impl Sequence {
         self.pos_offset = 0;
         self.has_images = false;
         self.image_key = None;
+        self.prompt_len = 0;
     }
 
     pub fn check_context(&self, tokens: usize) -> Result<()> {
@@ -90,31 +95,43 @@ impl Sequence {
         common_prefix(&self.cached, ids)
     }
 
-    /// How many ids of `ids` the cache holds when `ids` continues exactly
-    /// what the cache holds (a conversation's next turn), else 0. A server
-    /// reuses only this: sharing part of a different conversation (a
-    /// common system prompt) would compute the rest in other chunks than a
-    /// fresh start does, so a request's numbers would depend on what ran
-    /// before it in its slot.
+    /// How many leading ids of `ids` the cache can keep when `ids` is the
+    /// next turn of the conversation the cache holds: `ids` must begin with
+    /// the whole prompt last fed (its answer may re-tokenize differently, so
+    /// the match may end inside it), else 0. A server reuses only this:
+    /// sharing part of a different conversation (a common system prompt)
+    /// would compute the rest in other chunks than a fresh start does, so a
+    /// request's numbers would depend on what ran before it in its slot.
     pub fn continuation(&self, ids: &[u32]) -> usize {
-        let n = self.cached.len();
-        if self.has_images || n == 0 || ids.len() <= n || ids[..n] != self.cached[..] {
+        if self.prompt_len == 0 || ids.len() <= self.prompt_len {
             return 0;
         }
-        n
+        let common = common_prefix(&self.cached, ids);
+        if common < self.prompt_len {
+            return 0;
+        }
+        common.min(ids.len() - 1)
     }
 
-    /// `rewind_to` for a server: keeps the cache only when `ids` continue
-    /// it (see `continuation`), else starts afresh.
+    /// `rewind_to` for a server's text prompt: keeps what `continuation`
+    /// allows, else starts afresh.
     pub fn rewind_for_continuation(&mut self, ids: &[u32]) -> Result<usize> {
         if ids.is_empty() {
             return Err(Error("error: empty prompt".into()));
         }
         self.check_context(ids.len())?;
-        let keep = self.continuation(ids);
+        let keep = if self.has_images {
+            0
+        } else {
+            self.continuation(ids)
+        };
         if keep == 0 {
             self.reset();
+        } else {
+            self.cache.borrow_mut().truncate(keep);
+            self.cached.truncate(keep);
         }
+        self.prompt_len = ids.len();
         Ok(keep)
     }
 
@@ -215,15 +232,13 @@ impl Sequence {
         self.check_context(ids.len())?;
         // A next turn with the same images continues the cache (as text:
         // the images are in it already).
-        let n = self.cached.len();
-        if self.has_images
-            && key.is_some()
-            && key == self.image_key
-            && ids.len() > n
-            && ids[..n] == self.cached[..]
-        {
-            let logits = self.extend(runner, &ids[n..])?;
-            self.last_computed = ids.len() - n;
+        let keep = self.continuation(ids);
+        if self.has_images && key.is_some() && key == self.image_key && keep > 0 {
+            self.cache.borrow_mut().truncate(keep);
+            self.cached.truncate(keep);
+            self.prompt_len = ids.len();
+            let logits = self.extend(runner, &ids[keep..])?;
+            self.last_computed = ids.len() - keep;
             return Ok(logits);
         }
         self.reset();
@@ -232,6 +247,7 @@ impl Sequence {
         self.pos_offset = delta;
         self.has_images = true;
         self.image_key = key;
+        self.prompt_len = ids.len();
         self.cached = ids.to_vec();
         self.last_computed = ids.len();
         let rows = t.shape()[0];
