@@ -330,18 +330,21 @@ fn serve_answers_as_run_does_alone_and_under_load() {
 #[test]
 fn serve_refuses_bad_keys_and_overload_cancels_leavers_and_drains_on_sigterm() {
     let model = smollm2();
-    let mut srv = Server::start(&[
-        "--model",
-        &format!("small={model}"),
-        "--parallel",
-        "1",
-        "--queue",
-        "1",
-        "--api-key",
-        "sekret",
-        "-t",
-        "2",
-    ]);
+    let mut srv = Server::start_with_env(
+        &[
+            "--model",
+            &format!("small={model}"),
+            "--parallel",
+            "1",
+            "--queue",
+            "1",
+            "--api-key",
+            "sekret",
+            "-t",
+            "2",
+        ],
+        &[("MLLM_SERVE_FAULT", "BOOM")],
+    );
     let addr = srv.addr.clone();
     let addr = addr.as_str();
     let auth = [("Authorization", "Bearer sekret")];
@@ -417,6 +420,28 @@ fn serve_refuses_bad_keys_and_overload_cancels_leavers_and_drains_on_sigterm() {
         ),
         "{m}"
     );
+
+    // A panic inside the engine (injected) fails that request only: a 500
+    // in OpenAI's shape, and the slot serves the next request.
+    let boom = json!({ "model": "small", "messages": [{ "role": "user", "content": "BOOM" }], "max_tokens": 4 });
+    let r = request(
+        addr,
+        "POST",
+        "/v1/chat/completions",
+        &auth,
+        &boom.to_string(),
+    );
+    assert_eq!(r.status, 500, "{}", r.body);
+    assert!(
+        r.json()["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("MLLM_SERVE_FAULT"),
+        "{}",
+        r.body
+    );
+    let r = request(addr, "POST", "/v1/chat/completions", &auth, &body(4));
+    assert_eq!(r.status, 200, "after the panic: {}", r.body);
 
     // SIGTERM: a running stream finishes, then the server exits cleanly.
     let stream = std::thread::spawn({

@@ -131,7 +131,12 @@ pub struct Server {
 
 impl Server {
     pub fn start(args: &[&str]) -> Server {
+        Server::start_with_env(args, &[])
+    }
+
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_mllm"))
+            .envs(env.iter().copied())
             .arg("serve")
             .args(args)
             .args(["--port", "0"])

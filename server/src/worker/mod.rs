@@ -206,6 +206,10 @@ struct Worker {
     waiting: VecDeque<slot::Pending>,
     /// The slot whose prompt chunk comes next (prompts take turns).
     turn: usize,
+    /// `MLLM_SERVE_FAULT`: a request whose prompt holds this text panics
+    /// in its first decode step (fault injection, for tests of the panic
+    /// path; unset in normal use).
+    fault: Option<String>,
 }
 
 struct Slot {
@@ -263,6 +267,9 @@ impl Worker {
             inflight,
             waiting: VecDeque::new(),
             turn: 0,
+            fault: std::env::var("MLLM_SERVE_FAULT")
+                .ok()
+                .filter(|t| !t.is_empty()),
         })
     }
 
@@ -294,47 +301,53 @@ impl Worker {
     /// Answers a quick job at once; tokenizes a generation and queues it.
     fn take(&mut self, job: Job) {
         match job {
-            Job::Generate(g) => match prepare::prompt(&self.files, &g.prompt, self.info.context) {
-                Ok(p) => {
-                    if g.events
-                        .send(Event::Started {
-                            prompt_tokens: p.ids.len(),
-                        })
-                        .is_ok()
-                    {
-                        self.waiting.push_back(slot::Pending::new(g, p));
-                    } else {
+            Job::Generate(g) => {
+                match guarded(|| prepare::prompt(&self.files, &g.prompt, self.info.context))
+                    .unwrap_or_else(|why| Err(crash_error(&why)))
+                {
+                    Ok(p) => {
+                        let fault = self
+                            .fault
+                            .as_deref()
+                            .is_some_and(|t| mentions(&g.prompt, t));
+                        if g.events
+                            .send(Event::Started {
+                                prompt_tokens: p.ids.len(),
+                            })
+                            .is_ok()
+                        {
+                            self.waiting.push_back(slot::Pending::new(g, p, fault));
+                        } else {
+                            self.inflight.fetch_sub(1, Ordering::SeqCst);
+                        }
+                    }
+                    Err(e) => {
                         self.inflight.fetch_sub(1, Ordering::SeqCst);
+                        self.metrics.failed.fetch_add(1, Ordering::Relaxed);
+                        let _ = g.events.send(Event::Error(e));
                     }
                 }
-                Err(e) => {
-                    self.inflight.fetch_sub(1, Ordering::SeqCst);
-                    self.metrics.failed.fetch_add(1, Ordering::Relaxed);
-                    let _ = g.events.send(Event::Error(e));
-                }
-            },
+            }
             Job::Tokenize {
                 text,
                 add_special,
                 with_pieces,
                 reply,
             } => {
-                let _ = reply.send(prepare::tokenize(
-                    &self.files,
-                    &text,
-                    add_special,
-                    with_pieces,
-                ));
+                let r = guarded(|| prepare::tokenize(&self.files, &text, add_special, with_pieces));
+                let _ = reply.send(r.unwrap_or_else(|why| Err(crash_error(&why))));
             }
             Job::Detokenize { ids, reply } => {
-                let _ = reply.send(prepare::detokenize(&self.files, &ids));
+                let r = guarded(|| prepare::detokenize(&self.files, &ids));
+                let _ = reply.send(r.unwrap_or_else(|why| Err(crash_error(&why))));
             }
             Job::Template {
                 messages,
                 enable_thinking,
                 reply,
             } => {
-                let _ = reply.send(prepare::template(&self.files, &messages, enable_thinking));
+                let r = guarded(|| prepare::template(&self.files, &messages, enable_thinking));
+                let _ = reply.send(r.unwrap_or_else(|why| Err(crash_error(&why))));
             }
         }
     }
@@ -417,7 +430,12 @@ impl Worker {
             if active.prefilling() {
                 continue;
             }
-            let next = guarded(|| active.sample(&slot.seq, &self.files, &self.metrics));
+            let next = guarded(|| {
+                if active.fault {
+                    panic!("a fault injected by MLLM_SERVE_FAULT");
+                }
+                active.sample(&slot.seq, &self.files, &self.metrics)
+            });
             match next {
                 Ok(slot::Next::Feed(token)) => feed.push((i, token)),
                 Ok(slot::Next::Wait) => {}
@@ -505,12 +523,7 @@ impl Worker {
 
     /// A panic inside the engine on slot `i`'s request: only that request fails.
     fn crashed(&mut self, i: usize, why: &str) {
-        self.failed(
-            i,
-            ApiError::internal(format!(
-                "the engine failed on this request (a bug; please report it): {why}"
-            )),
-        );
+        self.failed(i, crash_error(why));
     }
 }
 
@@ -521,6 +534,21 @@ impl Slot {
             inflight.fetch_sub(1, Ordering::SeqCst);
         }
         self.last_used = Instant::now();
+    }
+}
+
+fn crash_error(why: &str) -> ApiError {
+    ApiError::internal(format!(
+        "the engine failed on this request (a bug; please report it): {why}"
+    ))
+}
+
+/// Whether a prompt's text holds `needle` (for `MLLM_SERVE_FAULT`).
+fn mentions(p: &PreparedPrompt, needle: &str) -> bool {
+    match p {
+        PreparedPrompt::Chat { messages, .. } => messages.iter().any(|m| m.text.contains(needle)),
+        PreparedPrompt::Text(t) => t.contains(needle),
+        PreparedPrompt::Ids(_) => false,
     }
 }
 

@@ -23,11 +23,12 @@ use crate::metrics::ModelMetrics;
 pub struct Pending {
     job: GenJob,
     pub prompt: Prepared,
+    fault: bool,
 }
 
 impl Pending {
-    pub fn new(job: GenJob, prompt: Prepared) -> Pending {
-        Pending { job, prompt }
+    pub fn new(job: GenJob, prompt: Prepared, fault: bool) -> Pending {
+        Pending { job, prompt, fault }
     }
 
     /// The client has gone.
@@ -51,6 +52,8 @@ pub enum Next {
 }
 
 pub struct Active {
+    /// Panic at the first decode step (`MLLM_SERVE_FAULT`, tests only).
+    pub fault: bool,
     events: UnboundedSender<Event>,
     params: GenParams,
     prompt: Prepared,
@@ -77,7 +80,7 @@ impl Active {
         seq: &mut Sequence,
         tok: Option<Arc<Tokenizer>>,
     ) -> Result<Active, (UnboundedSender<Event>, ApiError)> {
-        let Pending { job, prompt } = p;
+        let Pending { job, prompt, fault } = p;
         let events = job.events;
         let Some(tok) = tok else {
             return Err((events, ApiError::internal("the model has no tokenizer")));
@@ -94,6 +97,7 @@ impl Active {
         let room = context.saturating_sub(prompt.ids.len());
         let max_new = job.params.max_tokens.unwrap_or(usize::MAX).min(room);
         Ok(Active {
+            fault,
             sampler: Sampler::new(job.params.sampler.clone()),
             filter: StopFilter::new(job.params.stops.clone()),
             decoder: StreamDecoder::shared(tok.clone(), true),
