@@ -549,6 +549,56 @@ fn serve_takes_images_as_data_uris_and_paths() {
         cached > 0 && cached < total,
         "next turn with the image: {cached} of {total} cached"
     );
+    // The tiny model under load: 16 requests over 2 slots, with and without
+    // the image, each equal to its answer alone.
+    let out = mllm(&[
+        "run",
+        "--model",
+        model,
+        "--prompt",
+        "Describe this image.",
+        "--temp",
+        "0",
+        "-n",
+        "6",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let want_text = text(&out.stdout);
+    let want_text = want_text
+        .strip_suffix('\n')
+        .unwrap_or(&want_text)
+        .to_string();
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..16)
+            .map(|i| {
+                let (uri, ask) = (&uri, &ask);
+                s.spawn(move || {
+                    let r =
+                        if i % 2 == 0 {
+                            ask(uri, vec![])
+                        } else {
+                            post(addr, "/v1/chat/completions", &json!({
+                            "messages": [{ "role": "user", "content": "Describe this image." }],
+                            "temperature": 0, "max_tokens": 6,
+                        }).to_string())
+                        };
+                    assert_eq!(r.status, 200, "{}", r.body);
+                    (
+                        i,
+                        r.json()["choices"][0]["message"]["content"]
+                            .as_str()
+                            .unwrap_or("")
+                            .to_string(),
+                    )
+                })
+            })
+            .collect();
+        for h in hs {
+            let (i, got) = h.join().expect("client");
+            let want = if i % 2 == 0 { &want } else { &want_text };
+            assert_eq!(&got, want, "request {i} under load");
+        }
+    });
     let bad = format!(
         "data:image/png;base64,{}",
         base64::engine::general_purpose::STANDARD.encode(b"not a png")
