@@ -184,6 +184,11 @@ enum Cmd {
         /// (vision-language models), beside text-only prompts of equal length.
         #[arg(long)]
         image_size: Option<usize>,
+        /// Also time decode for B sequences at once (comma-separated B > 1):
+        /// `tgN xB`, each step one batched forward as `mllm serve` runs its
+        /// busy slots; tok/s counts all B streams.
+        #[arg(long, short = 'b', value_delimiter = ',')]
+        batch: Vec<usize>,
     },
     /// Capture a script's forward as a static graph and print it as text.
     Graph {
@@ -484,6 +489,7 @@ fn run(cli: Cli) -> i32 {
             json,
             load,
             image_size,
+            batch,
         } => {
             mllm_cli::set_threads(threads);
             let threads = threads.unwrap_or_else(rayon::current_num_threads);
@@ -498,6 +504,7 @@ fn run(cli: Cli) -> i32 {
                 json,
                 load: load.into(),
                 image_size,
+                batch,
             })
         }
         Cmd::RandomCheckpoint {

@@ -25,6 +25,8 @@ pub struct BenchArgs {
     pub load: model_files::LoadOptions,
     /// Side of a synthetic square image for vision-language models.
     pub image_size: Option<usize>,
+    /// Batch sizes for batched decode (`tgN xB`).
+    pub batch: Vec<usize>,
 }
 
 fn stats(xs: &[f64]) -> (f64, f64) {
@@ -44,6 +46,36 @@ fn peak_rss_bytes() -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
+}
+
+/// Seconds for `n` tokens of each of `b` sequences: each starts with one
+/// token of its own, then `n - 1` batched steps.
+fn batched_decode(
+    engine: &mut Engine,
+    load: &model_files::LoadOptions,
+    b: usize,
+    n: usize,
+    vocab: usize,
+    rep: usize,
+) -> CliResult<f64> {
+    use mllm_runtime::Sequence;
+    let mut seqs = vec![];
+    for _ in 0..b {
+        let mut s = Sequence::new(None);
+        s.set_kv_dtype(load.kv.0)?;
+        seqs.push(s);
+    }
+    let toks: Vec<Vec<u32>> = (0..b).map(|i| ids(n, vocab, 3000 + rep * b + i)).collect();
+    let t = Instant::now();
+    for (s, tk) in seqs.iter_mut().zip(&toks) {
+        s.feed(&mut engine.runner, &tk[..1])?;
+    }
+    for step in 1..n {
+        let next: Vec<u32> = toks.iter().map(|tk| tk[step]).collect();
+        let mut refs: Vec<&mut Sequence> = seqs.iter_mut().collect();
+        Sequence::step_batch(&mut engine.runner, &mut refs, &next)?;
+    }
+    Ok(t.elapsed().as_secs_f64())
 }
 
 /// Deterministic token ids spread over the vocabulary.
@@ -192,6 +224,18 @@ pub fn run(a: BenchArgs) -> CliResult<()> {
                 }
             }
             rows.push((at(format!("tg{n}"), d), rates));
+        }
+    }
+    for &b in a.batch.iter().filter(|&&b| b > 1) {
+        for &n in a.gen.iter().filter(|&&n| n > 0) {
+            let mut rates = vec![];
+            for rep in 0..=reps {
+                let t = batched_decode(&mut engine, &a.load, b, n, vocab, rep)?;
+                if rep > 0 {
+                    rates.push((b * n) as f64 / t);
+                }
+            }
+            rows.push((format!("tg{n} x{b}"), rates));
         }
     }
     let peak_rss = peak_rss_bytes();
