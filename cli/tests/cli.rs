@@ -457,7 +457,7 @@ fn random_checkpoint_then_bench() {
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let out = mllm(&[
-        "bench", "--model", d, "-p", "8", "-n", "4", "-r", "2", "-t", "2", "--json",
+        "bench", "--model", d, "-p", "8", "-n", "4", "-r", "2", "-t", "2", "--json", "-b", "3",
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let j: serde_json::Value = serde_json::from_str(&text(&out.stdout)).expect("bench JSON");
@@ -466,7 +466,7 @@ fn random_checkpoint_then_bench() {
         .iter()
         .map(|r| r["test"].as_str().expect("test"))
         .collect();
-    assert_eq!(tests, ["pp8", "tg4"]);
+    assert_eq!(tests, ["pp8", "tg4", "tg4 x3"]);
     for r in results {
         assert!(r["avg_ts"].as_f64().expect("avg") > 0.0);
         assert_eq!(r["samples_ts"].as_array().expect("samples").len(), 2);
