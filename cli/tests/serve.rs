@@ -614,3 +614,68 @@ fn serve_takes_images_as_data_uris_and_paths() {
         r.body
     );
 }
+
+/// Several models in one server: each under its name, routed by `model`,
+/// each with its own slots and metrics.
+#[test]
+fn serve_routes_requests_between_several_models() {
+    let f = common::root().join("tests/fixtures/qwen3_vl/p16_m2_tied_published");
+    let model = f.to_str().expect("utf-8");
+    let srv = Server::start(&[
+        "--model",
+        &format!("first={model}"),
+        "--model",
+        model,
+        "-p",
+        "1",
+    ]);
+    let addr = srv.addr.as_str();
+    let ids: Vec<String> = get(addr, "/v1/models").json()["data"]
+        .as_array()
+        .expect("models")
+        .iter()
+        .filter_map(|m| m["id"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(ids, ["first", "p16_m2_tied_published"]);
+    let ask = |model: Option<&str>| {
+        let mut b = json!({ "messages": [{ "role": "user", "content": "Hi" }], "temperature": 0, "max_tokens": 3 });
+        if let Some(m) = model {
+            b["model"] = json!(m);
+        }
+        post(addr, "/v1/chat/completions", &b.to_string())
+    };
+    let a = ask(Some("first"));
+    let b = ask(Some("p16_m2_tied_published"));
+    assert_eq!((a.status, b.status), (200, 200), "{} {}", a.body, b.body);
+    assert_eq!(a.json()["model"], "first");
+    assert_eq!(b.json()["model"], "p16_m2_tied_published");
+    // The same weights answer the same.
+    assert_eq!(
+        a.json()["choices"][0]["message"],
+        b.json()["choices"][0]["message"]
+    );
+    let r = ask(None);
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body.contains("first, p16_m2_tied_published"),
+        "{}",
+        r.body
+    );
+    let r = ask(Some("third"));
+    assert_eq!(r.status, 404, "{}", r.body);
+    let m = get(addr, "/metrics").body;
+    for name in ["first", "p16_m2_tied_published"] {
+        assert!(
+            m.contains(&format!("mllm_requests_total{{model=\"{name}\"}} 1")),
+            "{m}"
+        );
+    }
+    // Two models may not share a name.
+    let out = mllm(&["serve", "--model", model, "--model", model, "--port", "0"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("NAME=PATH"),
+        "{}",
+        text(&out.stderr)
+    );
+}
