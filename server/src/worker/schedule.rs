@@ -1,0 +1,384 @@
+//! The worker's loop: take jobs, admit waiting requests into slots, and
+//! run rounds (one batched decode step for every slot past its prompt, one
+//! prompt chunk for one slot still reading its prompt).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Instant;
+
+use mllm_runtime::model_files;
+use mllm_runtime::{Runner, Sequence};
+
+use super::slot::{self, Active};
+use super::{prepare, Event, Job, ModelInfo, PreparedPrompt, WorkerConfig};
+use crate::api::error::{engine_message, ApiError};
+use crate::metrics::ModelMetrics;
+
+pub(super) struct Worker {
+    files: model_files::ModelFiles,
+    runner: Runner,
+    slots: Vec<Slot>,
+    pub(super) info: ModelInfo,
+    metrics: Arc<ModelMetrics>,
+    inflight: Arc<AtomicUsize>,
+    /// Requests tokenized and waiting for a slot, oldest first.
+    waiting: VecDeque<slot::Pending>,
+    /// The slot whose prompt chunk comes next (prompts take turns).
+    turn: usize,
+    /// `MLLM_SERVE_FAULT`: a request whose prompt holds this text panics
+    /// in its first decode step (fault injection, for tests of the panic
+    /// path; unset in normal use).
+    fault: Option<String>,
+}
+
+struct Slot {
+    seq: Sequence,
+    active: Option<Active>,
+    /// When the slot last finished a request (least recently used wins ties).
+    last_used: Instant,
+}
+
+impl Worker {
+    pub(super) fn load(
+        cfg: &WorkerConfig,
+        metrics: Arc<ModelMetrics>,
+        inflight: Arc<AtomicUsize>,
+    ) -> Result<Worker, String> {
+        let files = model_files::open_with(&cfg.path, cfg.load).map_err(|e| engine_message(&e))?;
+        files.tokenizer().map_err(|e| engine_message(&e))?;
+        let model = model_files::load_model(&files, cfg.script.as_deref())
+            .map_err(|e| engine_message(&e))?;
+        let model_ctx = files.max_context();
+        let context = match (cfg.ctx_size, model_ctx) {
+            (Some(c), Some(m)) => c.min(m),
+            (Some(c), None) => c,
+            (None, Some(m)) => m.min(model_files::DEFAULT_CONTEXT.max(4096)),
+            (None, None) => model_files::DEFAULT_CONTEXT,
+        };
+        let mut runner = Runner::new(model);
+        runner.compile_default(context);
+        mllm_runtime::engine::configure_runner(&mut runner, &cfg.load);
+        let mut slots = vec![];
+        for _ in 0..cfg.slots.max(1) {
+            let mut seq = Sequence::new(Some(context));
+            seq.set_kv_dtype(cfg.load.kv.0)
+                .map_err(|e| engine_message(&e))?;
+            slots.push(Slot {
+                seq,
+                active: None,
+                last_used: Instant::now(),
+            });
+        }
+        let info = ModelInfo {
+            context,
+            vision: files.config.get("vision_config").is_some(),
+            has_template: files.chat_template.is_some(),
+            created: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+        };
+        Ok(Worker {
+            files,
+            runner,
+            slots,
+            info,
+            metrics,
+            inflight,
+            waiting: VecDeque::new(),
+            turn: 0,
+            fault: std::env::var("MLLM_SERVE_FAULT")
+                .ok()
+                .filter(|t| !t.is_empty()),
+        })
+    }
+
+    pub(super) fn run(mut self, jobs: mpsc::Receiver<Job>) {
+        loop {
+            let busy = self.slots.iter().any(|s| s.active.is_some()) || !self.waiting.is_empty();
+            let job = if busy {
+                match jobs.try_recv() {
+                    Ok(j) => Some(j),
+                    Err(mpsc::TryRecvError::Empty) => None,
+                    Err(mpsc::TryRecvError::Disconnected) => return,
+                }
+            } else {
+                match jobs.recv() {
+                    Ok(j) => Some(j),
+                    Err(_) => return,
+                }
+            };
+            if let Some(job) = job {
+                self.take(job);
+                // Take everything that arrived before doing more work.
+                continue;
+            }
+            self.admit();
+            self.work();
+        }
+    }
+
+    /// Answers a quick job at once; tokenizes a generation and queues it.
+    fn take(&mut self, job: Job) {
+        match job {
+            Job::Generate(g) => {
+                match guarded(|| prepare::prompt(&self.files, &g.prompt, self.info.context))
+                    .unwrap_or_else(|why| Err(crash_error(&why)))
+                {
+                    Ok(p) => {
+                        let fault = self
+                            .fault
+                            .as_deref()
+                            .is_some_and(|t| mentions(&g.prompt, t));
+                        if g.events
+                            .send(Event::Started {
+                                prompt_tokens: p.ids.len(),
+                            })
+                            .is_ok()
+                        {
+                            self.waiting.push_back(slot::Pending::new(g, p, fault));
+                        } else {
+                            self.inflight.fetch_sub(1, Ordering::SeqCst);
+                        }
+                    }
+                    Err(e) => {
+                        self.inflight.fetch_sub(1, Ordering::SeqCst);
+                        self.metrics.failed.fetch_add(1, Ordering::Relaxed);
+                        let _ = g.events.send(Event::Error(e));
+                    }
+                }
+            }
+            Job::Tokenize {
+                text,
+                add_special,
+                with_pieces,
+                reply,
+            } => {
+                let r = guarded(|| prepare::tokenize(&self.files, &text, add_special, with_pieces));
+                let _ = reply.send(r.unwrap_or_else(|why| Err(crash_error(&why))));
+            }
+            Job::Detokenize { ids, reply } => {
+                let r = guarded(|| prepare::detokenize(&self.files, &ids));
+                let _ = reply.send(r.unwrap_or_else(|why| Err(crash_error(&why))));
+            }
+            Job::Template {
+                messages,
+                enable_thinking,
+                reply,
+            } => {
+                let r = guarded(|| prepare::template(&self.files, &messages, enable_thinking));
+                let _ = reply.send(r.unwrap_or_else(|why| Err(crash_error(&why))));
+            }
+        }
+    }
+
+    /// Moves waiting requests into free slots: the slot whose cache the
+    /// prompt continues (a conversation's next turn), else the least
+    /// recently used.
+    fn admit(&mut self) {
+        while !self.waiting.is_empty() {
+            let Some(pending) = self.waiting.front() else {
+                break;
+            };
+            if pending.cancelled() {
+                self.waiting.pop_front();
+                self.inflight.fetch_sub(1, Ordering::SeqCst);
+                self.metrics.cancelled.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            let best = self
+                .slots
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.active.is_none())
+                .max_by_key(|(_, s)| {
+                    (
+                        s.seq.continuation(&pending.prompt.ids),
+                        std::cmp::Reverse(s.last_used),
+                    )
+                })
+                .map(|(i, _)| i);
+            let Some(i) = best else {
+                break;
+            };
+            let Some(pending) = self.waiting.pop_front() else {
+                break;
+            };
+            let tok = self.files.tokenizer.clone();
+            let slot = &mut self.slots[i];
+            match Active::start(pending, &mut slot.seq, tok) {
+                Ok(a) => slot.active = Some(a),
+                Err((events, e)) => {
+                    self.inflight.fetch_sub(1, Ordering::SeqCst);
+                    self.metrics.failed.fetch_add(1, Ordering::Relaxed);
+                    let _ = events.send(Event::Error(e));
+                }
+            }
+        }
+        self.metrics.busy.store(
+            self.slots.iter().filter(|s| s.active.is_some()).count(),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// One round: a token for every slot past its prompt (sampled, then
+    /// computed together in one batched step), then one prompt chunk for
+    /// one slot still reading its prompt (taking turns), so a long prompt
+    /// delays the running streams by one chunk per token at most.
+    fn work(&mut self) {
+        for slot in &mut self.slots {
+            if slot.active.as_ref().is_some_and(Active::cancelled) {
+                self.metrics.cancelled.fetch_add(1, Ordering::Relaxed);
+                slot.free(&self.inflight);
+            }
+        }
+        self.decode_round();
+        self.prefill_round();
+        self.metrics.busy.store(
+            self.slots.iter().filter(|s| s.active.is_some()).count(),
+            Ordering::Relaxed,
+        );
+    }
+
+    fn decode_round(&mut self) {
+        let mut feed = vec![];
+        let mut crashes = vec![];
+        for (i, slot) in self.slots.iter_mut().enumerate() {
+            let Some(active) = slot.active.as_mut() else {
+                continue;
+            };
+            if active.prefilling() {
+                continue;
+            }
+            let next = guarded(|| {
+                if active.fault {
+                    panic!("a fault injected by MLLM_SERVE_FAULT");
+                }
+                active.sample(&slot.seq, &self.files, &self.metrics)
+            });
+            match next {
+                Ok(slot::Next::Feed(token)) => feed.push((i, token)),
+                Ok(slot::Next::Wait) => {}
+                Ok(slot::Next::Finished) => slot.free(&self.inflight),
+                Err(why) => crashes.push((i, why)),
+            }
+        }
+        for (i, why) in crashes {
+            self.crashed(i, &why);
+        }
+        if feed.is_empty() {
+            return;
+        }
+        let tokens: Vec<u32> = feed.iter().map(|&(_, t)| t).collect();
+        let runner = &mut self.runner;
+        let mut seqs: Vec<&mut Sequence> = self
+            .slots
+            .iter_mut()
+            .enumerate()
+            .filter(|(i, _)| feed.iter().any(|(j, _)| j == i))
+            .map(|(_, s)| &mut s.seq)
+            .collect();
+        let result = guarded(|| {
+            if let [seq] = seqs.as_mut_slice() {
+                // One stream: its own step (a captured graph).
+                seq.step(runner, tokens[0]).map(|l| vec![l])
+            } else {
+                Sequence::step_batch(runner, &mut seqs, &tokens)
+            }
+        });
+        match result {
+            Ok(Ok(all)) => {
+                for ((i, _), logits) in feed.iter().zip(all) {
+                    if let Some(a) = self.slots[*i].active.as_mut() {
+                        a.set_logits(logits);
+                    }
+                }
+            }
+            Ok(Err(e)) => {
+                for &(i, _) in &feed {
+                    self.failed(i, ApiError::internal(engine_message(&e)));
+                }
+            }
+            Err(why) => {
+                for &(i, _) in &feed {
+                    self.crashed(i, &why);
+                }
+            }
+        }
+    }
+
+    fn prefill_round(&mut self) {
+        let n = self.slots.len();
+        let Some(i) = (0..n).map(|k| (self.turn + k) % n).find(|&i| {
+            self.slots[i]
+                .active
+                .as_ref()
+                .is_some_and(Active::prefilling)
+        }) else {
+            return;
+        };
+        self.turn = (i + 1) % n;
+        let slot = &mut self.slots[i];
+        let Some(active) = slot.active.as_mut() else {
+            return;
+        };
+        match guarded(|| active.prefill(&mut self.runner, &mut slot.seq, &self.metrics)) {
+            Ok(slot::Progress::Running) => {}
+            Ok(slot::Progress::Finished) => slot.free(&self.inflight),
+            Err(why) => self.crashed(i, &why),
+        }
+    }
+
+    /// A request that failed: tell its client, free its slot.
+    fn failed(&mut self, i: usize, e: ApiError) {
+        let slot = &mut self.slots[i];
+        if let Some(a) = slot.active.as_mut() {
+            a.fail(e);
+        }
+        self.metrics.failed.fetch_add(1, Ordering::Relaxed);
+        // The cache may be half-written: start the slot afresh.
+        slot.seq.reset();
+        slot.free(&self.inflight);
+    }
+
+    /// A panic inside the engine on slot `i`'s request: only that request fails.
+    fn crashed(&mut self, i: usize, why: &str) {
+        self.failed(i, crash_error(why));
+    }
+}
+
+impl Slot {
+    /// Ends the slot's request (its answer is sent or it failed).
+    fn free(&mut self, inflight: &AtomicUsize) {
+        if self.active.take().is_some() {
+            inflight.fetch_sub(1, Ordering::SeqCst);
+        }
+        self.last_used = Instant::now();
+    }
+}
+
+fn crash_error(why: &str) -> ApiError {
+    ApiError::internal(format!(
+        "the engine failed on this request (a bug; please report it): {why}"
+    ))
+}
+
+/// Whether a prompt's text holds `needle` (for `MLLM_SERVE_FAULT`).
+fn mentions(p: &PreparedPrompt, needle: &str) -> bool {
+    match p {
+        PreparedPrompt::Chat { messages, .. } => messages.iter().any(|m| m.text.contains(needle)),
+        PreparedPrompt::Text(t) => t.contains(needle),
+        PreparedPrompt::Ids(_) => false,
+    }
+}
+
+/// Runs `f`, turning a panic into its message.
+fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|panic| {
+        panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "unknown".into())
+    })
+}
