@@ -154,3 +154,31 @@ fn batched_steps_equal_single_steps_on_the_real_smollm2() {
     .collect();
     check(&mut runner, &prompts, 8, 0.0, "SmolLM2 Q4_1");
 }
+
+/// On the OpenCL backend (PoCL in CI): batched steps (device KV caches,
+/// per-sequence attention on device tensors) give each sequence its own
+/// step's logits. `MLLM_SKIP_OPENCL=1` skips it knowingly.
+#[test]
+fn batched_steps_equal_single_steps_on_opencl() {
+    if std::env::var_os("MLLM_SKIP_OPENCL").is_some() {
+        eprintln!("MLLM_SKIP_OPENCL is set: batched steps on OpenCL were NOT tested");
+        return;
+    }
+    let case = "gqa_tied_f32";
+    let r = reference(case);
+    let opts = mllm_runtime::model_files::LoadOptions {
+        backend: mllm_runtime::model_files::Backend::OpenCl,
+        ..Default::default()
+    };
+    let path = fixture(case).display().to_string();
+    let m =
+        mllm_runtime::load_with(&qwen3_script(), &path, opts).unwrap_or_else(|e| panic!("{}", e.0));
+    let mut runner = m.runner;
+    check(
+        &mut runner,
+        &prompts(&r.input_ids),
+        4,
+        1e-5,
+        "OpenCL gqa_tied_f32",
+    );
+}
