@@ -59,17 +59,14 @@ fn check(runner: &mut Runner, prompts: &[Vec<u32>], n: usize, tol: f32, case: &s
         })
         .collect();
     for step in 0..n {
-        for (b, l) in logits.iter().enumerate() {
-            let diff = max_abs(l, &alone[b][step]);
+        for (b, (l, own)) in logits.iter().zip(&alone).enumerate() {
+            let own = &own[step];
+            let diff = max_abs(l, own);
             assert!(
                 diff <= tol,
                 "{case}: sequence {b} step {step}: batched logits differ from its own by {diff:e}"
             );
-            assert_eq!(
-                argmax(l),
-                argmax(&alone[b][step]),
-                "{case}: sequence {b} step {step}"
-            );
+            assert_eq!(argmax(l), argmax(own), "{case}: sequence {b} step {step}");
         }
         let tokens: Vec<u32> = logits.iter().map(|l| argmax(l)).collect();
         let mut refs: Vec<&mut Sequence> = seqs.iter_mut().collect();
