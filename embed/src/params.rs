@@ -58,12 +58,9 @@ impl Default for Params {
 
 impl Params {
     pub(crate) fn sampler(&self) -> Sampler {
-        let seed = self.seed.unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(0)
-        });
+        let seed = self
+            .seed
+            .unwrap_or_else(mllm_interpreter::sampler::clock_seed);
         Sampler::new(SamplerConfig {
             temperature: self.temperature,
             top_k: self.top_k,

@@ -38,6 +38,15 @@ impl Default for SamplerConfig {
     }
 }
 
+/// A seed from the clock, for callers that were given none (each run then
+/// samples differently; pass a seed for repeatable text).
+pub fn clock_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
 impl SamplerConfig {
     pub fn greedy() -> SamplerConfig {
         SamplerConfig {

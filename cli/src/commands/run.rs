@@ -53,12 +53,9 @@ pub struct SamplingArgs {
 
 impl SamplingArgs {
     pub fn sampler(&self) -> Sampler {
-        let seed = self.seed.unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(0)
-        });
+        let seed = self
+            .seed
+            .unwrap_or_else(mllm_interpreter::sampler::clock_seed);
         Sampler::new(SamplerConfig {
             temperature: self.temp,
             top_k: self.top_k,

@@ -199,12 +199,9 @@ impl Common {
             Some(k) => k as usize,
             None => d.top_k,
         };
-        let seed = self.seed.unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(0)
-        });
+        let seed = self
+            .seed
+            .unwrap_or_else(mllm_interpreter::sampler::clock_seed);
         let sampler = SamplerConfig {
             temperature: self.temperature.unwrap_or(d.temperature),
             top_k,
