@@ -155,3 +155,38 @@ fn safetensors_from_bytes_matches_open() {
         .to_string();
     assert!(e.contains("cut.safetensors"), "{e}");
 }
+
+/// `gguf`: a tensor with a zero dimension behind two huge ones (ggml order
+/// `[0, 2^33, 2^33]`: the reader's product meets the 0 first, but in
+/// PyTorch order the element count overflowed before reaching it). Its
+/// count is 0, and loading it, as blocks or dequantized, never panics.
+#[test]
+fn gguf_zero_dimension_behind_huge_ones_has_no_elements() {
+    use mllm_backends::weights::WeightSource;
+    use mllm_converter::gguf::{GgufFile, GgufWeights};
+    let mut f = b"GGUF".to_vec();
+    f.extend(3u32.to_le_bytes()); // version
+    f.extend(1u64.to_le_bytes()); // tensors
+    f.extend(0u64.to_le_bytes()); // metadata entries
+    let name = b"blk.0.attn_q.weight";
+    f.extend((name.len() as u64).to_le_bytes());
+    f.extend(name);
+    f.extend(3u32.to_le_bytes()); // dimensions
+    for d in [0u64, 1 << 33, 1 << 33] {
+        f.extend(d.to_le_bytes());
+    }
+    f.extend(2u32.to_le_bytes()); // Q4_0
+    f.extend(0u64.to_le_bytes()); // offset
+    f.resize(f.len().div_ceil(32) * 32, 0);
+    let file = GgufFile::from_bytes("zero.gguf", f).expect("a valid header");
+    assert_eq!(file.tensor_infos()[0].numel(), 0);
+    let mut w = GgufWeights::new(file).expect("weights");
+    for dequantize in [false, true] {
+        w.set_dequantize(dequantize);
+        for n in w.names() {
+            if let Ok(t) = w.load(&n) {
+                let _ = t.to_f32_vec();
+            }
+        }
+    }
+}

@@ -45,7 +45,15 @@ pub struct GgufTensorInfo {
 
 impl GgufTensorInfo {
     pub fn numel(&self) -> usize {
-        self.shape.iter().product()
+        // A zero dimension makes it 0 in any order; otherwise the reader
+        // checked that the product fits, and partial products of
+        // dimensions >= 1 never exceed it. (Multiplied in this order, a
+        // shape like [2^40, 2^40, 0] would overflow before reaching the 0.)
+        if self.shape.contains(&0) {
+            0
+        } else {
+            self.shape.iter().product()
+        }
     }
 }
 
