@@ -743,22 +743,33 @@ impl Parser {
             }
             Rule::list => match p.into_inner().next() {
                 None => ExprKind::List(vec![]),
-                Some(q) if q.as_rule() == Rule::comprehension => {
-                    let mut it = q.into_inner();
-                    let elem =
-                        Box::new(self.expr(it.next().expect("grammar: comprehension element")));
-                    let pat = self.pattern(it.next().expect("grammar: comprehension pattern"));
-                    let iter =
-                        Box::new(self.expr(it.next().expect("grammar: comprehension iterable")));
-                    let cond = it.next().map(|c| Box::new(self.expr(c)));
-                    ExprKind::Comprehension {
-                        elem,
-                        pat,
-                        iter,
-                        cond,
+                Some(items) => {
+                    let mut it = items.into_inner();
+                    let first = self.expr(it.next().expect("grammar: list element"));
+                    match it.next() {
+                        Some(tail) if tail.as_rule() == Rule::comp_tail => {
+                            let mut t = tail.into_inner();
+                            let pat =
+                                self.pattern(t.next().expect("grammar: comprehension pattern"));
+                            let iter = Box::new(
+                                self.expr(t.next().expect("grammar: comprehension iterable")),
+                            );
+                            let cond = t.next().map(|c| Box::new(self.expr(c)));
+                            ExprKind::Comprehension {
+                                elem: Box::new(first),
+                                pat,
+                                iter,
+                                cond,
+                            }
+                        }
+                        Some(second) => {
+                            let mut items = vec![first, self.expr(second)];
+                            items.extend(it.map(|e| self.expr(e)));
+                            ExprKind::List(items)
+                        }
+                        None => ExprKind::List(vec![first]),
                     }
                 }
-                Some(q) => ExprKind::List(q.into_inner().map(|e| self.expr(e)).collect()),
             },
             _ => {
                 // paren: `(e)` is grouping, `(e,)`, `(a, b)` and `()` are tuples.
