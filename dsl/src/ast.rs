@@ -32,6 +32,8 @@ pub struct Import {
 #[derive(Clone, Debug)]
 pub struct ConfigDecl {
     pub name: Ident,
+    /// The config this one extends (`nn.DecoderConfig`), dotted.
+    pub base: Option<Ident>,
     pub fields: Vec<ConfigField>,
     pub span: Span,
 }
@@ -44,8 +46,8 @@ pub struct ConfigField {
     pub span: Span,
 }
 
-/// `int`, `float`, `bool`, `str`, `tensor`, `any`, `list[T]`, a config name;
-/// a trailing `?` allows `none`.
+/// `int`, `float`, `bool`, `str`, `tensor`, `any`, `list[T]`, a config name
+/// (dotted for a config of an imported file); a trailing `?` allows `none`.
 #[derive(Clone, Debug)]
 pub struct TypeExpr {
     pub name: Ident,
@@ -60,6 +62,8 @@ pub struct ModuleDecl {
     pub params: Vec<Param>,
     pub members: Vec<Member>,
     pub fns: Vec<FnDecl>,
+    /// `module M(...) = expr`: M builds what `expr` builds (no body).
+    pub alias: Option<Expr>,
     pub span: Span,
 }
 
@@ -78,6 +82,8 @@ pub enum MemberKind {
     Param { shape: Vec<Expr> },
     /// `q_proj = nn.Linear(...)`, `layers = [Layer(c) for i in 0..n]`
     Value(Expr),
+    /// `let rope_dim = c.head_dim // 2`: a value, not a checkpoint path.
+    Let(Expr),
 }
 
 #[derive(Clone, Debug)]

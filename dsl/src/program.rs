@@ -93,6 +93,8 @@ impl Program {
 #[derive(Clone, Debug)]
 pub struct Config {
     pub name: String,
+    /// The config this one extends; its fields come first in `fields`.
+    pub base: Option<usize>,
     pub fields: Vec<ConfigField>,
     /// Slots needed to evaluate defaults (comprehension variables).
     pub frame: usize,
@@ -106,6 +108,8 @@ pub struct ConfigField {
     pub sym: Sym,
     pub ty: Ty,
     pub default: Option<Expr>,
+    /// The file that declares the field (a base config's, when inherited).
+    pub source: SourceId,
     pub span: Span,
 }
 
@@ -120,6 +124,9 @@ pub struct Module {
     /// (`model.layers`) create inner nodes.
     pub ns: Vec<NsNode>,
     pub fns: Vec<Function>,
+    /// `module M(..) = expr`: constructing M evaluates `expr` (in the
+    /// constructor frame, at M's path) and returns the module it builds.
+    pub alias: Option<Expr>,
     pub ctor_frame: usize,
     pub source: SourceId,
     pub span: Span,
@@ -164,8 +171,16 @@ pub struct Member {
 
 #[derive(Clone, Debug)]
 pub enum MemberKind {
-    Param { shape: Vec<Expr> },
+    Param {
+        shape: Vec<Expr>,
+    },
     Value(Expr),
+    /// Evaluated once at construction into constructor slot `slot` (for the
+    /// members below) and the member list (for the functions).
+    Let {
+        value: Expr,
+        slot: usize,
+    },
 }
 
 #[derive(Clone, Debug)]

@@ -254,7 +254,7 @@ fn int_op(op: BinOp, x: i64, y: i64) -> RtResult<Value> {
 
 /// Concatenations may not build values past `MAX_ITEMS`: doubling in a
 /// loop takes few steps, so the step limit alone would not stop it.
-fn too_long(n: usize, what: &str, unit: &str) -> RtResult<()> {
+pub(crate) fn too_long(n: usize, what: &str, unit: &str) -> RtResult<()> {
     if n > crate::limits::MAX_ITEMS {
         return Err(RtError::new(
             "mdl::run::memory_limit",

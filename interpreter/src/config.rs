@@ -25,7 +25,7 @@ pub fn build(it: &mut Interp, ci: usize, json: &Json, origin: &str) -> RtResult<
         let v = match obj.get(&f.name) {
             Some(j) if !j.is_null() => Some(
                 convert(it, &f.ty, j, &format!("{origin}: `{}`", f.name))
-                    .map_err(|e| e.at(c.source, f.span))?,
+                    .map_err(|e| e.at(f.source, f.span))?,
             ),
             // A nested config absent from the file gets all its defaults.
             _ => match (&f.ty, &f.default) {

@@ -60,6 +60,24 @@ impl Interp<'_> {
                 },
             };
         }
+        if let Some(alias) = &m.alias {
+            // Builds what the alias expression builds, at this module's path.
+            self.depth += 1;
+            let v = self.expr(alias, &mut ctx);
+            self.depth -= 1;
+            return match v? {
+                v @ Value::Module(_) => Ok(v),
+                other => Err(RtError::new(
+                    "mdl::run::construct",
+                    format!(
+                        "module `{}` is an alias, but its expression built a {}, not a module",
+                        m.name,
+                        other.type_name()
+                    ),
+                )
+                .at(m.source, alias.span)),
+            };
+        }
         let args: Vec<Value> = ctx.frame[..m.params.len()].to_vec();
         let mut members = Vec::with_capacity(m.members.len());
         self.depth += 1;
@@ -112,6 +130,17 @@ impl Interp<'_> {
                             other => other,
                         }
                     }
+                    MemberKind::Let { value, slot } => {
+                        // Not a checkpoint path: a module built here has none.
+                        self.ctor_path = None;
+                        let v = self.expr(value, &mut ctx);
+                        self.ctor_path = saved.clone();
+                        let v = v?;
+                        if let Some(f) = ctx.frame.get_mut(*slot) {
+                            *f = v.clone();
+                        }
+                        v
+                    }
                     MemberKind::Value(e) => {
                         self.ctor_path = Some(mpath.clone());
                         if let Some(b) = self.binder.as_mut() {
@@ -160,13 +189,13 @@ impl Interp<'_> {
                             frame: vec![Value::None; c.frame],
                             inst: None,
                             cfg: Some(&fields),
-                            source: c.source,
+                            source: f.source,
                         };
                         self.expr(d, &mut ctx)?
                     }
                     None => match &f.ty {
                         Ty::Optional(_) => Value::None,
-                        _ => return Err(missing(&f.name).at(c.source, f.span)),
+                        _ => return Err(missing(&f.name).at(f.source, f.span)),
                     },
                 },
             };

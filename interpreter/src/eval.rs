@@ -276,6 +276,21 @@ impl<'a> Interp<'a> {
                 let v = self.expr(e, ctx)?;
                 let v = match op {
                     None => v,
+                    // `xs += [..]` extends the list in place (amortised O(1)
+                    // per item) unless another value shares it.
+                    Some(BinOp::Add) => {
+                        match (std::mem::replace(&mut ctx.frame[*slot], Value::None), v) {
+                            (Value::List(mut cur), Value::List(add)) => {
+                                crate::arith::too_long(cur.len() + add.len(), "a list of", "items")
+                                    .map_err(|e| e.at(ctx.source, s.span))?;
+                                Rc::make_mut(&mut cur).extend(add.iter().cloned());
+                                Value::List(cur)
+                            }
+                            (cur, v) => self
+                                .binary(BinOp::Add, cur, v)
+                                .map_err(|e| e.at(ctx.source, s.span))?,
+                        }
+                    }
                     Some(op) => {
                         let cur = ctx.frame[*slot].clone();
                         self.binary(*op, cur, v)

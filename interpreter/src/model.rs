@@ -217,9 +217,11 @@ impl Model {
         match (root, errors.is_empty()) {
             (Some(root), true) => Ok(Model {
                 program: program.clone(),
+                // An alias entry (`module X(c) = nn.CausalLM(...)`) runs the
+                // functions of the module it built.
+                entry: root.module,
                 root,
                 config,
-                entry,
                 params: binder.params,
                 weights: binder.bound,
                 backend: std::sync::Arc::new(mllm_backends::CpuBackend),

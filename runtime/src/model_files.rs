@@ -421,6 +421,30 @@ impl ModelFiles {
     }
 }
 
+/// The tensors (checkpoint name, shape) the built-in script for `config`
+/// declares, in declaration order: a checkpoint with these loads. What
+/// `mllm random-checkpoint` writes, so its presets need no tensor lists.
+pub fn parameter_table(config: &serde_json::Value) -> CliResult<Vec<(String, Vec<usize>)>> {
+    let script =
+        crate::assets::script_for_config(config).map_err(|e| CliError(format!("error: {e}")))?;
+    let prog = std::rc::Rc::new(crate::assets::check_script(script)?);
+    let mut exec = mllm_interpreter::Eager::new(std::sync::Arc::new(mllm_backends::CpuBackend));
+    let model = mllm_interpreter::Model::load(prog.clone(), config, "config.json", None, &mut exec)
+        .map_err(|errs| {
+            let out: Vec<String> = errs
+                .iter()
+                .take(8)
+                .map(|e| e.render(&prog.sources, crate::color()))
+                .collect();
+            CliError(out.join("\n"))
+        })?;
+    Ok(model
+        .params
+        .iter()
+        .map(|p| (p.path.clone(), p.shape.clone()))
+        .collect())
+}
+
 /// Loads the model a script describes with these files: the script given,
 /// else the built-in one for the checkpoint's architecture.
 pub fn load_model(files: &ModelFiles, script: Option<&str>) -> CliResult<mllm_interpreter::Model> {

@@ -75,122 +75,6 @@ pub const PRESETS: &[&str] = &[
     "qwen3-vl-2b",
 ];
 
-/// Tensor names and shapes of a checkpoint: a Qwen3/Llama-layout decoder,
-/// or Qwen3-VL's vision tower plus its text decoder.
-fn tensors(c: &serde_json::Value) -> Vec<(String, Vec<usize>)> {
-    if c["model_type"] != "qwen3_vl" {
-        return decoder(c, "model.");
-    }
-    let mut text = c["text_config"].clone();
-    text["model_type"] = json!("qwen3");
-    let mut t = vision(&c["vision_config"]);
-    t.extend(decoder(&text, "model.language_model."));
-    t
-}
-
-/// Qwen3-VL's vision tower (`model.visual.*`).
-fn vision(v: &serde_json::Value) -> Vec<(String, Vec<usize>)> {
-    let g = |k: &str| v[k].as_u64().unwrap_or(0) as usize;
-    let (h, inter, depth, out) = (
-        g("hidden_size"),
-        g("intermediate_size"),
-        g("depth"),
-        g("out_hidden_size"),
-    );
-    let (p, tp, m) = (
-        g("patch_size"),
-        g("temporal_patch_size"),
-        g("spatial_merge_size"),
-    );
-    let merged = h * m * m;
-    let mut t = vec![
-        (
-            "model.visual.patch_embed.proj.weight".to_string(),
-            vec![h, g("in_channels"), tp, p, p],
-        ),
-        ("model.visual.patch_embed.proj.bias".to_string(), vec![h]),
-        (
-            "model.visual.pos_embed.weight".to_string(),
-            vec![g("num_position_embeddings"), h],
-        ),
-    ];
-    for i in 0..depth {
-        let b = format!("model.visual.blocks.{i}.");
-        for (name, shape) in [
-            ("attn.qkv.weight", vec![3 * h, h]),
-            ("attn.qkv.bias", vec![3 * h]),
-            ("attn.proj.weight", vec![h, h]),
-            ("attn.proj.bias", vec![h]),
-            ("mlp.linear_fc1.weight", vec![inter, h]),
-            ("mlp.linear_fc1.bias", vec![inter]),
-            ("mlp.linear_fc2.weight", vec![h, inter]),
-            ("mlp.linear_fc2.bias", vec![h]),
-            ("norm1.weight", vec![h]),
-            ("norm1.bias", vec![h]),
-            ("norm2.weight", vec![h]),
-            ("norm2.bias", vec![h]),
-        ] {
-            t.push((format!("{b}{name}"), shape));
-        }
-    }
-    let deepstack = v["deepstack_visual_indexes"]
-        .as_array()
-        .map_or(0, |a| a.len());
-    let mergers = std::iter::once(("model.visual.merger.".to_string(), h)).chain(
-        (0..deepstack).map(|i| (format!("model.visual.deepstack_merger_list.{i}."), merged)),
-    );
-    for (pre, norm) in mergers {
-        t.push((format!("{pre}norm.weight"), vec![norm]));
-        t.push((format!("{pre}norm.bias"), vec![norm]));
-        t.push((format!("{pre}linear_fc1.weight"), vec![merged, merged]));
-        t.push((format!("{pre}linear_fc1.bias"), vec![merged]));
-        t.push((format!("{pre}linear_fc2.weight"), vec![out, merged]));
-        t.push((format!("{pre}linear_fc2.bias"), vec![out]));
-    }
-    t
-}
-
-/// A Qwen3/Llama-layout decoder under `prefix` (`model.` or
-/// `model.language_model.`); `lm_head` when untied.
-fn decoder(c: &serde_json::Value, prefix: &str) -> Vec<(String, Vec<usize>)> {
-    let g = |k: &str| c[k].as_u64().unwrap_or(0) as usize;
-    let (h, inter, layers, heads, kv, vocab) = (
-        g("hidden_size"),
-        g("intermediate_size"),
-        g("num_hidden_layers"),
-        g("num_attention_heads"),
-        g("num_key_value_heads"),
-        g("vocab_size"),
-    );
-    let hd = c["head_dim"]
-        .as_u64()
-        .map(|v| v as usize)
-        .unwrap_or(h / heads.max(1));
-    let qk_norm = c["model_type"] == "qwen3";
-    let mut t = vec![(format!("{prefix}embed_tokens.weight"), vec![vocab, h])];
-    for i in 0..layers {
-        let p = format!("{prefix}layers.{i}.");
-        t.push((format!("{p}self_attn.q_proj.weight"), vec![heads * hd, h]));
-        t.push((format!("{p}self_attn.k_proj.weight"), vec![kv * hd, h]));
-        t.push((format!("{p}self_attn.v_proj.weight"), vec![kv * hd, h]));
-        t.push((format!("{p}self_attn.o_proj.weight"), vec![h, heads * hd]));
-        if qk_norm {
-            t.push((format!("{p}self_attn.q_norm.weight"), vec![hd]));
-            t.push((format!("{p}self_attn.k_norm.weight"), vec![hd]));
-        }
-        t.push((format!("{p}mlp.gate_proj.weight"), vec![inter, h]));
-        t.push((format!("{p}mlp.up_proj.weight"), vec![inter, h]));
-        t.push((format!("{p}mlp.down_proj.weight"), vec![h, inter]));
-        t.push((format!("{p}input_layernorm.weight"), vec![h]));
-        t.push((format!("{p}post_attention_layernorm.weight"), vec![h]));
-    }
-    t.push((format!("{prefix}norm.weight"), vec![h]));
-    if c["tie_word_embeddings"] != true {
-        t.push(("lm_head.weight".to_string(), vec![vocab, h]));
-    }
-    t
-}
-
 /// splitmix64 -> roughly normal values (sum of uniforms), scaled by `std`.
 struct Noise(u64);
 
@@ -249,7 +133,8 @@ pub fn run(
         _ => "float32",
     });
     std::fs::write(dir.join("config.json"), serde_json::to_string_pretty(&cfg)?)?;
-    let list = tensors(&config);
+    // The tensors the architecture's script declares for this config.
+    let list = mllm_runtime::model_files::parameter_table(&config)?;
     // The safetensors header first (offsets are known from the shapes), then the data.
     let mut header = serde_json::Map::new();
     let mut offset = 0usize;

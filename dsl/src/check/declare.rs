@@ -26,6 +26,7 @@ impl Checker {
                     ast::Item::Config(c) => {
                         self.configs.push(Config {
                             name: c.name.name.clone(),
+                            base: None,
                             fields: vec![],
                             frame: 0,
                             source: fid,
@@ -41,6 +42,7 @@ impl Checker {
                             members: vec![],
                             ns: vec![NsNode::default()],
                             fns: vec![],
+                            alias: None,
                             ctor_frame: 0,
                             source: fid,
                             span: m.span,
@@ -103,7 +105,7 @@ impl Checker {
             }
             for mem in &m.members {
                 let ty = match &mem.kind {
-                    ast::MemberKind::Param { .. } => SType::Unknown,
+                    ast::MemberKind::Param { .. } | ast::MemberKind::Let(_) => SType::Unknown,
                     ast::MemberKind::Value(e) => self.static_member_type(e, fid),
                 };
                 info.members
@@ -117,7 +119,7 @@ impl Checker {
     pub(super) fn static_member_type(&self, e: &ast::Expr, fid: SourceId) -> SType {
         match &e.kind {
             ast::ExprKind::Call(callee, _) => match self.static_global(callee, fid) {
-                Some(Global::Module(j)) => SType::Module(j),
+                Some(Global::Module(j)) => self.alias_target(j, 0),
                 _ => SType::Unknown,
             },
             ast::ExprKind::Comprehension { elem, .. } => match self.static_member_type(elem, fid) {
@@ -149,11 +151,30 @@ impl Checker {
         }
     }
 
+    /// The module type module `j` builds: itself, or what its alias builds.
+    fn alias_target(&self, j: usize, depth: usize) -> SType {
+        let (fid, ii) = self.module_ast[j];
+        match &self.files[fid].items[ii] {
+            ast::Item::Module(m) => match &m.alias {
+                Some(e) if depth < 16 => match &e.kind {
+                    ast::ExprKind::Call(callee, _) => match self.static_global(callee, fid) {
+                        Some(Global::Module(k)) => self.alias_target(k, depth + 1),
+                        _ => SType::Unknown,
+                    },
+                    _ => SType::Unknown,
+                },
+                Some(_) => SType::Unknown,
+                None => SType::Module(j),
+            },
+            _ => SType::Unknown,
+        }
+    }
+
     pub(super) fn static_global(&self, e: &ast::Expr, fid: SourceId) -> Option<Global> {
         match &e.kind {
             ast::ExprKind::Name(n) => self.globals[fid].get(n).copied(),
             ast::ExprKind::Attr(base, name) => match self.static_global(base, fid)? {
-                Global::Namespace(f) => self.globals[f].get(&name.name).copied(),
+                Global::Namespace(f) => self.globals.get(f)?.get(&name.name).copied(),
                 _ => None,
             },
             _ => None,

@@ -44,8 +44,8 @@ impl Checker {
                 Some(a) => self.resolve_type(a, fid),
                 None => Ty::Any,
             })),
-            other => match self.globals[fid].get(other) {
-                Some(Global::Config(i)) => Ty::Config(*i),
+            other => match self.lookup_qualified(fid, other) {
+                Some(Global::Config(i)) => Ty::Config(i),
                 _ => {
                     let cands: Vec<String> =
                         ["int", "float", "bool", "str", "tensor", "any", "list"]
@@ -77,11 +77,63 @@ impl Checker {
         }
     }
 
-    pub(super) fn resolve_config(&mut self, ci: usize, fid: SourceId, c: &ast::ConfigDecl) {
-        let mut scope = Scope::new(fid, ScopeKind::Config(ci, 0));
-        let mut fields: Vec<ConfigField> = vec![];
+    /// A global named `name` in file `fid`, or `ns.name` in a file it imports.
+    pub(super) fn lookup_qualified(&self, fid: SourceId, name: &str) -> Option<Global> {
+        let mut file = fid;
+        let mut parts = name.split('.').peekable();
+        while let Some(part) = parts.next() {
+            let g = *self.globals.get(file)?.get(part)?;
+            match g {
+                Global::Namespace(f) if parts.peek().is_some() => file = f,
+                _ if parts.peek().is_none() => return Some(g),
+                _ => return None,
+            }
+        }
+        None
+    }
+
+    /// The fields of config `c` with those of the configs it extends first:
+    /// each with the file its declaration (and default) belongs to. A field
+    /// named like an inherited one replaces it in its place.
+    fn config_field_decls(
+        &mut self,
+        fid: SourceId,
+        c: &ast::ConfigDecl,
+        depth: usize,
+    ) -> Vec<(SourceId, ast::ConfigField)> {
+        let mut out: Vec<(SourceId, ast::ConfigField)> = vec![];
+        if let Some(base) = &c.base {
+            match self.lookup_qualified(fid, &base.name) {
+                Some(Global::Config(j)) if depth < 32 => {
+                    let (bf, bi) = self.config_ast[j];
+                    if let ast::Item::Config(bc) = self.files[bf].items[bi].clone() {
+                        out = self.config_field_decls(bf, &bc, depth + 1);
+                    }
+                }
+                Some(Global::Config(_)) => {
+                    self.err(
+                        Diagnostic::new(
+                            "mdl::check::config_cycle",
+                            fid,
+                            format!("config `{}` extends itself", c.name.name),
+                        )
+                        .label(base.span, "this chain of bases comes back here")
+                        .help("a config may extend another config, but not one that extends it"),
+                    );
+                    return out;
+                }
+                _ => {
+                    self.err(
+                        Diagnostic::new("mdl::check::unknown_type", fid, format!("unknown config `{}`", base.name))
+                            .label(base.span, "not a config in scope")
+                            .help("a config extends a config of this file or of an imported one (`nn.DecoderConfig`)"),
+                    );
+                }
+            }
+        }
+        let inherited = out.len();
         for (k, f) in c.fields.iter().enumerate() {
-            if fields.iter().any(|g| g.name == f.name.name) {
+            if c.fields[..k].iter().any(|g| g.name.name == f.name.name) {
                 self.err(
                     Diagnostic::new(
                         "mdl::check::duplicate",
@@ -90,8 +142,33 @@ impl Checker {
                     )
                     .label(f.name.span, "second declaration"),
                 );
+                continue;
             }
-            let ty = self.resolve_type(&f.ty, fid);
+            match out[..inherited]
+                .iter()
+                .position(|(_, g)| g.name.name == f.name.name)
+            {
+                Some(i) => out[i] = (fid, f.clone()),
+                None => out.push((fid, f.clone())),
+            }
+        }
+        out
+    }
+
+    pub(super) fn resolve_config(&mut self, ci: usize, fid: SourceId, c: &ast::ConfigDecl) {
+        if let Some(b) = &c.base {
+            self.configs[ci].base = match self.lookup_qualified(fid, &b.name) {
+                Some(Global::Config(j)) => Some(j),
+                _ => None,
+            };
+        }
+        let decls = self.config_field_decls(fid, c, 0);
+        let mut scope = Scope::new(fid, ScopeKind::Config(ci, 0));
+        let mut fields: Vec<ConfigField> = vec![];
+        for (k, (ffid, f)) in decls.iter().enumerate() {
+            // Types and defaults are read in the file that declared them.
+            scope.file = *ffid;
+            let ty = self.resolve_type(&f.ty, *ffid);
             scope.kind = ScopeKind::Config(ci, k);
             // Defaults may read earlier fields; publish them as we go.
             self.configs[ci].fields = fields.clone();
@@ -102,6 +179,7 @@ impl Checker {
                 sym,
                 ty,
                 default,
+                source: *ffid,
                 span: f.span,
             });
         }
@@ -197,8 +275,20 @@ impl Checker {
                     shape: shape.iter().map(|e| self.expr(e, &mut scope).0).collect(),
                 },
                 ast::MemberKind::Value(e) => MemberKind::Value(self.expr(e, &mut scope).0),
+                ast::MemberKind::Let(e) => MemberKind::Let {
+                    value: self.expr(e, &mut scope).0,
+                    slot: 0,
+                },
             };
             scope.locals.truncate(mark);
+            // A `let` is a local of the members below it, too.
+            let kind = match kind {
+                MemberKind::Let { value, .. } => MemberKind::Let {
+                    value,
+                    slot: scope.bind(&mem.path[0].name, SType::Unknown),
+                },
+                k => k,
+            };
             let path: Vec<String> = mem.path.iter().map(|p| p.name.clone()).collect();
             let module_ty = match self.module_info[mi].members.get(&path) {
                 Some(SType::Module(j)) => Some(*j),
@@ -213,6 +303,9 @@ impl Checker {
             });
         }
         self.modules[mi].members = members;
+        if let Some(e) = &m.alias {
+            self.modules[mi].alias = Some(self.expr(e, &mut scope).0);
+        }
         self.modules[mi].ctor_frame = scope.frame;
         let mut fns = vec![];
         for f in &m.fns {
