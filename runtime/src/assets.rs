@@ -15,6 +15,7 @@ pub const MODELS: &[(&str, &str)] = &[
     ("llama", include_str!("../../models/llama.mdl")),
     ("qwen2", include_str!("../../models/qwen2.mdl")),
     ("qwen3_vl", include_str!("../../models/qwen3_vl.mdl")),
+    ("smollm3", include_str!("../../models/smollm3.mdl")),
 ];
 
 /// The built-in script serving a checkpoint: the one that declares a module

@@ -10,6 +10,8 @@ use mllm_backends::Tensor;
 use mllm_interpreter::KvCache;
 use mllm_runtime::{load, Loaded};
 
+pub mod golden;
+
 pub const QWEN3_CASES: &[&str] = &["gqa_tied_f32", "untied_bf16_ropeparams", "mha_odd_f32"];
 
 pub fn root() -> PathBuf {
