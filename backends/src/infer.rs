@@ -10,6 +10,8 @@ use crate::op::Op;
 use crate::quant::QuantType;
 use crate::tensor::{numel, Tensor};
 
+mod moe;
+
 /// What is known of a tensor without its data.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TensorMeta {
@@ -97,6 +99,10 @@ fn check_quant_inputs(op: &Op, inputs: &[TensorMeta]) -> Result<()> {
     let merged_weights;
     let allowed: &[usize] = match op {
         Op::Linear => &[1],
+        Op::MoeLinear => {
+            merged_weights = (2..inputs.len()).collect::<Vec<_>>();
+            &merged_weights
+        }
         Op::MergedLinear { parts, norm_eps } => {
             let first = 1 + usize::from(norm_eps.is_some());
             merged_weights = (first..first + parts).collect::<Vec<_>>();
@@ -125,7 +131,7 @@ fn check_quant_inputs(op: &Op, inputs: &[TensorMeta]) -> Result<()> {
         {
             let what = match op {
                 Op::Linear => "only its weight (second input) may be quantized",
-                Op::MergedLinear { .. } => "only its weights may be quantized",
+                Op::MergedLinear { .. } | Op::MoeLinear => "only its weights may be quantized",
                 Op::Embedding => "only its table (first input) may be quantized",
                 Op::Sdpa { .. } | Op::CachedSdpa { .. } => {
                     "reads quantized keys and values only as q8_0 (a KV cache)"
@@ -568,6 +574,15 @@ impl Op {
                 shape[*dim] = idx.numel();
                 meta(shape, keep_int(x.dtype))
             }
+            Op::TopK { k } => {
+                arity(self, inputs, 1, 1)?;
+                moe::topk(&inputs[0], *k)
+            }
+            Op::Gather { dim } => {
+                arity(self, inputs, 2, 2)?;
+                moe::gather(&inputs[0], &inputs[1], *dim)
+            }
+            Op::MoeLinear => moe::moe_linear(inputs),
             Op::Where => {
                 arity(self, inputs, 3, 3)?;
                 let (c, a, b) = (&inputs[0], &inputs[1], &inputs[2]);

@@ -153,6 +153,28 @@ pub enum Op {
     IndexSelect {
         dim: usize,
     },
+    /// `x [.., n]` (f32) -> i32 `[.., k]`: the indexes of the `k` largest
+    /// values of each row of the last dim, largest first, the lower index
+    /// first among equal values (NaN counts as the largest, as in torch).
+    /// `1 <= k <= n`.
+    TopK {
+        k: usize,
+    },
+    /// `x`, `idx` (i32, same rank, same sizes as `x` outside `dim`) -> the
+    /// shape of `idx`: `out[.., j, ..] = x[.., idx[.., j, ..], ..]` along
+    /// `dim` (torch.gather, take_along_dim). f32 or i32 like `x` (other
+    /// floats give f32); an index outside `x` is an error.
+    Gather {
+        dim: usize,
+    },
+    /// Mixture-of-experts linear: `x` (f32 `[t, k]`, shared by every slot,
+    /// or `[t, s, k]`, one row per slot), `ids` (i32 `[t, s]`: the expert of
+    /// each token and slot), then the expert weights: one `[e, n, k]` or
+    /// `e` tensors `[n, k]` (any dtype `Linear` takes) -> f32 `[t, s, n]`,
+    /// `out[i, j] = W[ids[i, j]] @ x_row(i, j)`. An id outside `0..e` is
+    /// an error. Its per-(token, slot) loop of `Linear`s is the reference
+    /// twin.
+    MoeLinear,
     /// `cond`, `a`, `b` (broadcast) -> `a` where `cond != 0`, else `b`.
     Where,
     Cast {
@@ -198,6 +220,9 @@ impl Op {
         "concat",
         "slice",
         "index_select",
+        "topk",
+        "gather",
+        "moe_linear",
         "where",
         "cast",
         "arange",
@@ -227,6 +252,9 @@ impl Op {
             Op::Concat { .. } => "concat",
             Op::Slice { .. } => "slice",
             Op::IndexSelect { .. } => "index_select",
+            Op::TopK { .. } => "topk",
+            Op::Gather { .. } => "gather",
+            Op::MoeLinear => "moe_linear",
             Op::Where => "where",
             Op::Cast { .. } => "cast",
             Op::Arange { .. } => "arange",

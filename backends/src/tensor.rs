@@ -409,9 +409,15 @@ impl Tensor {
         let row: usize = self.shape[1..].iter().product();
         let mut shape = self.shape.clone();
         shape[0] = end - start;
+        // Interleaved rows (all dims but the last) stay whole 16-row groups:
+        // of a 2-D weight, rows `start..end`; of a 3-D expert stack, whole
+        // experts of a multiple of 16 rows each.
+        let rows_per = self.shape[1..self.shape.len().saturating_sub(1).max(1)]
+            .iter()
+            .product::<usize>();
         if self.dtype().quant().is_some_and(|q| q.is_packed())
-            && !(start.is_multiple_of(quant::packed::ROWS)
-                && end.is_multiple_of(quant::packed::ROWS))
+            && !((start * rows_per).is_multiple_of(quant::packed::ROWS)
+                && (end * rows_per).is_multiple_of(quant::packed::ROWS))
         {
             return shape_err(
                 "slice",

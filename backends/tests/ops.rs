@@ -223,6 +223,33 @@ fn cases() -> Vec<Case> {
             &[4., 5., 6., 4., 5., 6.],
             &[2, 3],
         ),
+        // Largest first; the tie (3 at 1 and 3) takes the lower index.
+        c(
+            Op::TopK { k: 2 },
+            vec![f(&[1., 3., 0., 3., 2., 5., 4., 6.], &[2, 4])],
+            &[1., 3., 3., 1.],
+            &[2, 2],
+        ),
+        // out[i][j] = x[i][idx[i][j]].
+        c(
+            Op::Gather { dim: 1 },
+            vec![x23.clone(), i(&[2, 0, 1, 1], &[2, 2])],
+            &[3., 1., 5., 5.],
+            &[2, 2],
+        ),
+        // Expert 0 keeps the first two features; expert 1 gives their sum
+        // and the last. Token 0 picks experts (1, 0), token 1 (0, 1).
+        c(
+            Op::MoeLinear,
+            vec![
+                x23.clone(),
+                i(&[1, 0, 0, 1], &[2, 2]),
+                f(&[1., 0., 0., 0., 1., 0.], &[2, 3]),
+                f(&[1., 1., 1., 0., 0., 1.], &[2, 3]),
+            ],
+            &[6., 3., 1., 2., 4., 5., 15., 6.],
+            &[2, 2, 2],
+        ),
         c(
             Op::Where,
             vec![f(&[1., 0.], &[2]), f(&[5., 5.], &[2]), f(&[7.], &[1])],
@@ -369,6 +396,42 @@ fn bad_shapes_and_dtypes_are_errors() {
             Op::Binary(BinaryOp::Div),
             vec![i(&[1], &[1]), i(&[0], &[1])],
         ),
+        (Op::TopK { k: 4 }, vec![x.clone()]),
+        (Op::TopK { k: 0 }, vec![x.clone()]),
+        (Op::TopK { k: 1 }, vec![i(&[1, 2], &[2])]),
+        (Op::Gather { dim: 1 }, vec![x.clone(), i(&[3], &[1, 1])]),
+        (Op::Gather { dim: 1 }, vec![x.clone(), i(&[-1], &[1, 1])]),
+        (
+            Op::Gather { dim: 1 },
+            vec![x.clone(), i(&[0, 0, 0], &[3, 1])],
+        ),
+        (Op::Gather { dim: 0 }, vec![x.clone(), f(&[0.; 3], &[1, 3])]),
+        (Op::Gather { dim: 2 }, vec![x.clone(), i(&[0], &[1, 1])]),
+        // An id past the experts, a negative one, x of the wrong width,
+        // experts of two shapes, ids that are not [t, s].
+        (
+            Op::MoeLinear,
+            vec![x.clone(), i(&[0, 2], &[2, 1]), x.clone(), x.clone()],
+        ),
+        (
+            Op::MoeLinear,
+            vec![x.clone(), i(&[0, -1], &[2, 1]), x.clone()],
+        ),
+        (
+            Op::MoeLinear,
+            vec![x.clone(), i(&[0, 0], &[2, 1]), f(&[1.; 4], &[2, 2])],
+        ),
+        (
+            Op::MoeLinear,
+            vec![
+                x.clone(),
+                i(&[0, 0], &[2, 1]),
+                x.clone(),
+                f(&[1.; 3], &[1, 3]),
+            ],
+        ),
+        (Op::MoeLinear, vec![x.clone(), i(&[0, 0], &[2]), x.clone()]),
+        (Op::MoeLinear, vec![x.clone(), i(&[0, 0], &[2, 1])]),
     ];
     for (op, inputs) in bad {
         let refs: Vec<&Tensor> = inputs.iter().collect();

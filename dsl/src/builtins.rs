@@ -131,6 +131,10 @@ builtins! {
     Layer = "layer"("cache", "index"): "the cache of one layer";
     Append = "append"("cache", "k", "v"): "appends k and v [seq, heads, dim]; returns all keys and values so far";
     CacheLen = "cache_len"("cache"): "number of positions held by a layer cache";
+    // ---- mixture of experts
+    TopK = "topk"("x", "k"): "(values, indices) of the k largest entries of each row (last dim), largest first; indices are i32";
+    Gather = "gather"("x", "dim", "index"): "torch.gather: x's entries along `dim` at an i32 index tensor of x's rank";
+    MoeLinear = "moe_linear"("x", "ids", "weights"): "per (token, slot) linear by the expert `ids` [t, s] names: x [t, k] or [t, s, k], weights one [e, n, k] tensor or a list of [n, k] -> [t, s, n]";
 }
 
 impl Builtin {

@@ -30,7 +30,7 @@ const NS: [usize; 5] = [1, 7, 33, 65, 129];
 
 /// Values of a `dtype` weight `[rows, cols]`; q6_K (which the quantizer
 /// cannot make yet) is random super-blocks with a small scale.
-fn weight(g: &mut Gen, dtype: DType, shape: &[usize]) -> Tensor {
+pub(super) fn weight(g: &mut Gen, dtype: DType, shape: &[usize]) -> Tensor {
     if dtype != Q6_K {
         return g.typed(dtype, shape, 1.0);
     }

@@ -13,6 +13,7 @@ mod attention;
 mod gen;
 mod linear;
 mod map;
+mod moe;
 mod norm;
 mod reduce;
 mod shape;
@@ -86,6 +87,7 @@ pub fn cases(only: Option<&str>) -> Vec<Case> {
     all.extend(shape::cases());
     all.extend(linear::cases());
     all.extend(attention::cases());
+    all.extend(moe::cases());
     if let Some(name) = only {
         all.retain(|c| c.op.name() == name);
     }

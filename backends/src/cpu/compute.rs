@@ -126,6 +126,17 @@ pub(super) fn run(op: &Op, inputs: &[&Tensor], out: TensorMeta) -> Result<Tensor
             let (o, n, i) = reduce::split_dims(x.shape(), *dim);
             Tensor::from_i32(reduce::argmax(x.f32s()?, o, n, i), shape)
         }
+        Op::TopK { k } => {
+            let x = inputs[0].f32s()?;
+            let n = inputs[0].shape().last().copied().unwrap_or(0);
+            let rows = x.len() / n.max(1);
+            Tensor::from_i32(super::topk::topk(x, rows, n, *k), shape)
+        }
+        Op::MoeLinear => {
+            let mut y = vec![0.0f32; shape.iter().product()];
+            super::moe::moe_linear_into(inputs, &mut y)?;
+            Tensor::from_f32(y, shape)
+        }
         Op::Where => where_(inputs, shape),
         _ => unreachable!("{} is a shape op", op.name()),
     }

@@ -20,6 +20,7 @@ pub(super) fn writes_into(op: &Op, out: &TensorMeta) -> bool {
                 | Op::RmsNorm { .. }
                 | Op::AddRmsNorm { .. }
                 | Op::MergedLinear { .. }
+                | Op::MoeLinear
                 | Op::GatedAct { .. }
                 | Op::Unary(_)
                 | Op::Binary(_)
@@ -70,6 +71,7 @@ pub(super) fn run_into(
             fused::add_rms_norm_into(inputs[0].f32s()?, inputs[1].f32s()?, &w, d, *eps, out);
         }
         Op::MergedLinear { norm_eps, .. } => merged::run_into(inputs, *norm_eps, out)?,
+        Op::MoeLinear => super::moe::moe_linear_into(inputs, out)?,
         Op::GatedAct { act } => {
             fused::gated_act_into(*act, inputs[0].f32s()?, inputs[1].f32s()?, out)
         }

@@ -8,10 +8,12 @@ pub mod attention;
 mod compute;
 pub mod elementwise;
 pub mod fused;
+pub mod gather;
 mod into;
 pub mod layout;
 pub mod linear;
 pub mod merged;
+pub mod moe;
 pub mod norm;
 pub mod pool;
 pub mod qlinear;
@@ -21,6 +23,7 @@ mod shape_ops;
 pub mod simd;
 #[cfg(test)]
 pub(crate) mod testutil;
+pub mod topk;
 pub mod vmath;
 
 use crate::backend::Backend;
@@ -46,26 +49,31 @@ pub fn repacks() -> bool {
 }
 
 /// The interleaved copy of `t`, when `repacks()` and `t` is a Q4_0 / Q4_1 / Q8_0
-/// matrix of whole 16-row groups.
+/// matrix of whole 16-row groups, or a stack of such matrices `[e, n, k]`
+/// (MoE experts: groups never straddle two experts, so expert `i` stays
+/// the rows `i * n ..` that `Op::MoeLinear` reads).
 fn repack(t: &Tensor) -> Result<Option<Tensor>> {
     let Some(ty) = t.dtype().quant() else {
         return Ok(None);
     };
-    let packed_ty = crate::quant::packed::packed_of(ty);
-    let (Some(packed_ty), [n, k]) = (packed_ty, t.shape()) else {
+    let Some(packed_ty) = crate::quant::packed::packed_of(ty) else {
         return Ok(None);
     };
-    let (n, k) = (*n, *k);
+    let (rows, n, k) = match *t.shape() {
+        [n, k] => (n, n, k),
+        [e, n, k] => (e * n, n, k),
+        _ => return Ok(None),
+    };
     if !repacks() || !n.is_multiple_of(crate::quant::packed::ROWS) {
         return Ok(None);
     }
     let (bytes, _) = t.quant_bytes()?;
     let packed =
-        crate::quant::packed::pack(ty, bytes, n, k).map_err(|msg| BackendError::Invalid {
+        crate::quant::packed::pack(ty, bytes, rows, k).map_err(|msg| BackendError::Invalid {
             op: "prepare_weight",
             msg,
         })?;
-    Tensor::from_quant(packed, packed_ty, vec![n, k]).map(Some)
+    Tensor::from_quant(packed, packed_ty, t.shape().to_vec()).map(Some)
 }
 
 /// Sets `v` to `n` copies of `x` and returns them, reusing `v`'s capacity:
@@ -133,12 +141,15 @@ impl Backend for CpuBackend {
             | Op::Softmax { .. }
             | Op::Reduce { .. }
             | Op::Argmax { .. }
+            | Op::TopK { .. }
+            | Op::MoeLinear
             | Op::Where => compute::run(op, inputs, out),
             Op::Reshape { .. }
             | Op::Permute { .. }
             | Op::Concat { .. }
             | Op::Slice { .. }
             | Op::IndexSelect { .. }
+            | Op::Gather { .. }
             | Op::Cast { .. }
             | Op::Arange { .. }
             | Op::Full { .. } => shape_ops::run(op, inputs, out),

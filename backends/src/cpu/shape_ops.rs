@@ -2,7 +2,7 @@
 //! outer-dimension slices are views (no copy); the rest copy into new
 //! buffers. `Op::infer` has checked the inputs before any of this runs.
 
-use super::{layout, reduce};
+use super::{gather, layout, reduce};
 use crate::dtype::DType;
 use crate::error::{dtype_err, invalid, Result};
 use crate::infer::TensorMeta;
@@ -56,6 +56,19 @@ pub(super) fn run(op: &Op, inputs: &[&Tensor], out: TensorMeta) -> Result<Tensor
                 _ => {
                     let x = x.to_f32()?;
                     Tensor::from_f32(layout::slice(x.f32s()?, dims, *start, *end, *step), shape)
+                }
+            }
+        }
+        Op::Gather { dim } => {
+            let (x, idx) = (inputs[0], inputs[1]);
+            let is = idx.i32s()?;
+            gather::check_indexes(is, x.shape()[*dim])?;
+            let d = gather::GatherDims::of(x.shape(), idx.shape(), *dim);
+            match x.dtype() {
+                DType::I32 => Tensor::from_i32(gather::gather(x.i32s()?, is, d), shape),
+                _ => {
+                    let x = x.to_f32()?;
+                    Tensor::from_f32(gather::gather(x.f32s()?, is, d), shape)
                 }
             }
         }

@@ -66,6 +66,30 @@ impl Builder {
         });
     }
 
+    /// Adds `op_type(inputs)` with `outputs` outputs (TopK: values and
+    /// indices) and returns their names.
+    pub fn node_multi(
+        &mut self,
+        op_type: &str,
+        inputs: &[&str],
+        outputs: usize,
+        attrs: Vec<AttributeProto>,
+    ) -> Vec<String> {
+        let hint = op_type.to_ascii_lowercase();
+        let outs: Vec<String> = (0..outputs).map(|_| self.fresh(&hint)).collect();
+        let name = format!("{op_type}_{}", self.nodes.len());
+        self.nodes.push(NodeProto {
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            output: outs.clone(),
+            name: Some(name),
+            op_type: Some(op_type.into()),
+            domain: None,
+            attribute: attrs,
+            ..Default::default()
+        });
+        outs
+    }
+
     /// Adds `op_type(inputs)` and returns the name of its one output.
     pub fn node(&mut self, op_type: &str, inputs: &[&str], attrs: Vec<AttributeProto>) -> String {
         let out = self.fresh(&op_type.to_ascii_lowercase());

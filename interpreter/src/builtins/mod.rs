@@ -1,10 +1,12 @@
 //! Meanings of the builtins named in `mllm_dsl::builtins`: arguments are
 //! matched to the signature table (which also owns the defaults), then each
 //! family runs: tensor ops through the executor (`tensor_ops.rs`), plain
-//! values and the KV cache (`values.rs`).
+//! values and the KV cache (`values.rs`), the mixture-of-experts ops
+//! (`moe.rs`).
 
 mod args;
 mod convert;
+mod moe;
 mod tensor_ops;
 mod values;
 
@@ -24,7 +26,10 @@ pub fn call(
     kwargs: Vec<(Sym, Value)>,
 ) -> RtResult<Value> {
     let a = args::Args::new(it, b, args, kwargs)?;
-    match values::call(it, b, &a)? {
+    if let Some(v) = values::call(it, b, &a)? {
+        return Ok(v);
+    }
+    match moe::call(it, b, &a)? {
         Some(v) => Ok(v),
         None => tensor_ops::call(it, b, &a),
     }

@@ -3,6 +3,7 @@
 //! metadata); each family allocates its output and queues its kernels.
 
 pub mod attention;
+pub mod host;
 pub mod kv;
 pub mod linear;
 pub mod map;
@@ -23,6 +24,7 @@ pub fn supports(op: &Op) -> bool {
         || shape::supports(op)
         || linear::supports(op)
         || attention::supports(op)
+        || host::supports(op)
 }
 
 pub fn run(cl: &OpenClBackend, op: &Op, x: &[&Tensor], out: &TensorMeta) -> Result<Tensor> {
@@ -38,6 +40,8 @@ pub fn run(cl: &OpenClBackend, op: &Op, x: &[&Tensor], out: &TensorMeta) -> Resu
         linear::run(cl, op, x, out)
     } else if attention::supports(op) {
         attention::run(cl, op, x, out)
+    } else if host::supports(op) {
+        host::run(cl, op, x, out)
     } else {
         Err(invalid(
             "opencl",

@@ -8,6 +8,7 @@ mod attention;
 mod elementwise;
 mod layout;
 mod linear;
+mod moe;
 mod norm;
 
 use std::collections::HashMap;
@@ -175,6 +176,9 @@ fn lower_op(c: &mut Ctx, id: ValueId, op: &Op, ins: &[ValueId]) -> Result<String
             Ok(c.b.slice_step(&x, *dim, *start, *end, *step))
         }
         Op::IndexSelect { dim } => layout::index_select(c, ins, *dim),
+        Op::TopK { k } => moe::topk(c, ins[0], *k),
+        Op::Gather { dim } => moe::gather(c, id, ins, *dim),
+        Op::MoeLinear => moe::moe_linear(c, ins),
         Op::Arange { .. } | Op::Full { .. } => layout::constant_op(c, op),
     }
 }
