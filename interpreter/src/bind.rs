@@ -77,6 +77,27 @@ impl<'w> Binder<'w> {
             return Value::None;
         };
         self.used.insert(path.to_string());
+        if ws.info(path).is_none() {
+            if let Some(r) = crate::bind_experts::synthesize(ws, path, &shape) {
+                return match r {
+                    Ok((t, used)) => {
+                        self.used.extend(used);
+                        self.params.push(ParamRecord {
+                            path: path.to_string(),
+                            shape,
+                            dtype: Some(t.dtype()),
+                        });
+                        Value::Tensor(t)
+                    }
+                    Err(msg) => {
+                        let e = RtError::new("mdl::bind::experts", format!("cannot stack the experts of `{path}`: {msg}"))
+                            .help("the checkpoint's expert tensors disagree with each other or with the config");
+                        self.errors.push(self.located(e, source, span));
+                        Value::None
+                    }
+                };
+            }
+        }
         let Some(info) = ws.info(path) else {
             let e = RtError::new("mdl::bind::missing", format!("the checkpoint has no tensor `{path}`"))
                 .label(format!("declares `{path}` {shape:?}"))

@@ -12,6 +12,7 @@
 
 pub mod arith;
 pub mod bind;
+mod bind_experts;
 pub mod builtins;
 pub mod cache;
 pub mod capture;

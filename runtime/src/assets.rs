@@ -16,6 +16,7 @@ pub const MODELS: &[(&str, &str)] = &[
     ("qwen2", include_str!("../../models/qwen2.mdl")),
     ("qwen3_vl", include_str!("../../models/qwen3_vl.mdl")),
     ("smollm3", include_str!("../../models/smollm3.mdl")),
+    ("qwen3_moe", include_str!("../../models/qwen3_moe.mdl")),
 ];
 
 /// The built-in script serving a checkpoint: the one that declares a module

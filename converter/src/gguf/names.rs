@@ -25,6 +25,13 @@ const BLOCK: &[(&str, &str)] = &[
     ("ffn_down", "mlp.down_proj"),
     ("attn_norm", "input_layernorm"),
     ("ffn_norm", "post_attention_layernorm"),
+    // Mixture of experts: the router, and one 3-D tensor [experts, rows,
+    // cols] per projection (the binder stacks per-expert HF tensors into
+    // this layout too; see interpreter/src/bind_experts.rs).
+    ("ffn_gate_inp", "mlp.gate"),
+    ("ffn_gate_exps", "mlp.experts.gate_proj"),
+    ("ffn_up_exps", "mlp.experts.up_proj"),
+    ("ffn_down_exps", "mlp.experts.down_proj"),
 ];
 
 /// Splits `prefix.N.rest.{weight,bias}` into (N, rest, suffix).
