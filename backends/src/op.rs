@@ -77,10 +77,13 @@ pub enum Op {
     /// `q [sq, hq, d]`, `k [sk, hk, d]`, `v [sk, hk, dv]` -> `[sq, hq, dv]`.
     /// `hq` must be a multiple of `hk` (grouped-query attention). With `causal`,
     /// query `i` sees keys `0 ..= sk - sq + i` (the queries are the last `sq`
-    /// positions).
+    /// positions); with `window` > 0 only the last `window` of those (a
+    /// sliding-window layer: keys `p - window < j <= p` for the query at
+    /// position `p`).
     Sdpa {
         causal: bool,
         scale: f32,
+        window: usize,
     },
     /// Attention over a KV cache held outside the graph, as an NPU graph
     /// sees it: `q [sq, hq, d]`, the new rows `k [s, hk, d]`, `v [s, hk, dv]`,
@@ -91,6 +94,7 @@ pub enum Op {
     CachedSdpa {
         causal: bool,
         scale: f32,
+        window: usize,
     },
     /// `act(gate) * up` over two tensors of one shape (made by graph fusion
     /// from `unary` then `binary(Mul)`).

@@ -81,6 +81,7 @@ fn step(
     let op = Op::Sdpa {
         causal: true,
         scale: 0.125,
+        window: 0,
     };
     let want = CpuBackend.run(&op, &[&q, &hk_, &hv_]).expect("cpu sdpa");
     let got = cl.run(&op, &[&q, &dk_, &dv_]).expect("opencl sdpa");

@@ -82,6 +82,7 @@ fn cases() -> Vec<Case> {
             Op::Sdpa {
                 causal: true,
                 scale: 1.0,
+                window: 0,
             },
             vec![
                 f(&[1., 1.], &[2, 1, 1]),
@@ -142,6 +143,7 @@ fn cases() -> Vec<Case> {
             Op::CachedSdpa {
                 causal: true,
                 scale: 1.0,
+                window: 0,
             },
             vec![
                 f(&[1.], &[1, 1, 1]),
@@ -362,6 +364,7 @@ fn bad_shapes_and_dtypes_are_errors() {
             Op::Sdpa {
                 causal: true,
                 scale: 1.0,
+                window: 0,
             },
             vec![
                 f(&[1.; 6], &[3, 2, 1]),

@@ -76,7 +76,7 @@ builtins! {
     RmsNorm = "rms_norm"("x", "weight", "eps" = D::Float(1e-6)): "x / sqrt(mean(x^2) + eps) * weight over the last dim";
     LayerNorm = "layer_norm"("x", "weight", "bias", "eps" = D::Float(1e-5)): "layer normalisation over the last dim";
     ApplyRope = "apply_rope"("x", "cos", "sin"): "rotary embedding (rotate-half layout) of x [seq, heads, dim]";
-    Sdpa = "sdpa"("q", "k", "v", "causal" = D::Bool(false), "scale" = D::Derived): "scaled dot-product attention over [seq, heads, dim]; `scale` defaults to 1/sqrt(dim)";
+    Sdpa = "sdpa"("q", "k", "v", "causal" = D::Bool(false), "scale" = D::Derived, "window" = D::Int(0)): "scaled dot-product attention over [seq, heads, dim]; `scale` defaults to 1/sqrt(dim); `window` > 0 lets each query see only the last `window` keys up to its position (sliding-window layers)";
     Softmax = "softmax"("x", "dim" = D::Int(-1)): "softmax along `dim` (default: last)";
     Silu = "silu"("x"): "x * sigmoid(x)";
     Gelu = "gelu"("x"): "exact (erf) GELU";

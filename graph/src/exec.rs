@@ -104,9 +104,14 @@ impl<B: Backend> Compiled<B> {
         let plan = plan_memory_with(&lifetimes, &|op, meta| {
             // CachedSdpa writes through the backend's Sdpa.
             let op = match op {
-                Op::CachedSdpa { causal, scale } => &Op::Sdpa {
+                Op::CachedSdpa {
+                    causal,
+                    scale,
+                    window,
+                } => &Op::Sdpa {
                     causal: *causal,
                     scale: *scale,
+                    window: *window,
                 },
                 other => other,
             };
@@ -261,7 +266,11 @@ impl<B: Backend> Compiled<B> {
                 continue;
             };
             let out = match op {
-                Op::CachedSdpa { causal, scale } => {
+                Op::CachedSdpa {
+                    causal,
+                    scale,
+                    window,
+                } => {
                     let layer = self.layer_of[&inputs[3]];
                     if kv.len(layer) != past {
                         return err(format!(
@@ -279,6 +288,7 @@ impl<B: Backend> Compiled<B> {
                     let sdpa = Op::Sdpa {
                         causal: *causal,
                         scale: *scale,
+                        window: *window,
                     };
                     self.compute(i, &sdpa, &[q, &keys, &values])?
                 }

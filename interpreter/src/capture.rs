@@ -158,7 +158,15 @@ fn capture_err(msg: String) -> BackendError {
 impl<E: Executor> Executor for Capture<E> {
     fn run(&mut self, op: &Op, inputs: &[&Tensor]) -> Result<Tensor, BackendError> {
         // Attention over the appended cache becomes CachedSdpa.
-        if let (Op::Sdpa { causal, scale }, [q, k, v]) = (op, inputs) {
+        if let (
+            Op::Sdpa {
+                causal,
+                scale,
+                window,
+            },
+            [q, k, v],
+        ) = (op, inputs)
+        {
             let (kv, vv) = (
                 self.views.get(&key(k)).copied(),
                 self.views.get(&key(v)).copied(),
@@ -185,6 +193,7 @@ impl<E: Executor> Executor for Capture<E> {
                         Op::CachedSdpa {
                             causal: *causal,
                             scale: *scale,
+                            window: *window,
                         },
                         vec![
                             qid,

@@ -17,6 +17,7 @@ pub const MODELS: &[(&str, &str)] = &[
     ("qwen3_vl", include_str!("../../models/qwen3_vl.mdl")),
     ("smollm3", include_str!("../../models/smollm3.mdl")),
     ("qwen3_moe", include_str!("../../models/qwen3_moe.mdl")),
+    ("gemma3", include_str!("../../models/gemma3.mdl")),
 ];
 
 /// The built-in script serving a checkpoint: the one that declares a module

@@ -85,8 +85,10 @@ fn sdpa_cases(g: &mut Gen, out: &mut Vec<Case>) {
         s(64, 200, 2, 1, 64, 128),
         s(64, 70, 8, 2, 40, 40),
     ];
+    // Sliding windows (5 keys) on the causal cases.
+    let masks = [(false, 0), (true, 0), (true, 5)];
     for sh in &shapes {
-        for causal in [true, false] {
+        for (causal, window) in masks {
             for dtype in [DType::F32, DType::F16, Q8] {
                 if dtype == Q8 && (sh.d % 32 != 0 || sh.dv % 32 != 0) {
                     continue;
@@ -97,7 +99,7 @@ fn sdpa_cases(g: &mut Gen, out: &mut Vec<Case>) {
                 let scale = 1.0 / (sh.d as f32).sqrt();
                 out.push(Case::new(
                     format!(
-                        "sdpa {} causal {causal} q[{},{},{}] k[{},{},{}] v dv {}",
+                        "sdpa {} causal {causal} window {window} q[{},{},{}] k[{},{},{}] v dv {}",
                         name(dtype),
                         sh.sq,
                         sh.hq,
@@ -107,7 +109,11 @@ fn sdpa_cases(g: &mut Gen, out: &mut Vec<Case>) {
                         sh.d,
                         sh.dv
                     ),
-                    Op::Sdpa { causal, scale },
+                    Op::Sdpa {
+                        causal,
+                        scale,
+                        window,
+                    },
                     vec![q, k, v],
                     NMSE_F32,
                 ));
@@ -125,6 +131,7 @@ fn sdpa_cases(g: &mut Gen, out: &mut Vec<Case>) {
             Op::Sdpa {
                 causal: false,
                 scale: 0.125,
+                window: 0,
             },
             vec![q, k, v],
             NMSE_F32,
@@ -145,7 +152,7 @@ fn cached_cases(g: &mut Gen, out: &mut Vec<Case>) {
         (64, 64, 200, 100, 2, 1, 64, 64),
     ];
     for &(sq, s, c, len, hq, hk, d, dv) in &shapes {
-        for causal in [true, false] {
+        for (causal, window) in [(false, 0), (true, 0), (true, 6)] {
             for dtype in [DType::F32, DType::F16, Q8] {
                 let q = g.f32(&[sq, hq, d], 2.0);
                 let k = g.f32(&[s, hk, d], 1.0);
@@ -156,10 +163,14 @@ fn cached_cases(g: &mut Gen, out: &mut Vec<Case>) {
                 let scale = 1.0 / (d as f32).sqrt();
                 out.push(Case::new(
                     format!(
-                        "cached_sdpa {} causal {causal} q[{sq},{hq},{d}] new {s} past {len}/{c} hk {hk} dv {dv}",
+                        "cached_sdpa {} causal {causal} window {window} q[{sq},{hq},{d}] new {s} past {len}/{c} hk {hk} dv {dv}",
                         name(dtype)
                     ),
-                    Op::CachedSdpa { causal, scale },
+                    Op::CachedSdpa {
+                        causal,
+                        scale,
+                        window,
+                    },
                     vec![q, k, v, pk, pv, plen],
                     NMSE_F32,
                 ));

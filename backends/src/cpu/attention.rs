@@ -1,6 +1,9 @@
 //! Scaled dot-product attention over `[seq, heads, dim]` tensors with
-//! grouped-query heads and an optional causal mask aligned to the end (the
-//! queries are the last `sq` of `sk` positions, as in cached decoding).
+//! grouped-query heads, an optional causal mask aligned to the end (the
+//! queries are the last `sq` of `sk` positions, as in cached decoding) and
+//! an optional sliding window (`window` > 0: a query sees only the last
+//! `window` keys up to its own position, as Gemma's and Mistral's sliding
+//! layers do).
 
 use super::refill;
 use super::simd::{axpy, dot};
@@ -31,6 +34,15 @@ impl<'a> Rows<'a> {
             DType::Quant(QuantType::Q8_0) => Rows::Q8_0(t.quant_bytes()?.0),
             other => return dtype_err("sdpa", format!("keys and values cannot be {other}")),
         })
+    }
+
+    /// The rows from row `r` on (rows of `width` values).
+    pub fn from_row(&self, r: usize, width: usize) -> Rows<'a> {
+        match self {
+            Rows::F32(s) => Rows::F32(&s[r * width..]),
+            Rows::F16(s) => Rows::F16(&s[r * width..]),
+            Rows::Q8_0(b) => Rows::Q8_0(&b[r * (width / 32 * 34)..]),
+        }
     }
 
     /// Row `r` of `width` values, widened into `scratch` unless stored as f32.
@@ -80,13 +92,20 @@ impl SdpaShape {
     }
 }
 
-/// Number of keys query `i` may see.
-fn visible(sh: &SdpaShape, causal: bool, i: usize) -> usize {
-    if causal {
+/// Keys `lo..hi` query `i` may see: causally those up to its position,
+/// of which the last `window` when `window` > 0.
+fn visible(sh: &SdpaShape, causal: bool, window: usize, i: usize) -> (usize, usize) {
+    let hi = if causal {
         (sh.sk + i + 1).saturating_sub(sh.sq).min(sh.sk)
     } else {
         sh.sk
-    }
+    };
+    let lo = if window > 0 {
+        hi.saturating_sub(window)
+    } else {
+        0
+    };
+    (lo, hi)
 }
 
 /// Reference: materialises every score row, then softmax, then the sum.
@@ -96,6 +115,7 @@ pub fn sdpa_ref(
     v: &[f32],
     sh: &SdpaShape,
     causal: bool,
+    window: usize,
     scale: f32,
 ) -> Vec<f32> {
     let group = sh.hq / sh.hk;
@@ -103,9 +123,9 @@ pub fn sdpa_ref(
     for h in 0..sh.hq {
         let kh = h / group;
         for i in 0..sh.sq {
-            let n = visible(sh, causal, i);
+            let (lo, n) = visible(sh, causal, window, i);
             let qi = &q[(i * sh.hq + h) * sh.d..][..sh.d];
-            let mut scores: Vec<f32> = (0..n)
+            let mut scores: Vec<f32> = (lo..n)
                 .map(|j| {
                     let kj = &k[(j * sh.hk + kh) * sh.d..][..sh.d];
                     qi.iter().zip(kj).map(|(a, b)| a * b).sum::<f32>() * scale
@@ -118,7 +138,7 @@ pub fn sdpa_ref(
                 sum += *s;
             }
             let o = &mut out[(i * sh.hq + h) * sh.dv..][..sh.dv];
-            for (j, s) in scores.iter().enumerate() {
+            for (j, s) in (lo..n).zip(scores.iter()) {
                 for c in 0..sh.dv {
                     o[c] += s / sum * v[(j * sh.hk + kh) * sh.dv + c];
                 }
@@ -138,9 +158,17 @@ const QUERY_BLOCK: usize = 256;
 
 /// Fast path: matrix products per head for many queries (prefill, vision
 /// towers), else one task per (query, head) with SIMD dots.
-pub fn sdpa(q: &[f32], k: Rows, v: Rows, sh: &SdpaShape, causal: bool, scale: f32) -> Vec<f32> {
+pub fn sdpa(
+    q: &[f32],
+    k: Rows,
+    v: Rows,
+    sh: &SdpaShape,
+    causal: bool,
+    window: usize,
+    scale: f32,
+) -> Vec<f32> {
     let mut out = vec![0.0; sh.sq * sh.hq * sh.dv];
-    sdpa_into(q, k, v, sh, causal, scale, &mut out);
+    sdpa_into(q, k, v, sh, causal, window, scale, &mut out);
     out
 }
 
@@ -151,13 +179,14 @@ pub fn sdpa_into(
     v: Rows,
     sh: &SdpaShape,
     causal: bool,
+    window: usize,
     scale: f32,
     out: &mut [f32],
 ) {
     if sh.sq >= GEMM_MIN_QUERIES {
-        sdpa_gemm_into(q, k, v, sh, causal, scale, out);
+        sdpa_gemm_into(q, k, v, sh, causal, window, scale, out);
     } else {
-        sdpa_rows_into(q, k, v, sh, causal, scale, out);
+        sdpa_rows_into(q, k, v, sh, causal, window, scale, out);
     }
 }
 
@@ -171,10 +200,11 @@ pub fn sdpa_gemm(
     v: Rows,
     sh: &SdpaShape,
     causal: bool,
+    window: usize,
     scale: f32,
 ) -> Vec<f32> {
     let mut out = vec![0.0; sh.sq * sh.hq * sh.dv];
-    sdpa_gemm_into(q, k, v, sh, causal, scale, &mut out);
+    sdpa_gemm_into(q, k, v, sh, causal, window, scale, &mut out);
     out
 }
 
@@ -208,10 +238,11 @@ fn sdpa_gemm_into(
     v: Rows,
     sh: &SdpaShape,
     causal: bool,
+    window: usize,
     scale: f32,
     out: &mut [f32],
 ) {
-    SCRATCH.with_borrow_mut(|sc| sdpa_gemm_with(sc, q, k, v, sh, causal, scale, out));
+    SCRATCH.with_borrow_mut(|sc| sdpa_gemm_with(sc, q, k, v, sh, causal, window, scale, out));
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -222,6 +253,7 @@ fn sdpa_gemm_with(
     v: Rows,
     sh: &SdpaShape,
     causal: bool,
+    window: usize,
     scale: f32,
     out: &mut [f32],
 ) {
@@ -270,10 +302,12 @@ fn sdpa_gemm_with(
                     s,
                 );
                 crate::cpu::pool::for_chunks(s, sh.sk, |r, row| {
-                    let n = visible(sh, causal, i0 + r);
-                    let (seen, masked) = row.split_at_mut(n);
+                    let (lo, n) = visible(sh, causal, window, i0 + r);
+                    let (before, row) = row.split_at_mut(lo);
+                    before.fill(0.0);
+                    let (seen, masked) = row.split_at_mut(n - lo);
                     masked.fill(0.0);
-                    if n == 0 {
+                    if n == lo {
                         return;
                     }
                     let mx = seen
@@ -317,10 +351,11 @@ pub fn sdpa_rows(
     v: Rows,
     sh: &SdpaShape,
     causal: bool,
+    window: usize,
     scale: f32,
 ) -> Vec<f32> {
     let mut out = vec![0.0; sh.sq * sh.hq * sh.dv];
-    sdpa_rows_into(q, k, v, sh, causal, scale, &mut out);
+    sdpa_rows_into(q, k, v, sh, causal, window, scale, &mut out);
     out
 }
 
@@ -330,6 +365,7 @@ fn sdpa_rows_into(
     v: Rows,
     sh: &SdpaShape,
     causal: bool,
+    window: usize,
     scale: f32,
     out: &mut [f32],
 ) {
@@ -339,10 +375,16 @@ fn sdpa_rows_into(
     // `o`: the group's outputs, `group * dv` values (its heads are adjacent).
     let task = |(idx, o): (usize, &mut [f32])| {
         let (i, kh) = (idx / sh.hk, idx % sh.hk);
-        let n = visible(sh, causal, i);
-        if n == 0 {
+        let (lo, hi) = visible(sh, causal, window, i);
+        if hi == lo {
             return;
         }
+        // The window's keys and values, as if they were all there were.
+        let (k, v, n) = (
+            k.from_row(lo * sh.hk, sh.d),
+            v.from_row(lo * sh.hk, sh.dv),
+            hi - lo,
+        );
         SCRATCH.with_borrow_mut(|sc| {
             let qrow = |g: usize| &q[(i * sh.hq + kh * group + g) * sh.d..][..sh.d];
             // scores[g * n + j] for head g of the group.
@@ -411,13 +453,13 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(48))]
         #[test]
         fn sdpa_matches_reference(sq in 1usize..7, extra in 0usize..9, hk in 1usize..4, group in 1usize..4,
-                                  d in 1usize..40, dv in 1usize..20, causal in any::<bool>(), seed in any::<u64>()) {
+                                  d in 1usize..40, dv in 1usize..20, causal in any::<bool>(), window in 0usize..8, seed in any::<u64>()) {
             let sh = SdpaShape { sq, sk: sq + extra, hq: hk * group, hk, d, dv };
             let q = vec_f32(seed, sh.sq * sh.hq * d);
             let k = vec_f32(seed ^ 1, sh.sk * hk * d);
             let v = vec_f32(seed ^ 2, sh.sk * hk * dv);
             let scale = 1.0 / (d as f32).sqrt();
-            assert_close(&sdpa(&q, Rows::F32(&k), Rows::F32(&v), &sh, causal, scale), &sdpa_ref(&q, &k, &v, &sh, causal, scale), 1e-5)?;
+            assert_close(&sdpa(&q, Rows::F32(&k), Rows::F32(&v), &sh, causal, window, scale), &sdpa_ref(&q, &k, &v, &sh, causal, window, scale), 1e-5)?;
         }
 
         /// The GEMM path on its own, at every size (odd ones, more queries
@@ -425,20 +467,20 @@ mod tests {
         /// happen: sk >= sq).
         #[test]
         fn sdpa_gemm_matches_reference(sq in 1usize..300, extra in 0usize..40, hk in 1usize..3, group in 1usize..3,
-                                       d in 1usize..40, dv in 1usize..20, causal in any::<bool>(), seed in any::<u64>()) {
+                                       d in 1usize..40, dv in 1usize..20, causal in any::<bool>(), window in 0usize..8, seed in any::<u64>()) {
             let sh = SdpaShape { sq, sk: sq + extra, hq: hk * group, hk, d, dv };
             let q = vec_f32(seed, sh.sq * sh.hq * d);
             let k = vec_f32(seed ^ 1, sh.sk * hk * d);
             let v = vec_f32(seed ^ 2, sh.sk * hk * dv);
             let scale = 1.0 / (d as f32).sqrt();
-            assert_close(&sdpa_gemm(&q, Rows::F32(&k), Rows::F32(&v), &sh, causal, scale), &sdpa_ref(&q, &k, &v, &sh, causal, scale), 1e-5)?;
+            assert_close(&sdpa_gemm(&q, Rows::F32(&k), Rows::F32(&v), &sh, causal, window, scale), &sdpa_ref(&q, &k, &v, &sh, causal, window, scale), 1e-5)?;
         }
 
         /// Keys and values stored as f16 or q8_0 (a KV cache): both paths
         /// equal the reference on the widened values.
         #[test]
         fn sdpa_reads_f16_and_q8_0_rows(sq in 1usize..40, extra in 0usize..20, hk in 1usize..3, group in 1usize..3,
-                                        blocks in 1usize..3, causal in any::<bool>(), q8 in any::<bool>(), seed in any::<u64>()) {
+                                        blocks in 1usize..3, causal in any::<bool>(), window in 0usize..8, q8 in any::<bool>(), seed in any::<u64>()) {
             let (d, dv) = (32 * blocks, 32);
             let sh = SdpaShape { sq, sk: sq + extra, hq: hk * group, hk, d, dv };
             let q = vec_f32(seed, sh.sq * sh.hq * d);
@@ -448,13 +490,13 @@ mod tests {
             let got = if q8 {
                 let (kb, vb) = (quant::quantize(QuantType::Q8_0, &k).expect("q"), quant::quantize(QuantType::Q8_0, &v).expect("q"));
                 let (kw, vw) = (quant::dequantize(QuantType::Q8_0, &kb, k.len()).expect("d"), quant::dequantize(QuantType::Q8_0, &vb, v.len()).expect("d"));
-                let want = sdpa_ref(&q, &kw, &vw, &sh, causal, scale);
-                (sdpa(&q, Rows::Q8_0(&kb), Rows::Q8_0(&vb), &sh, causal, scale), want)
+                let want = sdpa_ref(&q, &kw, &vw, &sh, causal, window, scale);
+                (sdpa(&q, Rows::Q8_0(&kb), Rows::Q8_0(&vb), &sh, causal, window, scale), want)
             } else {
                 let (kh, vh): (Vec<f16>, Vec<f16>) = (k.iter().map(|&x| f16::from_f32(x)).collect(), v.iter().map(|&x| f16::from_f32(x)).collect());
                 let (kw, vw): (Vec<f32>, Vec<f32>) = (kh.iter().map(|x| x.to_f32()).collect(), vh.iter().map(|x| x.to_f32()).collect());
-                let want = sdpa_ref(&q, &kw, &vw, &sh, causal, scale);
-                (sdpa(&q, Rows::F16(&kh), Rows::F16(&vh), &sh, causal, scale), want)
+                let want = sdpa_ref(&q, &kw, &vw, &sh, causal, window, scale);
+                (sdpa(&q, Rows::F16(&kh), Rows::F16(&vh), &sh, causal, window, scale), want)
             };
             assert_close(&got.0, &got.1, 1e-5)?;
         }

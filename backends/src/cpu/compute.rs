@@ -65,8 +65,16 @@ pub(super) fn run(op: &Op, inputs: &[&Tensor], out: TensorMeta) -> Result<Tensor
             let y = rope::apply_rope(x.f32s()?, c.f32s()?, s.f32s()?, sq, h, d);
             Tensor::from_f32(y, shape)
         }
-        Op::Sdpa { causal, scale } => sdpa(inputs[0], inputs[1], inputs[2], *causal, *scale),
-        Op::CachedSdpa { causal, scale } => {
+        Op::Sdpa {
+            causal,
+            scale,
+            window,
+        } => sdpa(inputs[0], inputs[1], inputs[2], *causal, *window, *scale),
+        Op::CachedSdpa {
+            causal,
+            scale,
+            window,
+        } => {
             // The reference decomposition: past rows, then the new ones.
             let (past_k, past_v, len) = (inputs[3], inputs[4], inputs[5]);
             let n = past_len(len, past_k.shape()[0])?;
@@ -81,7 +89,7 @@ pub(super) fn run(op: &Op, inputs: &[&Tensor], out: TensorMeta) -> Result<Tensor
                 )
             };
             let (k, v) = (join(past_k, inputs[1])?, join(past_v, inputs[2])?);
-            sdpa(inputs[0], &k, &v, *causal, *scale)
+            sdpa(inputs[0], &k, &v, *causal, *window, *scale)
         }
         Op::GatedAct { act } => {
             let y = fused::gated_act(*act, inputs[0].f32s()?, inputs[1].f32s()?);
@@ -177,7 +185,14 @@ fn past_len(len: &Tensor, capacity: usize) -> Result<usize> {
     }
 }
 
-fn sdpa(q: &Tensor, k: &Tensor, v: &Tensor, causal: bool, scale: f32) -> Result<Tensor> {
+fn sdpa(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    causal: bool,
+    window: usize,
+    scale: f32,
+) -> Result<Tensor> {
     let sh = attention::SdpaShape::of(q, k, v);
     if causal && sh.sq > sh.sk {
         return crate::error::shape_err(
@@ -186,7 +201,7 @@ fn sdpa(q: &Tensor, k: &Tensor, v: &Tensor, causal: bool, scale: f32) -> Result<
         );
     }
     let (kr, vr) = (attention::Rows::of(k)?, attention::Rows::of(v)?);
-    let y = attention::sdpa(q.f32s()?, kr, vr, &sh, causal, scale);
+    let y = attention::sdpa(q.f32s()?, kr, vr, &sh, causal, window, scale);
     Tensor::from_f32(y, vec![sh.sq, sh.hq, sh.dv])
 }
 

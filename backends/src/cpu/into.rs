@@ -86,11 +86,15 @@ pub(super) fn run_into(
             rope::apply_rope_into(x.f32s()?, c.f32s()?, s.f32s()?, sq, h, d, out);
         }
         Op::Embedding => super::compute::embedding_into(inputs[0], inputs[1], out)?,
-        Op::Sdpa { causal, scale } => {
+        Op::Sdpa {
+            causal,
+            scale,
+            window,
+        } => {
             let (q, k, v) = (inputs[0], inputs[1], inputs[2]);
             let sh = attention::SdpaShape::of(q, k, v);
             let (kr, vr) = (attention::Rows::of(k)?, attention::Rows::of(v)?);
-            attention::sdpa_into(q.f32s()?, kr, vr, &sh, *causal, *scale, out);
+            attention::sdpa_into(q.f32s()?, kr, vr, &sh, *causal, *window, *scale, out);
         }
         // Unusual input dtypes: the allocating path, copied into `out`.
         _ => {

@@ -36,13 +36,19 @@ pub fn without_cache(g: &Graph) -> Result<Graph> {
                 v.def = const_i32(&v.meta, vec![0; v.meta.numel()])?;
             }
             Def::Node {
-                op: Op::CachedSdpa { causal, scale },
+                op:
+                    Op::CachedSdpa {
+                        causal,
+                        scale,
+                        window,
+                    },
                 inputs,
             } => {
                 v.def = Def::Node {
                     op: Op::Sdpa {
                         causal: *causal,
                         scale: *scale,
+                        window: *window,
                     },
                     inputs: inputs[..3].to_vec(),
                 };

@@ -113,6 +113,7 @@ pub(super) fn call(it: &mut Interp, b: Builtin, a: &Args) -> RtResult<Value> {
                 None => (1.0 / d.sqrt()) as f32,
             };
             let causal = a.bool(3)?;
+            let window = sdpa_window(&a)?;
             if q.shape().first() != Some(&keys.len()) || values.len() != keys.len() {
                 return Err(RtError::new(
                     "mdl::run::sdpa",
@@ -128,7 +129,14 @@ pub(super) fn call(it: &mut Interp, b: Builtin, a: &Args) -> RtResult<Value> {
                 let qr = q
                     .narrow0(r, r + 1)
                     .map_err(|e| RtError::new("mdl::run::sdpa", e.to_string()))?;
-                rows.push(it.op(Op::Sdpa { causal, scale }, &[&qr, k, v])?);
+                rows.push(it.op(
+                    Op::Sdpa {
+                        causal,
+                        scale,
+                        window,
+                    },
+                    &[&qr, k, v],
+                )?);
             }
             let refs: Vec<&Tensor> = rows.iter().collect();
             t(it.op(Op::Concat { dim: 0 }, &refs)?)
@@ -144,6 +152,7 @@ pub(super) fn call(it: &mut Interp, b: Builtin, a: &Args) -> RtResult<Value> {
                 Op::Sdpa {
                     causal: a.bool(3)?,
                     scale,
+                    window: sdpa_window(&a)?,
                 },
                 &[&q, &k, &v],
             )?)
@@ -380,4 +389,16 @@ pub(super) fn call(it: &mut Interp, b: Builtin, a: &Args) -> RtResult<Value> {
             }
         }
     }
+}
+
+/// `sdpa`'s `window` argument (parameter 5): 0 for none, else the number
+/// of keys each query sees.
+fn sdpa_window(a: &Args) -> RtResult<usize> {
+    let w = a.int(5)?;
+    usize::try_from(w).map_err(|_| {
+        RtError::new(
+            "mdl::run::sdpa",
+            format!("sdpa's window must be 0 (none) or a number of keys, got {w}"),
+        )
+    })
 }

@@ -26,8 +26,12 @@ const LOCAL_BUDGET: usize = 32 * 1024;
 /// kernel runs (its private accumulators: `DECODE_ROWS` in attention.cl).
 const DECODE_ROWS: usize = 8;
 
+/// Sliding windows have no kernel yet: those run on the host (`host.rs`).
 pub fn supports(op: &Op) -> bool {
-    matches!(op, Op::Sdpa { .. } | Op::CachedSdpa { .. })
+    matches!(
+        op,
+        Op::Sdpa { window: 0, .. } | Op::CachedSdpa { window: 0, .. }
+    )
 }
 
 /// The kernels' code for a key / value dtype (`WT_*` of common.cl).
@@ -80,7 +84,7 @@ fn local_budget(cl: &OpenClBackend) -> usize {
 
 pub fn run(cl: &OpenClBackend, op: &Op, x: &[&Tensor], out: &TensorMeta) -> Result<Tensor> {
     let (causal, scale) = match op {
-        Op::Sdpa { causal, scale } | Op::CachedSdpa { causal, scale } => (*causal, *scale),
+        Op::Sdpa { causal, scale, .. } | Op::CachedSdpa { causal, scale, .. } => (*causal, *scale),
         _ => return Err(invalid("opencl", format!("no kernel for {}", op.name()))),
     };
     let (q, k, v) = (x[0], x[1], x[2]);

@@ -1,6 +1,6 @@
 //! Ops the OpenCL backend has no kernels for yet, run on the host with the
 //! CPU backend's kernels: the mixture-of-experts ops `TopK`, `Gather` and
-//! `MoeLinear`. The inputs are downloaded, the result uploaded, so a script
+//! `MoeLinear`, and attention with a sliding window. The inputs are downloaded, the result uploaded, so a script
 //! using them runs on this backend (slower) instead of failing; the
 //! numbers are the CPU's exactly.
 //!
@@ -17,7 +17,12 @@ use crate::opencl::OpenClBackend;
 use crate::tensor::Tensor;
 
 pub fn supports(op: &Op) -> bool {
-    matches!(op, Op::TopK { .. } | Op::Gather { .. } | Op::MoeLinear)
+    match op {
+        Op::TopK { .. } | Op::Gather { .. } | Op::MoeLinear => true,
+        // Sliding-window attention (no OpenCL kernel takes a window yet).
+        Op::Sdpa { window, .. } | Op::CachedSdpa { window, .. } => *window > 0,
+        _ => false,
+    }
 }
 
 pub fn run(cl: &OpenClBackend, op: &Op, x: &[&Tensor], _out: &TensorMeta) -> Result<Tensor> {

@@ -140,8 +140,11 @@ fn lower_op(c: &mut Ctx, id: ValueId, op: &Op, ins: &[ValueId]) -> Result<String
         Op::LayerNorm { eps } => norm::layer_norm(c, ins, *eps),
         Op::AddRmsNorm { eps } => norm::add_rms_norm(c, ins, *eps),
         Op::ApplyRope => attention::rope(c, ins),
-        Op::Sdpa { causal, scale } => attention::sdpa(c, ins, *causal, *scale),
-        Op::CachedSdpa { causal, scale } => attention::cached_sdpa(c, ins, *causal, *scale),
+        Op::Sdpa { window, .. } | Op::CachedSdpa { window, .. } if *window > 0 => Err(GraphError(
+            format!("sliding-window attention (window {window}) is not exportable to ONNX yet"),
+        )),
+        Op::Sdpa { causal, scale, .. } => attention::sdpa(c, ins, *causal, *scale),
+        Op::CachedSdpa { causal, scale, .. } => attention::cached_sdpa(c, ins, *causal, *scale),
         Op::Unary(u) => {
             let x = c.float(ins[0])?;
             Ok(elementwise::unary(&mut c.b, *u, &x))
