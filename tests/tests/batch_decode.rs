@@ -87,6 +87,11 @@ fn batched_steps_equal_single_steps_on_every_text_architecture() {
         ("qwen3", "untied_bf16_ropeparams"),
         ("llama", "llama/smollm_like_tied"),
         ("qwen2", "qwen2/gqa_tied_f32"),
+        // Sliding windows (5 keys) in a ragged batch; sparse experts whose
+        // routing differs per row; NoPE layers.
+        ("gemma3", "gemma3/gemma3_f32"),
+        ("qwen3_moe", "qwen3_moe/moe_f32"),
+        ("smollm3", "smollm3/smollm3_f32"),
     ] {
         let r = reference(case);
         let mut runner = runner_for(script_name, case);

@@ -108,6 +108,22 @@ fn llama_fixtures_match_the_cpu_on_opencl() {
     }
 }
 
+/// The families added as scripts: sliding windows (host fallback for
+/// now), experts (host fallback), NoPE layers.
+#[test]
+fn new_families_match_the_cpu_on_opencl() {
+    if skip() {
+        return;
+    }
+    for (name, case) in [
+        ("gemma3", "gemma3/gemma3_f32"),
+        ("qwen3_moe", "qwen3_moe/moe_f32"),
+        ("smollm3", "smollm3/smollm3_bf16"),
+    ] {
+        text_case(&script(name), case);
+    }
+}
+
 #[test]
 fn qwen3_vl_with_images_matches_the_cpu_on_opencl() {
     if skip() {
