@@ -72,6 +72,17 @@ enum Cmd {
         /// vision-language models such as Qwen3-VL.
         #[arg(long = "image")]
         images: Vec<String>,
+        /// A video shown with the prompt, after the images (repeatable): a
+        /// directory of frames (PNG/JPEG/WebP, in file-name order) or an
+        /// animated PNG/WebP file (Qwen3-VL).
+        #[arg(long = "video")]
+        videos: Vec<String>,
+        /// Frame rate of --video frames, for frame sampling and the
+        /// timestamps in the prompt [default: an animation's own rate; 24
+        /// for a frame directory, as transformers assumes for frames
+        /// without metadata].
+        #[arg(long)]
+        video_fps: Option<f64>,
         #[command(flatten)]
         sampling: SamplingArgs,
         #[arg(long, short = 't')]
@@ -243,7 +254,8 @@ enum Cmd {
     },
     /// Write a Hugging Face directory with random weights and a real architecture's sizes.
     RandomCheckpoint {
-        /// qwen3-0.6b, qwen3-1.7b, smollm2-135m or llama-3.2-1b.
+        /// qwen3-0.6b, qwen3-1.7b, smollm2-135m, llama-3.2-1b, qwen3-vl-2b,
+        /// qwen3-30b-a3b, smollm3-3b or gemma3-1b.
         #[arg(long)]
         preset: String,
         #[arg(long)]
@@ -364,6 +376,8 @@ fn run(cli: Cli) -> i32 {
             system,
             raw,
             images,
+            videos,
+            video_fps,
             sampling,
             threads,
             load,
@@ -374,6 +388,8 @@ fn run(cli: Cli) -> i32 {
                 model,
                 prompt,
                 images,
+                videos,
+                video_fps,
                 system,
                 raw,
                 sampling,

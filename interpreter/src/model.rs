@@ -47,6 +47,9 @@ pub struct ForwardInputs {
     /// `pixel_values` f32 `[patches, C*T*P*P]` and `image_grid_thw` i32
     /// `[images, 3]`, for a prompt with images.
     pub images: Option<(mllm_backends::Tensor, mllm_backends::Tensor)>,
+    /// `pixel_values_videos` f32 `[patches, C*T*P*P]` and `video_grid_thw`
+    /// i32 `[videos, 3]`, for a prompt with videos.
+    pub videos: Option<(mllm_backends::Tensor, mllm_backends::Tensor)>,
     /// Logits of the last position only.
     pub last_only: bool,
 }
@@ -67,6 +70,7 @@ impl ForwardInputs {
             cache,
             batch: vec![],
             images: None,
+            videos: None,
             last_only,
         })
     }
@@ -96,6 +100,7 @@ impl ForwardInputs {
             cache: caches[0].clone(),
             batch: caches,
             images: None,
+            videos: None,
             last_only: false,
         })
     }
@@ -116,6 +121,10 @@ impl ForwardInputs {
         if let Some((pixels, grids)) = self.images {
             args.push(("pixel_values", Value::Tensor(pixels)));
             args.push(("image_grid_thw", Value::Tensor(grids)));
+        }
+        if let Some((pixels, grids)) = self.videos {
+            args.push(("pixel_values_videos", Value::Tensor(pixels)));
+            args.push(("video_grid_thw", Value::Tensor(grids)));
         }
         args.push(("last_only", Value::Bool(self.last_only)));
         args

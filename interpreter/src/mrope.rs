@@ -8,6 +8,11 @@
 //! have had; text after the image continues at `start + max(h, w) / m` (so
 //! positions do not advance one per image token). Decoding after the prompt
 //! continues at `seq_len + delta`, `delta = max(position) + 1 - seq_len`.
+//!
+//! Videos: Qwen3-VL writes `<t seconds><|vision_start|>pads<|vision_end|>`
+//! per temporal patch, and `get_rope_index` splits each video grid
+//! `[t, h, w]` into `t` grids `[1, h, w]`: every frame is placed like an
+//! image (`split_video_grids`), its own run of video tokens.
 
 /// Positions `[3][seq]` and the offset for tokens appended later.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,31 +32,75 @@ pub fn mrope_positions(
     grids: &[[i64; 3]],
     merge: i64,
 ) -> Result<MropePositions, String> {
+    mrope_positions_multi(
+        ids,
+        &[Placeholders {
+            token: image_token_id,
+            what: "image",
+            grids,
+        }],
+        merge,
+    )
+}
+
+/// One kind of visual input: its placeholder token and grids in prompt order.
+#[derive(Clone, Copy, Debug)]
+pub struct Placeholders<'a> {
+    pub token: i32,
+    /// "image" or "video frame", for errors.
+    pub what: &'static str,
+    pub grids: &'a [[i64; 3]],
+}
+
+/// Qwen3-VL gives each temporal patch of a video its own `<t seconds>`
+/// text and vision start/end tokens, and `get_rope_index` places each as an
+/// image of grid `[1, h, w]`: this splits video grids that way.
+pub fn split_video_grids(grids: &[[i64; 3]]) -> Vec<[i64; 3]> {
+    grids
+        .iter()
+        .flat_map(|&[t, h, w]| std::iter::repeat_n([1, h, w], t.max(0) as usize))
+        .collect()
+}
+
+/// Positions for a prompt with several kinds of placeholders (images and
+/// video frames); each kind takes its own grids in order.
+pub fn mrope_positions_multi(
+    ids: &[i32],
+    kinds: &[Placeholders<'_>],
+    merge: i64,
+) -> Result<MropePositions, String> {
     if merge <= 0 {
         return Err(format!("spatial merge size must be positive, got {merge}"));
     }
     let mut rows: [Vec<i32>; 3] = Default::default();
     let mut next = 0i64; // the position of the next text token
-    let mut images = grids.iter().enumerate();
+    let mut used = vec![0usize; kinds.len()];
     let mut i = 0;
     while i < ids.len() {
-        if ids[i] != image_token_id {
+        let Some(kind) = kinds.iter().position(|k| k.token == ids[i]) else {
             for r in rows.iter_mut() {
                 r.push(to_i32(next)?);
             }
             next += 1;
             i += 1;
             continue;
-        }
-        let Some((k, &[t, h, w])) = images.next() else {
+        };
+        let ph = &kinds[kind];
+        let k = used[kind];
+        let Some(&[t, h, w]) = ph.grids.get(k) else {
             return Err(format!(
-                "token {i} is an image token ({image_token_id}) but all {} image grids are used",
-                grids.len()
+                "token {i} is an {} token ({}) but all {} {} grids are used",
+                ph.what,
+                ph.token,
+                ph.grids.len(),
+                ph.what
             ));
         };
+        used[kind] += 1;
+        let what = ph.what;
         if t <= 0 || h <= 0 || w <= 0 || h % merge != 0 || w % merge != 0 {
             return Err(format!(
-                "image {k}: grid (t, h, w) = ({t}, {h}, {w}) is not positive with h and w divisible by the merge size {merge}"
+                "{what} {k}: grid (t, h, w) = ({t}, {h}, {w}) is not positive with h and w divisible by the merge size {merge}"
             ));
         }
         let (gh, gw) = (h / merge, w / merge);
@@ -61,14 +110,11 @@ pub fn mrope_positions(
             .checked_mul(gh)
             .and_then(|x| x.checked_mul(gw))
             .and_then(|x| usize::try_from(x).ok())
-            .ok_or_else(|| format!("image {k}: grid {t}x{h}x{w} is too large"))?;
-        let run = ids[i..]
-            .iter()
-            .take_while(|&&x| x == image_token_id)
-            .count();
+            .ok_or_else(|| format!("{what} {k}: grid {t}x{h}x{w} is too large"))?;
+        let run = ids[i..].iter().take_while(|&&x| x == ph.token).count();
         if run < n {
             return Err(format!(
-                "image {k} (grid {t}x{h}x{w}, merge {merge}) needs {n} image tokens at token {i}, found {run}"
+                "{what} {k} (grid {t}x{h}x{w}, merge {merge}) needs {n} {what} tokens at token {i}, found {run}"
             ));
         }
         for ti in 0..t {
@@ -83,11 +129,15 @@ pub fn mrope_positions(
         next += h.max(w) / merge;
         i += n;
     }
-    if let Some((k, _)) = images.next() {
-        return Err(format!(
-            "{} image grids given but only {k} images' tokens are in the prompt",
-            grids.len()
-        ));
+    for (ph, &k) in kinds.iter().zip(&used) {
+        if k < ph.grids.len() {
+            return Err(format!(
+                "{} {} grids given but only {k} {}s' tokens are in the prompt",
+                ph.grids.len(),
+                ph.what,
+                ph.what
+            ));
+        }
     }
     let max = rows.iter().flatten().copied().max().unwrap_or(-1) as i64;
     Ok(MropePositions {
@@ -137,6 +187,30 @@ mod tests {
         let p = mrope_positions(&ids, 9, &[[1, 2, 2], [1, 2, 4]], 2).unwrap();
         assert_eq!(p.rows[2], [0, 1, 2]);
         assert_eq!(p.rows[0], [0, 1, 1]);
+    }
+
+    #[test]
+    fn video_frames_are_images_of_one_frame() {
+        // <t> <vs> 2 tokens <ve>, twice; then an image of 2 tokens.
+        let ids = [1, 2, 8, 8, 3, 4, 2, 8, 8, 3, 9, 9, 5];
+        let frames = split_video_grids(&[[2, 2, 4]]);
+        assert_eq!(frames, [[1, 2, 4], [1, 2, 4]]);
+        let kinds = [
+            Placeholders {
+                token: 9,
+                what: "image",
+                grids: &[[1, 2, 4]],
+            },
+            Placeholders {
+                token: 8,
+                what: "video frame",
+                grids: &frames,
+            },
+        ];
+        let p = mrope_positions_multi(&ids, &kinds, 2).unwrap();
+        assert_eq!(p.rows[0], [0, 1, 2, 2, 4, 5, 6, 7, 7, 9, 10, 10, 12]);
+        assert_eq!(p.rows[2], [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+        assert!(mrope_positions_multi(&ids[..9], &kinds, 2).is_err());
     }
 
     #[test]

@@ -7,18 +7,32 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use mllm_backends::Tensor;
-use mllm_interpreter::mrope::mrope_positions;
+use mllm_interpreter::mrope::{mrope_positions_multi, split_video_grids, Placeholders};
 use mllm_interpreter::{Executor, ForwardInputs, KvCache, Model, Value};
 use serde_json::Value as Json;
 
 use crate::model_files::ModelFiles;
+use crate::videos::{self, Videos};
 use crate::{color, Error as CliError, Result as CliResult};
 
 /// Images of a prompt as the Hugging Face processor outputs them:
-/// `pixel_values` f32 [patches, C*T*P*P] and one (t, h, w) patch grid each.
+/// `pixel_values` f32 [patches, C*T*P*P] and one (t, h, w) patch grid each
+/// (none: no rows, no grids), and the prompt's videos.
 pub struct Images {
     pub pixel_values: Tensor,
     pub grid_thw: Vec<[i64; 3]>,
+    pub videos: Option<Videos>,
+}
+
+impl Images {
+    /// No images (a prompt with videos only).
+    pub fn none() -> Images {
+        Images {
+            pixel_values: Tensor::from_f32(vec![], vec![0, 0]).expect("an empty tensor"),
+            grid_thw: vec![],
+            videos: None,
+        }
+    }
 }
 
 /// Reads `pixel_values` (f32) and `image_grid_thw` (i64 or i32 [images, 3]).
@@ -72,6 +86,7 @@ pub fn read_images(path: &str) -> CliResult<Images> {
     Ok(Images {
         pixel_values,
         grid_thw,
+        videos: None,
     })
 }
 
@@ -94,6 +109,8 @@ fn config_int(config: &Json, path: &[&str], default: Option<i64>) -> CliResult<i
 pub struct ImageTokens {
     /// The placeholder (`<|image_pad|>`), repeated once per merged patch.
     pub image: i32,
+    /// The video placeholder (`<|video_pad|>`), when the model takes videos.
+    pub video: Option<i32>,
     pub vision_start: Option<i32>,
     pub vision_end: Option<i32>,
     /// Patches merged into one token per side.
@@ -118,6 +135,7 @@ impl ImageTokens {
         })?;
         Ok(ImageTokens {
             image,
+            video: id(&["video_token_id"])?,
             vision_start: id(&["vision_start_token_id"])?,
             vision_end: id(&["vision_end_token_id"])?,
             merge: config_int(config, &["vision_config", "spatial_merge_size"], Some(2))?,
@@ -143,29 +161,56 @@ pub fn run_forward_images(
     spec: &ImageTokens,
     last_only: bool,
 ) -> CliResult<(Tensor, i64)> {
-    let p = mrope_positions(ids, spec.image, &images.grid_thw, spec.merge).map_err(|e| {
+    let frames = images
+        .videos
+        .as_ref()
+        .map(|v| split_video_grids(&v.grid_thw))
+        .unwrap_or_default();
+    let mut kinds = vec![Placeholders {
+        token: spec.image,
+        what: "image",
+        grids: &images.grid_thw,
+    }];
+    if let (Some(token), Some(_)) = (spec.video, &images.videos) {
+        kinds.push(Placeholders {
+            token,
+            what: "video frame",
+            grids: &frames,
+        });
+    }
+    let p = mrope_positions_multi(ids, &kinds, spec.merge).map_err(|e| {
         CliError(format!(
-            "error: image tokens and image_grid_thw disagree: {e}"
+            "error: image/video tokens and image_grid_thw/video_grid_thw disagree: {e}"
         ))
     })?;
     let n = ids.len();
     let rows: Vec<i32> = p.rows.concat();
-    let grids: Vec<i32> = images
-        .grid_thw
-        .iter()
-        .flatten()
-        .map(|&v| i32::try_from(v).unwrap_or(i32::MAX))
-        .collect();
-    let k = images.grid_thw.len();
+    let grid_tensor = |g: &[[i64; 3]]| {
+        let flat: Vec<i32> = g
+            .iter()
+            .flatten()
+            .map(|&v| i32::try_from(v).unwrap_or(i32::MAX))
+            .collect();
+        Tensor::from_i32(flat, vec![g.len(), 3])
+    };
+    let image_inputs = if images.grid_thw.is_empty() {
+        None
+    } else {
+        Some((images.pixel_values.clone(), grid_tensor(&images.grid_thw)?))
+    };
+    let video_inputs = match &images.videos {
+        Some(v) if !v.grid_thw.is_empty() => {
+            Some((v.pixel_values.clone(), grid_tensor(&v.grid_thw)?))
+        }
+        _ => None,
+    };
     let inputs = ForwardInputs {
         batch: vec![],
         input_ids: Tensor::from_i32(ids.to_vec(), vec![n])?,
         positions: Tensor::from_i32(rows, vec![3, n])?,
         cache: cache.clone(),
-        images: Some((
-            images.pixel_values.clone(),
-            Tensor::from_i32(grids, vec![k, 3])?,
-        )),
+        images: image_inputs,
+        videos: video_inputs,
         last_only,
     };
     let out = model
@@ -218,6 +263,7 @@ fn to_images(p: mllm_converter::image_preprocess::ImagePatches) -> CliResult<Ima
     Ok(Images {
         pixel_values: Tensor::from_f32(p.pixel_values, shape)?,
         grid_thw,
+        videos: None,
     })
 }
 
@@ -274,22 +320,25 @@ pub fn prompt_text(
     if let Some(s) = system {
         turns.push(Turn::new("system", s, 0));
     }
-    turns.push(Turn::new("user", prompt, images.grid_thw.len()));
+    turns.push(Turn::new("user", prompt, images.grid_thw.len()).with_videos(videos::count(images)));
     if raw {
         let inline = inline_placeholders(files, spec, images.grid_thw.len())?;
+        let inline_v = inline_video_placeholders(files, spec, videos::count(images))?;
         let pad = token_text(files, Some(spec.image))?;
-        return expand_placeholders(&format!("{inline}{prompt}"), &pad, images, spec);
+        let text = expand_placeholders(&format!("{inline}{inline_v}{prompt}"), &pad, images, spec)?;
+        return videos::expand_video_placeholders(files, &text, images, spec);
     }
     conversation_text(files, &turns, images, spec, enable_thinking)
 }
 
-/// One message of a conversation with the number of images shown in it
-/// (they come before its text, in order).
+/// One message of a conversation with the number of images and videos
+/// shown in it (they come before its text, images first, in order).
 #[derive(Clone, Debug)]
 pub struct Turn {
     pub role: String,
     pub text: String,
     pub images: usize,
+    pub videos: usize,
 }
 
 impl Turn {
@@ -298,11 +347,18 @@ impl Turn {
             role: role.to_string(),
             text: text.to_string(),
             images,
+            videos: 0,
         }
+    }
+
+    /// The turn showing `videos` videos (after its images).
+    pub fn with_videos(mut self, videos: usize) -> Turn {
+        self.videos = videos;
+        self
     }
 }
 
-fn token_text(files: &ModelFiles, id: Option<i32>) -> CliResult<String> {
+pub(crate) fn token_text(files: &ModelFiles, id: Option<i32>) -> CliResult<String> {
     let tok = files.tokenizer()?;
     match id {
         None => Ok(String::new()),
@@ -325,6 +381,30 @@ fn inline_placeholders(files: &ModelFiles, spec: &ImageTokens, n: usize) -> CliR
     Ok(one.repeat(n))
 }
 
+/// `n` videos written out: `<|vision_start|><|video_pad|><|vision_end|>` each.
+fn inline_video_placeholders(
+    files: &ModelFiles,
+    spec: &ImageTokens,
+    n: usize,
+) -> CliResult<String> {
+    if n == 0 {
+        return Ok(String::new());
+    }
+    let one = format!(
+        "{}{}{}",
+        token_text(files, spec.vision_start)?,
+        token_text(files, spec.video)?,
+        token_text(files, spec.vision_end)?
+    );
+    Ok(one.repeat(n))
+}
+
+/// Both kinds of placeholders of a turn, images first.
+fn inline_all(files: &ModelFiles, spec: &ImageTokens, t: &Turn) -> CliResult<String> {
+    Ok(inline_placeholders(files, spec, t.images)?
+        + &inline_video_placeholders(files, spec, t.videos)?)
+}
+
 /// A conversation through the chat template (with a generation prompt),
 /// each image placeholder expanded to one token per merged patch (as the
 /// Hugging Face processor does before tokenizing). Turns with images reach
@@ -339,34 +419,36 @@ pub fn conversation_text(
     enable_thinking: Option<bool>,
 ) -> CliResult<String> {
     let shown: usize = turns.iter().map(|t| t.images).sum();
-    if shown != images.grid_thw.len() {
+    let shown_v: usize = turns.iter().map(|t| t.videos).sum();
+    if shown != images.grid_thw.len() || shown_v != videos::count(images) {
         return Err(CliError(format!(
-            "error: the conversation shows {shown} images but {} were preprocessed",
-            images.grid_thw.len()
+            "error: the conversation shows {shown} images and {shown_v} videos but {} and {} were preprocessed",
+            images.grid_thw.len(),
+            videos::count(images)
         )));
     }
     let pad = token_text(files, Some(spec.image))?;
+    let vpad = token_text(files, spec.video)?;
+    let expand = |text: &str| -> CliResult<String> {
+        let text = expand_placeholders(text, &pad, images, spec)?;
+        videos::expand_video_placeholders(files, &text, images, spec)
+    };
     let Some(t) = &files.chat_template else {
         let text: String = turns
             .iter()
-            .map(|t| {
-                Ok(format!(
-                    "{}{}",
-                    inline_placeholders(files, spec, t.images)?,
-                    t.text
-                ))
-            })
+            .map(|t| Ok(format!("{}{}", inline_all(files, spec, t)?, t.text)))
             .collect::<CliResult<Vec<_>>>()?
             .concat();
-        return expand_placeholders(&text, &pad, images, spec);
+        return expand(&text);
     };
     let messages: Vec<Json> = turns
         .iter()
         .map(|t| {
-            if t.images == 0 {
+            if t.images == 0 && t.videos == 0 {
                 return serde_json::json!({"role": t.role, "content": t.text});
             }
             let mut parts = vec![serde_json::json!({"type": "image"}); t.images];
+            parts.extend(vec![serde_json::json!({"type": "video"}); t.videos]);
             parts.push(serde_json::json!({"type": "text", "text": t.text}));
             serde_json::json!({"role": t.role, "content": parts})
         })
@@ -376,13 +458,18 @@ pub fn conversation_text(
         extra.push(("enable_thinking", Json::Bool(e)));
     }
     let text = match t.render_json(&Json::Array(messages), true, &extra) {
-        Ok(r) if r.matches(pad.as_str()).count() == shown => r,
+        Ok(r)
+            if r.matches(pad.as_str()).count() == shown
+                && (shown_v == 0 || r.matches(vpad.as_str()).count() == shown_v) =>
+        {
+            r
+        }
         _ => {
             // A text-only template: the images go before each turn's text.
             let msgs = turns
                 .iter()
                 .map(|t| {
-                    let inline = inline_placeholders(files, spec, t.images)?;
+                    let inline = inline_all(files, spec, t)?;
                     Ok(crate::prompt::Message::new(
                         &t.role,
                         format!("{inline}{}", t.text),
@@ -392,7 +479,7 @@ pub fn conversation_text(
             crate::prompt::render(files, &msgs, true, enable_thinking)?
         }
     };
-    expand_placeholders(&text, &pad, images, spec)
+    expand(&text)
 }
 
 /// The images of several preprocessing calls, in order, as one batch.
@@ -400,20 +487,30 @@ pub fn concat(parts: &[Images]) -> CliResult<Option<Images>> {
     let Some(first) = parts.first() else {
         return Ok(None);
     };
-    let width = first.pixel_values.shape().get(1).copied().unwrap_or(0);
+    let width = parts
+        .iter()
+        .find(|p| !p.grid_thw.is_empty())
+        .unwrap_or(first)
+        .pixel_values
+        .shape()
+        .get(1)
+        .copied()
+        .unwrap_or(0);
     let mut data = vec![];
     let mut grid_thw = vec![];
     for p in parts {
-        if p.pixel_values.shape().get(1).copied().unwrap_or(0) != width {
+        if !p.grid_thw.is_empty() && p.pixel_values.shape().get(1).copied().unwrap_or(0) != width {
             return Err(CliError("error: images with different patch sizes".into()));
         }
         data.extend(p.pixel_values.to_f32_vec()?);
         grid_thw.extend(p.grid_thw.iter().copied());
     }
     let rows = data.len() / width.max(1);
+    let vids: Vec<&Videos> = parts.iter().filter_map(|p| p.videos.as_ref()).collect();
     Ok(Some(Images {
         pixel_values: Tensor::from_f32(data, vec![rows, width])?,
         grid_thw,
+        videos: videos::concat(&vids)?,
     }))
 }
 

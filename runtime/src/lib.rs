@@ -15,6 +15,7 @@ pub mod model_files;
 pub mod prompt;
 pub mod runner;
 pub mod sequence;
+pub mod videos;
 
 pub use engine::{generate, Engine, GenRequest, GenStats, StopReason};
 pub use loaded::{load, load_with, Loaded};

@@ -27,6 +27,9 @@ pub struct ModelFiles {
     pub eos: Vec<u32>,
     /// `preprocessor_config.json` of a vision model, when there is one.
     pub preprocessor_config: Option<Json>,
+    /// `video_preprocessor_config.json` (Hugging Face directories only; a
+    /// video falls back to `preprocessor_config`, as transformers does).
+    pub video_preprocessor_config: Option<Json>,
     /// The backend the model's weights go to (`--backend`, `--device`).
     pub backend: mllm_backends::SharedBackend,
 }
@@ -249,6 +252,7 @@ fn open_tokenizer_dir(dir: &Path) -> CliResult<ModelFiles> {
         chat_template,
         eos,
         preprocessor_config: None,
+        video_preprocessor_config: None,
         backend: cpu(),
     })
 }
@@ -306,6 +310,7 @@ fn open_hf(dir: &Path) -> CliResult<ModelFiles> {
         chat_template,
         eos,
         preprocessor_config: read_json(&dir.join("preprocessor_config.json"))?,
+        video_preprocessor_config: read_json(&dir.join("video_preprocessor_config.json"))?,
         backend: cpu(),
     })
 }
@@ -346,6 +351,7 @@ fn open_gguf(path: &Path, opts: LoadOptions) -> CliResult<ModelFiles> {
         chat_template,
         eos,
         preprocessor_config: None,
+        video_preprocessor_config: None,
         backend: cpu(),
     })
 }
@@ -401,6 +407,7 @@ fn open_mllm(path: &Path, opts: LoadOptions) -> CliResult<ModelFiles> {
         chat_template,
         eos,
         preprocessor_config,
+        video_preprocessor_config: None,
         backend: cpu(),
     })
 }

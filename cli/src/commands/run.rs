@@ -76,6 +76,10 @@ pub struct RunArgs {
     pub prompt: String,
     /// Image files shown with the prompt, in order (vision-language models).
     pub images: Vec<String>,
+    /// Videos (frame directories or animated PNG/WebP files), after the images.
+    pub videos: Vec<String>,
+    /// The videos' frame rate (default: an animation's own, else 24).
+    pub video_fps: Option<f64>,
     pub system: Option<String>,
     pub raw: bool,
     pub sampling: SamplingArgs,
@@ -93,6 +97,7 @@ pub fn run(a: RunArgs) -> CliResult<()> {
     } else {
         Some(crate::images::from_files(&files, &a.images)?)
     };
+    let images = mllm_runtime::videos::with_videos(&files, images, &a.videos, a.video_fps)?;
     let ids = if let Some((imgs, spec)) = &images {
         let text = crate::images::prompt_text(
             &files,

@@ -102,12 +102,25 @@ impl VisionPreprocessConfig {
 
     /// Parses a preprocessor_config.json object (`what` names it in errors).
     pub fn from_json(json: &Value, what: &str) -> Result<VisionPreprocessConfig> {
+        Self::from_json_over(json, what, Self::hf_class_defaults(), true)
+    }
+
+    /// Parses a processor config over `defaults` (the class defaults of the
+    /// processor it configures); `legacy_pixels`: whether top-level
+    /// `min_pixels`/`max_pixels` override `size` (the image processor's
+    /// rule; Qwen3-VL's video processor has no such keys).
+    pub(crate) fn from_json_over(
+        json: &Value,
+        what: &str,
+        defaults: VisionPreprocessConfig,
+        legacy_pixels: bool,
+    ) -> Result<VisionPreprocessConfig> {
         if !json.is_object() {
             return Err(ConvertError::Corrupt(format!(
                 "{what}: expected a JSON object"
             )));
         }
-        let mut c = Self::hf_class_defaults();
+        let mut c = defaults;
         let get_usize = |key: &str, default: usize| -> Result<usize> {
             match json.get(key) {
                 None | Some(Value::Null) => Ok(default),
@@ -131,8 +144,10 @@ impl VisionPreprocessConfig {
             c.min_pixels = edge("shortest_edge")?;
             c.max_pixels = edge("longest_edge")?;
         }
-        c.min_pixels = get_usize("min_pixels", c.min_pixels)?;
-        c.max_pixels = get_usize("max_pixels", c.max_pixels)?;
+        if legacy_pixels {
+            c.min_pixels = get_usize("min_pixels", c.min_pixels)?;
+            c.max_pixels = get_usize("max_pixels", c.max_pixels)?;
+        }
         if let Some(v) = json.get("image_mean").filter(|v| !v.is_null()) {
             c.image_mean = triple(v, "image_mean", what)?;
         }
@@ -193,7 +208,7 @@ impl VisionPreprocessConfig {
         Ok(c)
     }
 
-    fn check(&self, what: &str) -> Result<()> {
+    pub(crate) fn check(&self, what: &str) -> Result<()> {
         if self.min_pixels > self.max_pixels {
             return Err(ConvertError::Corrupt(format!(
                 "{what}: min pixels {} exceed max pixels {}",
@@ -213,13 +228,13 @@ impl VisionPreprocessConfig {
     }
 }
 
-fn read_json(path: &Path) -> Result<Value> {
+pub(crate) fn read_json(path: &Path) -> Result<Value> {
     let text = std::fs::read_to_string(path).map_err(|e| ConvertError::io(path, e))?;
     serde_json::from_str(&text)
         .map_err(|e| ConvertError::Corrupt(format!("{}: not valid JSON: {e}", path.display())))
 }
 
-fn positive(v: &Value, key: &str, what: &str) -> Result<usize> {
+pub(crate) fn positive(v: &Value, key: &str, what: &str) -> Result<usize> {
     v.as_u64()
         .filter(|&n| n > 0)
         .and_then(|n| usize::try_from(n).ok())

@@ -19,6 +19,9 @@ mod config;
 mod decode;
 mod resample;
 mod smart_resize;
+mod video;
+mod video_config;
+mod video_frames;
 
 use std::path::Path;
 
@@ -26,6 +29,9 @@ pub use config::VisionPreprocessConfig;
 pub use decode::{decode_bytes, decode_file, max_pixels, RgbImage, DEFAULT_MAX_PIXELS, MAX_SIDE};
 pub use resample::resize_bicubic_aa;
 pub use smart_resize::{smart_resize, MAX_ASPECT_RATIO};
+pub use video::{preprocess_video, sample_indices, smart_resize_video, timestamps, VideoPatches};
+pub use video_config::{VideoPreprocessConfig, DEFAULT_LIST_FPS};
+pub use video_frames::{decode_animation, decode_frames_dir, decode_video, DecodedVideo};
 
 use crate::error::{ConvertError, Result};
 
@@ -133,7 +139,7 @@ pub fn resize_for_model(img: &RgbImage, cfg: &VisionPreprocessConfig) -> Result<
 /// does: with rescale and normalize both on it folds the rescale into mean
 /// and std (`mean * (1 / rescale_factor)` in f32, so 127.5 for Qwen3-VL) and
 /// evaluates `(x - mean') / std'` in f32.
-fn level_table(cfg: &VisionPreprocessConfig) -> [[f32; 256]; 3] {
+pub(crate) fn level_table(cfg: &VisionPreprocessConfig) -> [[f32; 256]; 3] {
     let mut t = [[0f32; 256]; 3];
     let inv = (1.0 / cfg.rescale_factor) as f32;
     for (c, row) in t.iter_mut().enumerate() {
