@@ -173,6 +173,7 @@ pub fn sdpa(
 }
 
 /// `sdpa` writing into `out` (`sq * hq * dv` values).
+#[allow(clippy::too_many_arguments)]
 pub fn sdpa_into(
     q: &[f32],
     k: Rows,
@@ -232,6 +233,7 @@ thread_local! {
     static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
 }
 
+#[allow(clippy::too_many_arguments)]
 fn sdpa_gemm_into(
     q: &[f32],
     k: Rows,
@@ -359,6 +361,7 @@ pub fn sdpa_rows(
     out
 }
 
+#[allow(clippy::too_many_arguments)]
 fn sdpa_rows_into(
     q: &[f32],
     k: Rows,

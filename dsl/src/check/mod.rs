@@ -11,6 +11,7 @@ use crate::parser;
 use crate::program::*;
 
 mod calls;
+mod configs;
 mod declare;
 mod expr;
 mod resolve;

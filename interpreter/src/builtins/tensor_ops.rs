@@ -113,7 +113,7 @@ pub(super) fn call(it: &mut Interp, b: Builtin, a: &Args) -> RtResult<Value> {
                 None => (1.0 / d.sqrt()) as f32,
             };
             let causal = a.bool(3)?;
-            let window = sdpa_window(&a)?;
+            let window = sdpa_window(a)?;
             if q.shape().first() != Some(&keys.len()) || values.len() != keys.len() {
                 return Err(RtError::new(
                     "mdl::run::sdpa",
@@ -152,7 +152,7 @@ pub(super) fn call(it: &mut Interp, b: Builtin, a: &Args) -> RtResult<Value> {
                 Op::Sdpa {
                     causal: a.bool(3)?,
                     scale,
-                    window: sdpa_window(&a)?,
+                    window: sdpa_window(a)?,
                 },
                 &[&q, &k, &v],
             )?)
