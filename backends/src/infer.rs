@@ -10,6 +10,7 @@ use crate::op::Op;
 use crate::quant::QuantType;
 use crate::tensor::{numel, Tensor};
 
+mod linear_attn;
 mod moe;
 
 /// What is known of a tensor without its data.
@@ -583,6 +584,14 @@ impl Op {
                 moe::gather(&inputs[0], &inputs[1], *dim)
             }
             Op::MoeLinear => moe::moe_linear(inputs),
+            Op::CausalConv1d => {
+                arity(self, inputs, 3, 3)?;
+                linear_attn::causal_conv1d(inputs)
+            }
+            Op::GatedDeltaRule => {
+                arity(self, inputs, 6, 6)?;
+                linear_attn::gated_delta_rule(inputs)
+            }
             Op::Where => {
                 arity(self, inputs, 3, 3)?;
                 let (c, a, b) = (&inputs[0], &inputs[1], &inputs[2]);

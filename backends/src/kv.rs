@@ -8,6 +8,11 @@
 //! memory, q8_0 (blocks of 32 values along each head's dim, as llama.cpp's
 //! `-ctk q8_0`) takes 34/128 of f32's. Attention reads the stored rows
 //! directly (`cpu::attention::Rows`), widening one row at a time.
+//!
+//! A recurrent layer (Gated DeltaNet) keeps no rows but a fixed-size state
+//! (`set_state`), replaced on each call. A state summarizes every position
+//! seen and cannot be rewound: `truncate` below what a state covers empties
+//! the whole cache, and says so, so the caller recomputes from the start.
 
 use std::sync::Arc;
 
@@ -29,6 +34,15 @@ pub struct KvCache {
     reserve: usize,
     /// Layers a device backend keeps in its own memory (see `DeviceKv`).
     device: Vec<Option<DeviceKv>>,
+    /// Recurrent layers' states, by layer.
+    states: Vec<Option<LayerState>>,
+}
+
+/// One recurrent layer's state tensors (as its script packs them) and the
+/// positions they cover.
+struct LayerState {
+    tensors: Vec<Tensor>,
+    tokens: usize,
 }
 
 /// One layer's keys and values in device memory, owned by the backend that
@@ -143,6 +157,7 @@ impl KvCache {
             layers: vec![],
             reserve: 0,
             device: vec![],
+            states: vec![],
         }
     }
 
@@ -160,6 +175,7 @@ impl KvCache {
                 layers: vec![],
                 reserve: 0,
                 device: vec![],
+                states: vec![],
             }),
             other => Err(format!(
                 "a KV cache stores {}, not {other}",
@@ -174,6 +190,9 @@ impl KvCache {
 
     /// Positions held by layer `layer` (0 before its first append).
     pub fn len(&self, layer: usize) -> usize {
+        if let Some(Some(s)) = self.states.get(layer) {
+            return s.tokens;
+        }
         if let Some(Some(d)) = self.device.get(layer) {
             return d.tokens;
         }
@@ -220,10 +239,28 @@ impl KvCache {
                     (d.k.numel() + d.v.numel()) / d.k.dtype().block_size() * d.k.dtype().size()
                 })
                 .sum::<usize>()
+            + self
+                .states
+                .iter()
+                .flatten()
+                .flat_map(|s| &s.tensors)
+                .map(|t| t.numel() * t.dtype().size() / t.dtype().block_size())
+                .sum::<usize>()
     }
 
-    /// Drops every position from `tokens` on (to rewind a conversation).
-    pub fn truncate(&mut self, tokens: usize) {
+    /// Drops every position from `tokens` on (to rewind a conversation) and
+    /// returns how many positions the cache keeps: `tokens`, or 0 when a
+    /// recurrent layer's state covers more than `tokens` positions (a state
+    /// cannot be rewound, so the whole cache is emptied and the caller must
+    /// recompute from the start).
+    pub fn truncate(&mut self, tokens: usize) -> usize {
+        let rewinds_state = self.states.iter().flatten().any(|s| s.tokens > tokens);
+        if rewinds_state {
+            self.states.clear();
+            self.layers.clear();
+            self.device.clear();
+            return 0;
+        }
         for d in self.device.iter_mut().flatten() {
             d.tokens = d.tokens.min(tokens);
         }
@@ -236,6 +273,40 @@ impl KvCache {
                 l.tokens = tokens;
             }
         }
+        tokens
+    }
+
+    /// The state tensors of recurrent layer `layer`, `None` before its
+    /// first `set_state`.
+    pub fn state(&self, layer: usize) -> Option<&[Tensor]> {
+        self.states.get(layer)?.as_ref().map(|s| &s.tensors[..])
+    }
+
+    /// Replaces recurrent layer `layer`'s state with `tensors`, which
+    /// cover `tokens` more positions than the previous state did. A layer
+    /// holds either keys and values or a state, not both.
+    pub fn set_state(
+        &mut self,
+        layer: usize,
+        tensors: Vec<Tensor>,
+        tokens: usize,
+    ) -> Result<(), String> {
+        if matches!(self.layers.get(layer), Some(Some(_)))
+            || matches!(self.device.get(layer), Some(Some(_)))
+        {
+            return Err(format!(
+                "layer {layer} of the cache holds keys and values; it cannot also hold a recurrent state"
+            ));
+        }
+        if self.states.len() <= layer {
+            self.states.resize_with(layer + 1, || None);
+        }
+        let before = self.states[layer].as_ref().map_or(0, |s| s.tokens);
+        self.states[layer] = Some(LayerState {
+            tensors,
+            tokens: before + tokens,
+        });
+        Ok(())
     }
 
     /// Appends `k [s, hk, dk]` and `v [s, hk, dv]` to layer `layer`; returns
@@ -342,5 +413,27 @@ mod tests {
             .append(0, &odd, &odd)
             .unwrap_err()
             .contains("--kv-type f16"));
+    }
+
+    #[test]
+    fn a_recurrent_state_is_replaced_and_never_rewound() {
+        let mut c = KvCache::new();
+        let s = Tensor::from_f32(vec![1.0; 6], vec![2, 3]).expect("state");
+        assert!(c.state(0).is_none());
+        c.set_state(0, vec![s.clone()], 5).expect("set");
+        c.set_state(0, vec![s.clone(), s.clone()], 1).expect("set");
+        assert_eq!((c.len(0), c.state(0).map(|s| s.len())), (6, Some(2)));
+        assert!(c.bytes() >= 2 * 6 * 4);
+        let kt = Tensor::from_f32(vec![0.0; 4], vec![1, 1, 4]).expect("k");
+        c.append(1, &kt, &kt).expect("append");
+        assert!(c
+            .set_state(1, vec![s], 1)
+            .unwrap_err()
+            .contains("keys and values"));
+        // Exact continuation keeps everything; a rewind empties the cache.
+        assert_eq!(c.truncate(6), 6);
+        assert_eq!(c.len(0), 6);
+        assert_eq!(c.truncate(3), 0);
+        assert!(c.state(0).is_none() && c.is_empty() && c.len(1) == 0);
     }
 }

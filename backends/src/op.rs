@@ -179,6 +179,26 @@ pub enum Op {
     /// an error. Its per-(token, slot) loop of `Linear`s is the reference
     /// twin.
     MoeLinear,
+    /// Depthwise causal convolution over time with a carried state (Gated
+    /// DeltaNet's conv1d): `x [t, c]` (f32), `w [c, kernel]` (f32, f16 or
+    /// bf16), `state [kernel - 1, c]` (f32: the last inputs of the previous
+    /// call, zeros before the first) -> f32 `[t + kernel - 1, c]`, packed:
+    /// rows `0..t` are `y[i, ch] = sum_j w[ch, j] * xx[i + j, ch]` over
+    /// `xx = [state; x]` (no activation), rows `t..` the new state (the
+    /// last `kernel - 1` rows of `xx`). Readers take both as dim-0 slices.
+    /// The sum over the concatenation is the reference twin.
+    CausalConv1d,
+    /// The gated delta rule (Gated DeltaNet's recurrence): `q`, `k`
+    /// `[t, hk, dk]`, `v [t, hv, dv]`, `g` (log decay, <= 0) and `beta`
+    /// `[t, hv]`, the initial state `[hv, dk, dv]` (all f32; `hv` a
+    /// multiple of `hk`, value head `h` reading key head `h / (hv / hk)`).
+    /// Per value head and token: `S = S * exp(g)`, `S += k ⊗ beta * (v -
+    /// k^T S)`, `o = q^T S`. q and k are used as given (a script
+    /// l2-normalizes and scales them). -> f32 1-D `[t * hv * dv + hv * dk *
+    /// dv]`, packed: the outputs `[t, hv, dv]`, then the final state
+    /// `[hv, dk, dv]` (a dim-0 slice each, then a reshape). The token by
+    /// token recurrence is the reference twin; prefill runs the chunked form.
+    GatedDeltaRule,
     /// `cond`, `a`, `b` (broadcast) -> `a` where `cond != 0`, else `b`.
     Where,
     Cast {
@@ -227,6 +247,8 @@ impl Op {
         "topk",
         "gather",
         "moe_linear",
+        "causal_conv1d",
+        "gated_delta_rule",
         "where",
         "cast",
         "arange",
@@ -259,6 +281,8 @@ impl Op {
             Op::TopK { .. } => "topk",
             Op::Gather { .. } => "gather",
             Op::MoeLinear => "moe_linear",
+            Op::CausalConv1d => "causal_conv1d",
+            Op::GatedDeltaRule => "gated_delta_rule",
             Op::Where => "where",
             Op::Cast { .. } => "cast",
             Op::Arange { .. } => "arange",

@@ -252,6 +252,33 @@ fn cases() -> Vec<Case> {
             &[6., 3., 1., 2., 4., 5., 15., 6.],
             &[2, 2, 2],
         ),
+        // state [1, 2] then x [3, 4], taps [1, 10, 100]: the outputs
+        // 1 + 20 + 300 and 2 + 30 + 400, then the new state [3, 4].
+        c(
+            Op::CausalConv1d,
+            vec![
+                f(&[3., 4.], &[2, 1]),
+                f(&[1., 10., 100.], &[1, 3]),
+                f(&[1., 2.], &[2, 1]),
+            ],
+            &[321., 432., 3., 4.],
+            &[4, 1],
+        ),
+        // From a zero state: delta = beta * v = 1, S = k, o = q.k = 0.6;
+        // packed as the output, then the state.
+        c(
+            Op::GatedDeltaRule,
+            vec![
+                f(&[1., 0.], &[1, 1, 2]),
+                f(&[0.6, 0.8], &[1, 1, 2]),
+                f(&[2.], &[1, 1, 1]),
+                f(&[0.], &[1, 1]),
+                f(&[0.5], &[1, 1]),
+                f(&[0., 0.], &[1, 2, 1]),
+            ],
+            &[0.6, 0.6, 0.8],
+            &[3],
+        ),
         c(
             Op::Where,
             vec![f(&[1., 0.], &[2]), f(&[5., 5.], &[2]), f(&[7.], &[1])],
@@ -435,6 +462,23 @@ fn bad_shapes_and_dtypes_are_errors() {
         ),
         (Op::MoeLinear, vec![x.clone(), i(&[0, 0], &[2]), x.clone()]),
         (Op::MoeLinear, vec![x.clone(), i(&[0, 0], &[2, 1])]),
+        // The state must be [kernel - 1, c]; the delta rule's v heads a
+        // multiple of the key heads.
+        (
+            Op::CausalConv1d,
+            vec![x.clone(), f(&[1., 2., 3., 4., 5., 6.], &[3, 2]), x.clone()],
+        ),
+        (
+            Op::GatedDeltaRule,
+            vec![
+                f(&[0.; 4], &[1, 2, 2]),
+                f(&[0.; 4], &[1, 2, 2]),
+                f(&[0.; 3], &[1, 3, 1]),
+                f(&[0.; 3], &[1, 3]),
+                f(&[0.; 3], &[1, 3]),
+                f(&[0.; 6], &[3, 2, 1]),
+            ],
+        ),
     ];
     for (op, inputs) in bad {
         let refs: Vec<&Tensor> = inputs.iter().collect();

@@ -135,6 +135,11 @@ builtins! {
     TopK = "topk"("x", "k"): "(values, indices) of the k largest entries of each row (last dim), largest first; indices are i32";
     Gather = "gather"("x", "dim", "index"): "torch.gather: x's entries along `dim` at an i32 index tensor of x's rank";
     MoeLinear = "moe_linear"("x", "ids", "weights"): "per (token, slot) linear by the expert `ids` [t, s] names: x [t, k] or [t, s, k], weights one [e, n, k] tensor or a list of [n, k] -> [t, s, n]";
+    // ---- linear attention (Gated DeltaNet)
+    CausalConv1d = "causal_conv1d"("x", "w", "state"): "depthwise causal conv over time: x [t, c], w [c, kernel], state [kernel - 1, c] (the previous inputs) -> [t + kernel - 1, c]: the outputs, then the new state";
+    GatedDeltaRule = "gated_delta_rule"("q", "k", "v", "g", "beta", "state"): "the gated delta rule: q, k [t, hk, dk], v [t, hv, dv], g, beta [t, hv], state [hv, dk, dv] -> 1-D: outputs [t, hv, dv] then the final state [hv, dk, dv]";
+    RecurrentState = "recurrent_state"("cache"): "the state tensors a layer cache holds (a list), or none before the first `set_recurrent_state`";
+    SetRecurrentState = "set_recurrent_state"("cache", "states", "tokens"): "replaces a layer cache's recurrent state with a list of tensors covering `tokens` more positions";
 }
 
 impl Builtin {

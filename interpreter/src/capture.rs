@@ -317,4 +317,30 @@ impl<E: Executor> Executor for Capture<E> {
         self.keep.push(Arc::downgrade(values.buffer()));
         Ok((keys, values))
     }
+
+    fn state_read(
+        &mut self,
+        cache: &mut KvCache,
+        layer: usize,
+    ) -> Result<Option<Vec<Tensor>>, BackendError> {
+        // A recurrent state would have to be graph I/O (like past keys):
+        // not done yet, so such a script runs eagerly.
+        self.problems.push(format!(
+            "layer {layer} keeps a recurrent state (linear attention), which a captured graph cannot carry yet; run it eagerly"
+        ));
+        self.inner.state_read(cache, layer)
+    }
+
+    fn state_write(
+        &mut self,
+        cache: &mut KvCache,
+        layer: usize,
+        states: Vec<Tensor>,
+        tokens: usize,
+    ) -> Result<(), BackendError> {
+        self.problems.push(format!(
+            "layer {layer} keeps a recurrent state (linear attention), which a captured graph cannot carry yet; run it eagerly"
+        ));
+        self.inner.state_write(cache, layer, states, tokens)
+    }
 }

@@ -39,6 +39,34 @@ pub trait Executor {
         k: &Tensor,
         v: &Tensor,
     ) -> Result<(Tensor, Tensor), BackendError>;
+
+    /// The state tensors of recurrent layer `layer` of `cache` (Gated
+    /// DeltaNet's conv and delta-rule states), `None` before the first
+    /// write. Eager executors read the cache; a graph capture, which has no
+    /// way yet to make states graph I/O, refuses.
+    fn state_read(
+        &mut self,
+        cache: &mut KvCache,
+        layer: usize,
+    ) -> Result<Option<Vec<Tensor>>, BackendError> {
+        Ok(cache.state(layer).map(<[Tensor]>::to_vec))
+    }
+
+    /// Replaces that state with `states`, covering `tokens` more positions.
+    fn state_write(
+        &mut self,
+        cache: &mut KvCache,
+        layer: usize,
+        states: Vec<Tensor>,
+        tokens: usize,
+    ) -> Result<(), BackendError> {
+        cache
+            .set_state(layer, states, tokens)
+            .map_err(|msg| BackendError::Invalid {
+                op: "set_state",
+                msg,
+            })
+    }
 }
 
 /// What `Eager` does with an op its backend has no kernel for.
@@ -237,6 +265,24 @@ impl<E: Executor> Executor for Trace<E> {
         v: &Tensor,
     ) -> Result<(Tensor, Tensor), BackendError> {
         self.inner.kv_append(cache, layer, k, v)
+    }
+
+    fn state_read(
+        &mut self,
+        cache: &mut KvCache,
+        layer: usize,
+    ) -> Result<Option<Vec<Tensor>>, BackendError> {
+        self.inner.state_read(cache, layer)
+    }
+
+    fn state_write(
+        &mut self,
+        cache: &mut KvCache,
+        layer: usize,
+        states: Vec<Tensor>,
+        tokens: usize,
+    ) -> Result<(), BackendError> {
+        self.inner.state_write(cache, layer, states, tokens)
     }
 }
 

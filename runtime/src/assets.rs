@@ -8,6 +8,7 @@ use mllm_dsl::Resolver;
 pub const STDLIB: &[(&str, &str)] = &[
     ("nn", include_str!("../../stdlib/nn.mdl")),
     ("vision", include_str!("../../stdlib/vision.mdl")),
+    ("linear_attn", include_str!("../../stdlib/linear_attn.mdl")),
 ];
 
 pub const MODELS: &[(&str, &str)] = &[
@@ -18,6 +19,7 @@ pub const MODELS: &[(&str, &str)] = &[
     ("smollm3", include_str!("../../models/smollm3.mdl")),
     ("qwen3_moe", include_str!("../../models/qwen3_moe.mdl")),
     ("gemma3", include_str!("../../models/gemma3.mdl")),
+    ("qwen3_5", include_str!("../../models/qwen3_5.mdl")),
 ];
 
 /// The built-in script serving a checkpoint: the one that declares a module

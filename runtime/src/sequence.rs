@@ -125,11 +125,11 @@ impl Sequence {
         } else {
             self.continuation(ids)
         };
+        // A recurrent layer's state cannot be rewound: truncating below it
+        // empties the cache (truncate keeps 0), and the prompt starts over.
+        let keep = if keep == 0 { 0 } else { self.keep(keep) };
         if keep == 0 {
             self.reset();
-        } else {
-            self.cache.borrow_mut().truncate(keep);
-            self.cached.truncate(keep);
         }
         self.prompt_len = ids.len();
         Ok(keep)
@@ -148,9 +148,20 @@ impl Sequence {
             self.reset();
         }
         let common = self.reusable(ids).min(ids.len() - 1);
-        self.cache.borrow_mut().truncate(common);
-        self.cached.truncate(common);
-        Ok(common)
+        Ok(self.keep(common))
+    }
+
+    /// Keeps the first `n` cached positions and returns how many the cache
+    /// kept: `n`, or 0 (everything forgotten) when a recurrent layer's
+    /// state would have to be rewound, which it cannot be.
+    fn keep(&mut self, n: usize) -> usize {
+        let kept = self.cache.borrow_mut().truncate(n);
+        if kept < n {
+            self.reset();
+            return 0;
+        }
+        self.cached.truncate(kept);
+        kept
     }
 
     /// Computes `ids` after what the cache holds; returns the logits after
@@ -233,9 +244,12 @@ impl Sequence {
         // A next turn with the same images continues the cache (as text:
         // the images are in it already).
         let keep = self.continuation(ids);
-        if self.has_images && key.is_some() && key == self.image_key && keep > 0 {
-            self.cache.borrow_mut().truncate(keep);
-            self.cached.truncate(keep);
+        if self.has_images
+            && key.is_some()
+            && key == self.image_key
+            && keep > 0
+            && self.keep(keep) == keep
+        {
             self.prompt_len = ids.len();
             let logits = self.extend(runner, &ids[keep..])?;
             self.last_computed = ids.len() - keep;

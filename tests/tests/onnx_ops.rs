@@ -115,8 +115,11 @@ fn every_op_lowers_like_the_cpu() {
         let dir = tmp.path().join(format!("case_{i}"));
         let weights = MemWeights(params);
         if let Err(e) = export_prepared(&g, &weights, &ExportOptions::default(), &dir) {
+            // Non-f32 KV caches, and Gated DeltaNet's recurrent ops, are
+            // refused by design (for now).
             assert!(
-                e.0.contains("the export takes an f32 cache"),
+                e.0.contains("the export takes an f32 cache")
+                    || e.0.contains("is not exportable to ONNX yet"),
                 "{}: refused for an unexpected reason: {e}",
                 case.name
             );
@@ -133,7 +136,7 @@ fn every_op_lowers_like_the_cpu() {
         runs.push(run);
     }
     eprintln!(
-        "{} of {} conformance cases exported, {} refused (non-f32 KV cache):",
+        "{} of {} conformance cases exported, {} refused (non-f32 KV cache, recurrent ops):",
         runs.len(),
         all.len(),
         refused.len()

@@ -12,6 +12,7 @@
 mod attention;
 mod gen;
 mod linear;
+mod linear_attn;
 mod map;
 mod moe;
 mod norm;
@@ -88,6 +89,7 @@ pub fn cases(only: Option<&str>) -> Vec<Case> {
     all.extend(linear::cases());
     all.extend(attention::cases());
     all.extend(moe::cases());
+    all.extend(linear_attn::cases());
     if let Some(name) = only {
         all.retain(|c| c.op.name() == name);
     }

@@ -145,6 +145,31 @@ pub(super) fn run(op: &Op, inputs: &[&Tensor], out: TensorMeta) -> Result<Tensor
             super::moe::moe_linear_into(inputs, &mut y)?;
             Tensor::from_f32(y, shape)
         }
+        Op::CausalConv1d => {
+            let (x, w, state) = (inputs[0].f32s()?, inputs[1].to_f32()?, inputs[2].f32s()?);
+            let (c, kernel) = (w.shape()[0], w.shape()[1]);
+            let y = super::conv1d::causal_conv1d(x, w.f32s()?, state, c, kernel);
+            Tensor::from_f32(y, shape)
+        }
+        Op::GatedDeltaRule => {
+            let (q, v) = (inputs[0].shape(), inputs[2].shape());
+            let d = super::delta_rule::Dims {
+                t: q[0],
+                hk: q[1],
+                dk: q[2],
+                hv: v[1],
+                dv: v[2],
+            };
+            let x = super::delta_rule::Inputs {
+                q: inputs[0].f32s()?,
+                k: inputs[1].f32s()?,
+                v: inputs[2].f32s()?,
+                g: inputs[3].f32s()?,
+                beta: inputs[4].f32s()?,
+                state: inputs[5].f32s()?,
+            };
+            Tensor::from_f32(super::delta_rule::gated_delta_rule(d, &x), shape)
+        }
         Op::Where => where_(inputs, shape),
         _ => unreachable!("{} is a shape op", op.name()),
     }

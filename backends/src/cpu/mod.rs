@@ -1,11 +1,14 @@
 //! The CPU backend: `Op::infer` checks shapes and dtypes of every op, then a
 //! dispatch calls into the kernel files (one family each, each with its
 //! reference twin): `compute.rs` for the arithmetic ops, `shape_ops.rs` for
-//! layout ops, casts and constants.
+//! layout ops, casts and constants; `conv1d.rs` and `delta_rule.rs` hold
+//! Gated DeltaNet's ops.
 
 mod attend;
 pub mod attention;
 mod compute;
+pub mod conv1d;
+pub mod delta_rule;
 pub mod elementwise;
 pub mod fused;
 pub mod gather;
@@ -143,6 +146,8 @@ impl Backend for CpuBackend {
             | Op::Argmax { .. }
             | Op::TopK { .. }
             | Op::MoeLinear
+            | Op::CausalConv1d
+            | Op::GatedDeltaRule
             | Op::Where => compute::run(op, inputs, out),
             Op::Reshape { .. }
             | Op::Permute { .. }

@@ -2,10 +2,11 @@
 //! matched to the signature table (which also owns the defaults), then each
 //! family runs: tensor ops through the executor (`tensor_ops.rs`), plain
 //! values and the KV cache (`values.rs`), the mixture-of-experts ops
-//! (`moe.rs`).
+//! (`moe.rs`), Gated DeltaNet's ops and recurrent state (`linear_attn.rs`).
 
 mod args;
 mod convert;
+mod linear_attn;
 mod moe;
 mod tensor_ops;
 mod values;
@@ -27,6 +28,9 @@ pub fn call(
 ) -> RtResult<Value> {
     let a = args::Args::new(it, b, args, kwargs)?;
     if let Some(v) = values::call(it, b, &a)? {
+        return Ok(v);
+    }
+    if let Some(v) = linear_attn::call(it, b, &a)? {
         return Ok(v);
     }
     match moe::call(it, b, &a)? {

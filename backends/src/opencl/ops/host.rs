@@ -1,6 +1,7 @@
 //! Ops the OpenCL backend has no kernels for yet, run on the host with the
 //! CPU backend's kernels: the mixture-of-experts ops `TopK`, `Gather` and
-//! `MoeLinear`, and attention with a sliding window. The inputs are downloaded, the result uploaded, so a script
+//! `MoeLinear`, Gated DeltaNet's `CausalConv1d` and `GatedDeltaRule`, and
+//! attention with a sliding window. The inputs are downloaded, the result uploaded, so a script
 //! using them runs on this backend (slower) instead of failing; the
 //! numbers are the CPU's exactly.
 //!
@@ -19,6 +20,8 @@ use crate::tensor::Tensor;
 pub fn supports(op: &Op) -> bool {
     match op {
         Op::TopK { .. } | Op::Gather { .. } | Op::MoeLinear => true,
+        // Gated DeltaNet's recurrence and conv (no OpenCL kernels yet).
+        Op::CausalConv1d | Op::GatedDeltaRule => true,
         // Sliding-window attention (no OpenCL kernel takes a window yet).
         Op::Sdpa { window, .. } | Op::CachedSdpa { window, .. } => *window > 0,
         _ => false,

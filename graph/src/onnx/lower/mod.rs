@@ -182,6 +182,12 @@ fn lower_op(c: &mut Ctx, id: ValueId, op: &Op, ins: &[ValueId]) -> Result<String
         Op::TopK { k } => moe::topk(c, ins[0], *k),
         Op::Gather { dim } => moe::gather(c, id, ins, *dim),
         Op::MoeLinear => moe::moe_linear(c, ins),
+        // Gated DeltaNet's recurrence carries state between calls; ONNX
+        // export would need it as graph I/O (and a Scan or a custom op).
+        Op::CausalConv1d | Op::GatedDeltaRule => Err(GraphError(format!(
+            "`{}` (Gated DeltaNet, a recurrent layer) is not exportable to ONNX yet",
+            op.name()
+        ))),
         Op::Arange { .. } | Op::Full { .. } => layout::constant_op(c, op),
     }
 }
