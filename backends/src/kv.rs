@@ -276,6 +276,12 @@ impl KvCache {
         tokens
     }
 
+    /// Whether any layer holds a recurrent state (a model with linear
+    /// attention layers, once it has run).
+    pub fn has_state(&self) -> bool {
+        self.states.iter().any(Option::is_some)
+    }
+
     /// The state tensors of recurrent layer `layer`, `None` before its
     /// first `set_state`.
     pub fn state(&self, layer: usize) -> Option<&[Tensor]> {

@@ -213,6 +213,15 @@ impl Sequence {
                 .map_err(|_| Error("error: a rotary position out of range".into()))?;
             positions.push(p);
         }
+        // Recurrent layers (Qwen3.5's linear attention) do not batch yet:
+        // such sequences step one after the other, with the same results.
+        if seqs.iter().any(|s| s.cache.borrow().has_state()) {
+            let mut out = Vec::with_capacity(seqs.len());
+            for (s, &t) in seqs.iter_mut().zip(tokens) {
+                out.push(s.step(runner, t)?);
+            }
+            return Ok(out);
+        }
         let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
         let caches = seqs.iter().map(|s| s.cache.clone()).collect();
         let logits = runner.step_batch(caches, &ids, &positions)?;

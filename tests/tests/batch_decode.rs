@@ -92,6 +92,8 @@ fn batched_steps_equal_single_steps_on_every_text_architecture() {
         ("gemma3", "gemma3/gemma3_f32"),
         ("qwen3_moe", "qwen3_moe/moe_f32"),
         ("smollm3", "smollm3/smollm3_f32"),
+        // Recurrent layers: steps one sequence at a time, same results.
+        ("qwen3_5", "qwen3_5/qwen3_5_f32"),
     ] {
         let r = reference(case);
         let mut runner = runner_for(script_name, case);
