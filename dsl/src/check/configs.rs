@@ -153,11 +153,21 @@ impl Checker {
             // The first field (in declared order) whose dependencies are placed.
             let Some(k) = (0..decls.len()).find(|&k| !done[k] && deps[k].iter().all(|&j| done[j]))
             else {
-                let stuck: Vec<&str> = (0..decls.len()).filter(|&k| !done[k]).map(|k| names[k]).collect();
+                let stuck: Vec<&str> = (0..decls.len())
+                    .filter(|&k| !done[k])
+                    .map(|k| names[k])
+                    .collect();
                 self.err(
-                    Diagnostic::new("mdl::check::config_cycle", fid, format!("the defaults of config `{}` read each other in a cycle", name.name))
-                        .label(name.span, format!("among {}", stuck.join(", ")))
-                        .help("give one of these fields a default that does not read the others"),
+                    Diagnostic::new(
+                        "mdl::check::config_cycle",
+                        fid,
+                        format!(
+                            "the defaults of config `{}` read each other in a cycle",
+                            name.name
+                        ),
+                    )
+                    .label(name.span, format!("among {}", stuck.join(", ")))
+                    .help("give one of these fields a default that does not read the others"),
                 );
                 order.extend((0..decls.len()).filter(|&k| !done[k]));
                 break;
@@ -165,7 +175,8 @@ impl Checker {
             done[k] = true;
             order.push(k);
         }
-        let mut slots: Vec<Option<(SourceId, ast::ConfigField)>> = decls.into_iter().map(Some).collect();
+        let mut slots: Vec<Option<(SourceId, ast::ConfigField)>> =
+            decls.into_iter().map(Some).collect();
         order.into_iter().filter_map(|k| slots[k].take()).collect()
     }
 }
@@ -190,15 +201,18 @@ fn names_in(e: &ast::Expr, out: &mut Vec<String>) {
             for i in items {
                 match i {
                     ast::IndexItem::Expr(e) => names_in(e, out),
-                    ast::IndexItem::Slice(a, b, c) => {
-                        [a, b, c].into_iter().flatten().for_each(|e| names_in(e, out))
-                    }
+                    ast::IndexItem::Slice(a, b, c) => [a, b, c]
+                        .into_iter()
+                        .flatten()
+                        .for_each(|e| names_in(e, out)),
                     ast::IndexItem::Ellipsis(_) => {}
                 }
             }
         }
         K::List(xs) | K::Tuple(xs) => xs.iter().for_each(|x| names_in(x, out)),
-        K::Comprehension { elem, iter, cond, .. } => {
+        K::Comprehension {
+            elem, iter, cond, ..
+        } => {
             names_in(elem, out);
             names_in(iter, out);
             if let Some(c) = cond {
