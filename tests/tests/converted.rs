@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::golden::worst_cosine;
 use common::*;
 use mllm_backends::weights::WeightSource;
 use mllm_runtime::model_files::{self, load_model};
@@ -17,18 +18,6 @@ fn logits_of(path: &str, ids: &[i32], dequantize: bool) -> (Vec<f32>, usize) {
     let model = load_model(&files, None).unwrap_or_else(|e| panic!("{}", e.0));
     let t = full_logits(&model, ids);
     (t.to_f32_vec().expect("f32"), t.shape()[1])
-}
-
-fn worst_cosine(a: &[f32], b: &[f32], vocab: usize) -> f64 {
-    a.chunks(vocab)
-        .zip(b.chunks(vocab))
-        .map(|(x, y)| {
-            let dot: f64 = x.iter().zip(y).map(|(p, q)| *p as f64 * *q as f64).sum();
-            let nx: f64 = x.iter().map(|p| (*p as f64).powi(2)).sum::<f64>().sqrt();
-            let ny: f64 = y.iter().map(|q| (*q as f64).powi(2)).sum::<f64>().sqrt();
-            dot / (nx * ny)
-        })
-        .fold(1.0, f64::min)
 }
 
 /// The issue-4 targets, per position, on `quant_scaled_f32`: a fixture whose
