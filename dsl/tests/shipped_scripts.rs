@@ -38,3 +38,36 @@ fn every_model_script_checks() {
     }
     assert!(n >= 6, "found only {n} scripts");
 }
+
+struct Files(&'static [(&'static str, &'static str)]);
+
+impl mllm_dsl::Resolver for Files {
+    fn resolve(&self, name: &str) -> Option<(String, String)> {
+        self.0
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(n, t)| (format!("{n}.mdl"), t.to_string()))
+    }
+}
+
+/// A config extending an imported one whose inherited default reads a field
+/// of a config declared in that import (`rope.theta`, `Rope` extending a
+/// third file's config): configs resolve after the configs they depend on,
+/// whatever the order the files declare them in.
+#[test]
+fn inherited_defaults_read_configs_of_a_deeper_import() {
+    let files = Files(&[
+        ("a", "config Base {\n  theta: float = 1.0\n}\n"),
+        (
+            "b",
+            "import a\nconfig Rope : a.Base {\n  factor: float = 0.5\n}\nconfig Text {\n  rope: Rope\n  theta: float = rope.theta * rope.factor\n}\n",
+        ),
+    ]);
+    let main = "import b\nconfig Moe : b.Text {\n  experts: int = 2\n}\nmodule M(c: Moe) {\n  let t = c.theta\n}\n";
+    let (prog, diags) = mllm_dsl::check("main.mdl", main, &files);
+    assert!(
+        diags.is_empty(),
+        "{}",
+        mllm_dsl::diagnostic::render_all(&diags, &prog.sources, false)
+    );
+}

@@ -77,7 +77,8 @@ impl<'w> Binder<'w> {
             return Value::None;
         };
         self.used.insert(path.to_string());
-        if ws.info(path).is_none() {
+        // Absent, or (experts stored transposed) of another shape.
+        if ws.info(path).is_none_or(|i| i.shape != shape) {
             if let Some(r) = crate::bind_experts::synthesize(ws, path, &shape) {
                 return match r {
                     Ok((t, used)) => {

@@ -9,6 +9,11 @@ pub const STDLIB: &[(&str, &str)] = &[
     ("nn", include_str!("../../stdlib/nn.mdl")),
     ("vision", include_str!("../../stdlib/vision.mdl")),
     ("linear_attn", include_str!("../../stdlib/linear_attn.mdl")),
+    (
+        "qwen3_5_base",
+        include_str!("../../stdlib/qwen3_5_base.mdl"),
+    ),
+    ("qwen_vl", include_str!("../../stdlib/qwen_vl.mdl")),
 ];
 
 pub const MODELS: &[(&str, &str)] = &[
@@ -16,10 +21,15 @@ pub const MODELS: &[(&str, &str)] = &[
     ("llama", include_str!("../../models/llama.mdl")),
     ("qwen2", include_str!("../../models/qwen2.mdl")),
     ("qwen3_vl", include_str!("../../models/qwen3_vl.mdl")),
+    (
+        "qwen3_vl_moe",
+        include_str!("../../models/qwen3_vl_moe.mdl"),
+    ),
     ("smollm3", include_str!("../../models/smollm3.mdl")),
     ("qwen3_moe", include_str!("../../models/qwen3_moe.mdl")),
     ("gemma3", include_str!("../../models/gemma3.mdl")),
     ("qwen3_5", include_str!("../../models/qwen3_5.mdl")),
+    ("qwen3_5_moe", include_str!("../../models/qwen3_5_moe.mdl")),
 ];
 
 /// The built-in script serving a checkpoint: the one that declares a module

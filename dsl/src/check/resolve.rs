@@ -9,12 +9,9 @@ impl Checker {
     // ------------------------------------------------------------ resolving
 
     pub(super) fn resolve_all(&mut self) {
+        let mut state = vec![0u8; self.configs.len()];
         for ci in 0..self.configs.len() {
-            let (fid, ii) = self.config_ast[ci];
-            let ast::Item::Config(c) = self.files[fid].items[ii].clone() else {
-                continue;
-            };
-            self.resolve_config(ci, fid, &c);
+            self.resolve_config_after_deps(ci, &mut state);
         }
         for mi in 0..self.modules.len() {
             let (fid, ii) = self.module_ast[mi];
@@ -30,6 +27,43 @@ impl Checker {
             };
             self.fns[fi] = self.resolve_fn(&f, fid, None);
         }
+    }
+
+    /// Resolves config `ci` after the configs it extends and those its
+    /// fields are typed with (whose fields its defaults may read, e.g. an
+    /// inherited `rope_parameters.rope_theta` in a file importing both);
+    /// `state`: 0 not yet, 1 under way (a cycle, reported elsewhere), 2 done.
+    fn resolve_config_after_deps(&mut self, ci: usize, state: &mut [u8]) {
+        if state[ci] != 0 {
+            return;
+        }
+        state[ci] = 1;
+        let (fid, ii) = self.config_ast[ci];
+        let ast::Item::Config(c) = self.files[fid].items[ii].clone() else {
+            state[ci] = 2;
+            return;
+        };
+        let names = c.base.iter().map(|b| b.name.clone());
+        let types = c.fields.iter().flat_map(|f| {
+            let mut t = Some(&f.ty);
+            std::iter::from_fn(move || {
+                let cur = t?;
+                t = cur.arg.as_deref();
+                Some(cur.name.name.clone())
+            })
+        });
+        let deps: Vec<usize> = names
+            .chain(types)
+            .filter_map(|n| match self.lookup_qualified(fid, &n) {
+                Some(Global::Config(j)) => Some(j),
+                _ => None,
+            })
+            .collect();
+        for j in deps {
+            self.resolve_config_after_deps(j, state);
+        }
+        self.resolve_config(ci, fid, &c);
+        state[ci] = 2;
     }
 
     pub(super) fn resolve_type(&mut self, t: &ast::TypeExpr, fid: SourceId) -> Ty {
