@@ -77,3 +77,38 @@ fn qwen3_honours_rope_scaling() {
         "{msg}"
     );
 }
+
+/// A script's mistakes with the new forms are load errors that point at
+/// the script: an alias that builds something other than a module, and a
+/// module built inside a `let` (which names no checkpoint path).
+#[test]
+fn misused_aliases_and_lets_are_clear_errors() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let fixture = fixture("gqa_tied_f32");
+    let cases = [
+        (
+            "import nn\nconfig Qwen3 : nn.DecoderConfig {}\nmodule Qwen3ForCausalLM(c: Qwen3) = c.hidden_size\n",
+            "is an alias, but its expression built a int",
+        ),
+        (
+            "import nn\nconfig Qwen3 : nn.DecoderConfig {}\nmodule Qwen3ForCausalLM(c: Qwen3) {\n  let norm = nn.RMSNorm(c.hidden_size)\n  fn forward(x) { return x }\n}\n",
+            "can only be created in a member declaration",
+        ),
+    ];
+    for (i, (text, want)) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("bad{i}.mdl"));
+        std::fs::write(&path, text).expect("write");
+        let err = match mllm_runtime::load(
+            path.to_str().expect("utf-8"),
+            fixture.to_str().expect("utf-8"),
+        ) {
+            Ok(_) => panic!("case {i} should not load"),
+            Err(e) => e.0,
+        };
+        assert!(err.contains(want), "case {i}: {err}");
+        assert!(
+            err.contains(&format!("bad{i}.mdl:")),
+            "case {i} names the script line: {err}"
+        );
+    }
+}
