@@ -101,6 +101,13 @@ enum Cmd {
         /// in the chat attaches one to the next message.
         #[arg(long = "image")]
         images: Vec<String>,
+        /// A video (frame directory or animated PNG/WebP) shown with the
+        /// first message (repeatable); `/video PATH` attaches one to the next.
+        #[arg(long = "video")]
+        videos: Vec<String>,
+        /// Frame rate of the videos' frames (as for `run --video-fps`).
+        #[arg(long)]
+        video_fps: Option<f64>,
         #[command(flatten)]
         sampling: SamplingArgs,
         #[arg(long, short = 't')]
@@ -401,6 +408,8 @@ fn run(cli: Cli) -> i32 {
             model,
             system,
             images,
+            videos,
+            video_fps,
             sampling,
             threads,
             load,
@@ -411,6 +420,8 @@ fn run(cli: Cli) -> i32 {
                 model,
                 system,
                 images,
+                videos,
+                video_fps,
                 sampling,
                 load: load.into(),
             })

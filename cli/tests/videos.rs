@@ -68,3 +68,64 @@ fn run_with_a_video() {
         text(&out.stderr)
     );
 }
+
+/// `chat --video` shows the video with the first message as `run` does
+/// (same prompt length, same answer); `/video PATH` attaches another to the
+/// next message, and a bad path loses nothing.
+#[test]
+fn chat_with_a_video() {
+    use std::io::Write;
+    let r = reference();
+    let c = &r["cases"]["frames_fps2"];
+    let dir = root().join("tests/fixtures/qwen3_vl/video");
+    let model = root().join("tests/fixtures/qwen3_vl/p16_m2_tied_published");
+    let s = |p: &std::path::Path| p.to_str().expect("utf-8").to_string();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mllm"))
+        .args([
+            "chat",
+            "--model",
+            &s(&model),
+            "--video",
+            &s(&dir.join("frames")),
+            "--video-fps",
+            "2",
+            "--temp",
+            "0",
+            "-n",
+            "6",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn chat");
+    let input = format!(
+        "{}\n/video {}\nAnd this one?\n/video /no/such/frames\nhello\n/exit\n",
+        c["prompt"].as_str().expect("prompt"),
+        s(&dir.join("clip_2fps.png"))
+    );
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("chat");
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let n = c["input_ids"].as_array().expect("ids").len();
+    assert!(err.contains(&format!("prompt {n} tok")), "{err}");
+    let want = c["generated_text"].as_str().expect("text");
+    assert!(
+        text(&out.stdout).starts_with(want),
+        "chat {:?} vs transformers {want:?}",
+        text(&out.stdout)
+    );
+    assert!(
+        err.contains("/no/such/frames") && err.contains("message not sent"),
+        "{err}"
+    );
+    // Two turns answered (the second with both videos, so a longer
+    // prompt); the message with the bad video was not sent.
+    assert_eq!(err.matches("| generated ").count(), 2, "{err}");
+}

@@ -2,10 +2,11 @@
 //! turns: each turn renders the whole conversation with the chat template,
 //! and only the tokens after the longest prefix already in the cache are
 //! computed. `/exit`, `/reset`, Ctrl-D end or restart; Ctrl-C stops an answer
-//! mid-way, and at the prompt it exits. Images (`--image` for the first
-//! message, `/image PATH` for the next one) go to vision-language models;
-//! a conversation with images is recomputed whole each turn (the cache
-//! cannot tell images apart by their placeholder tokens).
+//! mid-way, and at the prompt it exits. Images and videos (`--image` /
+//! `--video` for the first message, `/image PATH` / `/video PATH` for the
+//! next one) go to vision-language models; a conversation with either is
+//! recomputed whole each turn (the cache cannot tell them apart by their
+//! placeholder tokens).
 
 use std::io::{BufRead, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,6 +24,9 @@ pub struct ChatArgs {
     pub system: Option<String>,
     /// Images shown with the first message.
     pub images: Vec<String>,
+    /// Videos shown with the first message, and their frame rate.
+    pub videos: Vec<String>,
+    pub video_fps: Option<f64>,
     pub sampling: SamplingArgs,
     pub load: model_files::LoadOptions,
 }
@@ -60,8 +64,10 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
     // Images shown in each message of `history`, and the preprocessed images
     // of the messages that have some, in order.
     let mut shown: Vec<usize> = vec![0; history.len()];
+    let mut shown_v: Vec<usize> = vec![0; history.len()];
     let mut pics: Vec<crate::images::Images> = vec![];
     let mut pending: Vec<String> = a.images.clone();
+    let mut pending_v: Vec<String> = a.videos.clone();
     let mut spec: Option<crate::images::ImageTokens> = None;
     eprintln!(
         "chatting with {} — /exit or Ctrl-D to quit, /reset to start over, Ctrl-C stops an answer",
@@ -84,8 +90,10 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
             "/reset" => {
                 history.retain(|m| m.role == "system");
                 shown = vec![0; history.len()];
+                shown_v = vec![0; history.len()];
                 pics.clear();
                 pending.clear();
+                pending_v.clear();
                 eprintln!("(conversation cleared)");
                 continue;
             }
@@ -94,36 +102,53 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
                 eprintln!("(image attached to your next message)");
                 continue;
             }
+            l if l.starts_with("/video ") => {
+                pending_v.push(l["/video ".len()..].trim().to_string());
+                eprintln!("(video attached to your next message)");
+                continue;
+            }
             _ => {}
         }
         let mut added_pics = false;
-        if !pending.is_empty() {
-            match crate::images::from_files(&files, &pending) {
-                Ok((imgs, s)) => {
+        if !pending.is_empty() || !pending_v.is_empty() {
+            let media = match pending.is_empty() {
+                true => Ok(None),
+                false => crate::images::from_files(&files, &pending).map(Some),
+            }
+            .and_then(|imgs| {
+                mllm_runtime::videos::with_videos(&files, imgs, &pending_v, a.video_fps)
+            });
+            match media {
+                Ok(Some((imgs, s))) => {
                     pics.push(imgs);
                     spec = Some(s);
                     added_pics = true;
                 }
+                Ok(None) => {}
                 Err(e) => {
-                    // A bad image loses nothing: the message is not sent.
+                    // A bad image or video loses nothing: the message is not sent.
                     eprintln!(
-                        "{}\n(message not sent; attach images again with /image PATH)",
+                        "{}\n(message not sent; attach them again with /image PATH or /video PATH)",
                         e.0
                     );
                     pending.clear();
+                    pending_v.clear();
                     continue;
                 }
             }
         }
         history.push(Message::new("user", line));
         shown.push(std::mem::take(&mut pending).len());
+        shown_v.push(std::mem::take(&mut pending_v).len());
         let batch = crate::images::concat(&pics)?;
         let ids = match (&batch, &spec) {
             (Some(imgs), Some(spec)) => {
                 let turns: Vec<crate::images::Turn> = history
                     .iter()
-                    .zip(&shown)
-                    .map(|(m, &n)| crate::images::Turn::new(&m.role, &m.content, n))
+                    .zip(shown.iter().zip(&shown_v))
+                    .map(|(m, (&n, &v))| {
+                        crate::images::Turn::new(&m.role, &m.content, n).with_videos(v)
+                    })
                     .collect();
                 let text = crate::images::conversation_text(
                     &files,
@@ -165,6 +190,7 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
                 // A turn that fails (e.g. the context is full) leaves the chat usable.
                 history.pop();
                 shown.pop();
+                shown_v.pop();
                 if added_pics {
                     pics.pop();
                 }
@@ -180,6 +206,7 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
         }
         history.push(Message::new("assistant", format!("{}{tail}", stats.text)));
         shown.push(0);
+        shown_v.push(0);
         eprintln!("[{}]", stats.summary(None));
     }
 }
