@@ -12,7 +12,12 @@
 #   THREADS           thread counts, space-separated ("2 1")
 #   FILES             which GGUFs, space-separated, from: q4_0 q8_0 f16 smollm2
 #                     ("q4_0 q8_0 smollm2"; q4_0/q8_0/f16 are a random-weight
-#                     Qwen3-0.6B, smollm2 the real SmolLM2-135M-Instruct Q4_1)
+#                     Qwen3-0.6B, smollm2 the real SmolLM2-135M-Instruct Q4_1;
+#                     FILES="" runs none of them)
+#   GGUFS             more GGUF files to compare, space-separated NAME=PATH
+#                     (e.g. a random-checkpoint preset converted by
+#                     tests/fixtures/gguf/make_family_ggufs.py --convert and
+#                     llama-quantize), run after FILES
 #   LONG=1            also time TG_DEPTH tokens of decode after DEPTH context
 #                     tokens (DEPTH=4096, TG_DEPTH=64); slow
 #   MLLM_KV           mllm's --kv-type (f16, llama-bench's default cache type)
@@ -40,7 +45,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="$ROOT/.cache"
 PP="${PP:-512}" TG="${TG:-128}" REPS="${REPS:-3}"
 THREADS="${THREADS:-2 1}"
-FILES="${FILES:-q4_0 q8_0 smollm2}"
+FILES="${FILES-q4_0 q8_0 smollm2}"
+GGUFS="${GGUFS:-}"
 LONG="${LONG:-0}" DEPTH="${DEPTH:-4096}" TG_DEPTH="${TG_DEPTH:-64}"
 MLLM_KV="${MLLM_KV:-f16}"
 MLLM="${MLLM:-$ROOT/target/release/mllm}"
@@ -212,6 +218,18 @@ for f in $FILES; do
         run_pair "$f" "$name" "$gguf" "$t" main -p "$PP" -n "$TG" -- -p "$PP" -n "$TG"
         if [[ $LONG == 1 ]]; then
             run_pair "$f" "$name" "$gguf" "$t" depth -p 0 -n "$TG_DEPTH" -d "$DEPTH" \
+                -- -p 0 -n "$TG_DEPTH" -d "$DEPTH"
+        fi
+    done
+done
+
+for spec in $GGUFS; do
+    name="${spec%%=*}" gguf="${spec#*=}"
+    [[ $name != "$spec" && -f $gguf ]] || fail "GGUFS entry '$spec' is not NAME=PATH of an existing file"
+    for t in $THREADS; do
+        run_pair "gguf-$name" "$name" "$gguf" "$t" main -p "$PP" -n "$TG" -- -p "$PP" -n "$TG"
+        if [[ $LONG == 1 ]]; then
+            run_pair "gguf-$name" "$name" "$gguf" "$t" depth -p 0 -n "$TG_DEPTH" -d "$DEPTH" \
                 -- -p 0 -n "$TG_DEPTH" -d "$DEPTH"
         fi
     done

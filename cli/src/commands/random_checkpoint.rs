@@ -63,6 +63,40 @@ pub fn preset(name: &str) -> Option<serde_json::Value> {
                 "deepstack_visual_indexes": [5, 11, 17], "hidden_act": "gelu_pytorch_tanh",
             },
         }),
+        // Qwen/Qwen3-30B-A3B: 128 experts, 8 per token, every layer sparse.
+        "qwen3-30b-a3b" => json!({
+            "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "vocab_size": 151936,
+            "hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 48,
+            "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+            "moe_intermediate_size": 768, "num_experts": 128, "num_experts_per_tok": 8,
+            "norm_topk_prob": true, "decoder_sparse_step": 1, "mlp_only_layers": [],
+            "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "rope_scaling": null,
+            "tie_word_embeddings": false, "max_position_embeddings": 40960, "hidden_act": "silu",
+            "attention_bias": false, "use_sliding_window": false,
+            "bos_token_id": 151643, "eos_token_id": 151645,
+        }),
+        // HuggingFaceTB/SmolLM3-3B: every 4th layer without rope (NoPE).
+        "smollm3-3b" => json!({
+            "architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3", "vocab_size": 128256,
+            "hidden_size": 2048, "intermediate_size": 11008, "num_hidden_layers": 36,
+            "num_attention_heads": 16, "num_key_value_heads": 4, "rms_norm_eps": 1e-6,
+            "rope_theta": 5000000.0, "rope_scaling": null, "no_rope_layer_interval": 4,
+            "tie_word_embeddings": true, "max_position_embeddings": 65536, "hidden_act": "silu",
+            "attention_bias": false, "mlp_bias": false, "use_sliding_window": false,
+            "eos_token_id": 128012, "pad_token_id": 128004,
+        }),
+        // google/gemma-3-1b-it (text): 5 sliding layers of 512 per global one.
+        "gemma3-1b" => json!({
+            "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "vocab_size": 262144,
+            "hidden_size": 1152, "intermediate_size": 6912, "num_hidden_layers": 26,
+            "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256,
+            "query_pre_attn_scalar": 256, "sliding_window": 512, "sliding_window_pattern": 6,
+            "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "rope_scaling": null,
+            "rms_norm_eps": 1e-6, "hidden_activation": "gelu_pytorch_tanh",
+            "final_logit_softcapping": null, "attn_logit_softcapping": null,
+            "max_position_embeddings": 32768, "attention_bias": false,
+            "bos_token_id": 2, "eos_token_id": [1, 106], "pad_token_id": 0,
+        }),
         _ => return None,
     })
 }
@@ -73,6 +107,9 @@ pub const PRESETS: &[&str] = &[
     "smollm2-135m",
     "llama-3.2-1b",
     "qwen3-vl-2b",
+    "qwen3-30b-a3b",
+    "smollm3-3b",
+    "gemma3-1b",
 ];
 
 /// splitmix64 -> roughly normal values (sum of uniforms), scaled by `std`.
@@ -154,14 +191,20 @@ pub fn run(
     let mut w = BufWriter::with_capacity(1 << 22, std::fs::File::create(&path)?);
     w.write_all(&(h.len() as u64).to_le_bytes())?;
     w.write_all(h.as_bytes())?;
+    // Gemma's RMSNorm scales by (1 + w): its norm weights sit near 0.
+    let gemma = config["model_type"]
+        .as_str()
+        .is_some_and(|t| t.starts_with("gemma"));
+    let norm_mean = if gemma { 0.0 } else { 1.0 };
     let mut noise = Noise(seed);
     let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let total = list.len();
     for (i, (name, shape)) in list.iter().enumerate() {
         let n: usize = shape.iter().product();
-        // Norm weights near 1, matrices with a spread that keeps activations bounded.
+        // Norm weights near the identity, matrices with a spread that keeps
+        // activations bounded.
         let (mean, std) = if shape.len() == 1 {
-            (1.0, 0.05)
+            (norm_mean, 0.05)
         } else {
             (0.0, 0.02)
         };
@@ -186,4 +229,58 @@ pub fn run(
         offset as f64 / 1e6
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every preset is a config its script accepts; spot checks of the
+    /// published sizes the tensor table must reflect.
+    #[test]
+    fn presets_configure_their_scripts() {
+        for name in PRESETS {
+            let config = preset(name).unwrap_or_else(|| panic!("{name}: no preset"));
+            let table = mllm_runtime::model_files::parameter_table(&config)
+                .unwrap_or_else(|e| panic!("{name}: {}", e.0));
+            let shape = |t: &str| {
+                table
+                    .iter()
+                    .find(|(n, _)| n == t)
+                    .map(|(_, s)| s.clone())
+                    .unwrap_or_else(|| panic!("{name}: no {t}"))
+            };
+            match *name {
+                "qwen3-30b-a3b" => {
+                    assert_eq!(
+                        shape("model.layers.47.mlp.experts.gate_up_proj"),
+                        [128, 1536, 2048]
+                    );
+                    assert_eq!(shape("model.layers.0.mlp.gate.weight"), [128, 2048]);
+                    assert_eq!(
+                        shape("model.layers.0.self_attn.q_proj.weight"),
+                        [4096, 2048]
+                    );
+                    assert_eq!(shape("lm_head.weight"), [151936, 2048]);
+                }
+                "smollm3-3b" => {
+                    assert_eq!(shape("model.layers.35.mlp.up_proj.weight"), [11008, 2048]);
+                    assert_eq!(shape("model.layers.0.self_attn.k_proj.weight"), [512, 2048]);
+                    assert!(!table.iter().any(|(n, _)| n == "lm_head.weight"));
+                }
+                "gemma3-1b" => {
+                    assert_eq!(shape("model.embed_tokens.weight"), [262144, 1152]);
+                    assert_eq!(
+                        shape("model.layers.25.self_attn.q_proj.weight"),
+                        [1024, 1152]
+                    );
+                    assert_eq!(
+                        shape("model.layers.0.pre_feedforward_layernorm.weight"),
+                        [1152]
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
 }

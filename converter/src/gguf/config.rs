@@ -1,23 +1,43 @@
 //! `hf_config`: a Hugging Face config.json-style object from GGUF metadata,
 //! generic over the architecture prefix (`{arch}.block_count`, ...), so the
-//! interpreter can configure a model script from a GGUF file alone.
+//! interpreter can configure a model script from a GGUF file alone. What
+//! one family adds (experts, NoPE layers, sliding windows) is in
+//! config_family.rs.
 
 use serde_json::{json, Map, Value};
 
+use super::config_family::{self, Meta};
 use super::{GgufFile, MetaValue};
 use crate::error::{ConvertError, Result};
 
-/// GGUF architecture -> (transformers class, `model_type`).
-const ARCHITECTURES: &[(&str, &str)] = &[
-    ("llama", "LlamaForCausalLM"),
-    ("qwen2", "Qwen2ForCausalLM"),
-    ("qwen3", "Qwen3ForCausalLM"),
+/// GGUF architecture (llama.cpp's name) -> (transformers class, `model_type`).
+const ARCHITECTURES: &[(&str, &str, &str)] = &[
+    ("llama", "LlamaForCausalLM", "llama"),
+    ("qwen2", "Qwen2ForCausalLM", "qwen2"),
+    ("qwen3", "Qwen3ForCausalLM", "qwen3"),
+    ("qwen3moe", "Qwen3MoeForCausalLM", "qwen3_moe"),
+    ("smollm3", "SmolLM3ForCausalLM", "smollm3"),
+    ("gemma3", "Gemma3ForCausalLM", "gemma3_text"),
 ];
+
+impl Meta for GgufFile {
+    fn arch_key(&self, key: &str) -> Option<&MetaValue> {
+        self.arch_meta(key)
+    }
+
+    fn has_tensor(&self, name: &str) -> bool {
+        self.tensor_info(name).is_some()
+    }
+
+    fn label(&self) -> String {
+        self.path().display().to_string()
+    }
+}
 
 /// A number as JSON. GGUF stores floats like `rms_norm_eps` as f32; they are
 /// written as the shortest decimal that reads back as that f32 (1e-5, not
 /// 9.999999747378752e-6), which is what the model's config.json said.
-fn number(v: &MetaValue) -> Option<Value> {
+pub(super) fn number(v: &MetaValue) -> Option<Value> {
     Some(match *v {
         MetaValue::F32(f) => json!(format!("{f}").parse::<f64>().ok()?),
         MetaValue::F64(f) => json!(f),
@@ -33,12 +53,12 @@ pub fn hf_config(g: &GgufFile) -> Result<Value> {
     let arch = g.architecture().ok_or_else(|| {
         ConvertError::Corrupt(format!("{path}: no general.architecture metadata"))
     })?;
-    let class = ARCHITECTURES
+    let (class, model_type) = ARCHITECTURES
         .iter()
-        .find(|(a, _)| *a == arch)
-        .map(|(_, c)| *c)
+        .find(|(a, _, _)| *a == arch)
+        .map(|&(_, c, t)| (c, t))
         .ok_or_else(|| {
-            let known: Vec<&str> = ARCHITECTURES.iter().map(|(a, _)| *a).collect();
+            let known: Vec<&str> = ARCHITECTURES.iter().map(|(a, _, _)| *a).collect();
             ConvertError::Unsupported(format!(
                 "{path}: architecture `{arch}` is not supported (known: {})",
                 known.join(", ")
@@ -47,7 +67,7 @@ pub fn hf_config(g: &GgufFile) -> Result<Value> {
 
     let mut c = Map::new();
     c.insert("architectures".into(), json!([class]));
-    c.insert("model_type".into(), json!(arch));
+    c.insert("model_type".into(), json!(model_type));
 
     // (HF key, GGUF key under `{arch}.`, required)
     let fields: &[(&str, &str, bool)] = &[
@@ -118,5 +138,6 @@ pub fn hf_config(g: &GgufFile) -> Result<Value> {
             c.insert(hf.into(), json!(id));
         }
     }
+    config_family::add(arch, g, &mut c)?;
     Ok(Value::Object(c))
 }

@@ -6,6 +6,7 @@
 //! turns its metadata into a config.json-style object (config.rs).
 
 mod config;
+mod config_family;
 mod names;
 mod reader;
 mod types;
@@ -22,11 +23,11 @@ use crate::error::{ConvertError, Result};
 use crate::file_bytes::FileBytes;
 
 pub use config::hf_config;
-pub use names::{gguf_name, hf_name};
+pub use names::{gguf_name, gguf_name_for, hf_name, hf_name_for};
 pub use types::GgmlType;
 pub use value::MetaValue;
-pub(crate) use weights::unpermute_rows;
 pub use weights::GgufWeights;
+pub(crate) use weights::{permutes_qk, unpermute_rows};
 
 /// One tensor as the file describes it.
 #[derive(Clone, Debug, PartialEq)]

@@ -1,9 +1,11 @@
 //! The one table between GGUF tensor names (llama.cpp's `token_embd`,
 //! `blk.N.attn_q`, ...) and Hugging Face names (`model.embed_tokens`,
-//! `model.layers.N.self_attn.q_proj`, ...). It is the same for every
+//! `model.layers.N.self_attn.q_proj`, ...). It is the same for almost every
 //! architecture: llama.cpp gives a tensor role one GGUF name whatever the
-//! model, and the Llama-style HF families (Llama, Mistral, Qwen2, Qwen3)
-//! name those roles alike. Names outside the table keep their GGUF name.
+//! model, and the Llama-style HF families (Llama, Mistral, Qwen2, Qwen3,
+//! Qwen3-MoE, SmolLM3) name those roles alike. Gemma 2/3, with four norms
+//! per layer, override three entries (`GEMMA_BLOCK`). Names outside the
+//! tables keep their GGUF name.
 
 /// Tensors outside the decoder blocks: (GGUF stem, HF stem).
 const GLOBAL: &[(&str, &str)] = &[
@@ -34,6 +36,23 @@ const BLOCK: &[(&str, &str)] = &[
     ("ffn_down_exps", "mlp.experts.down_proj"),
 ];
 
+/// Block tensors of Gemma 2/3: llama.cpp's `ffn_norm` is the norm before
+/// the MLP as in Llama, where transformers' Gemma has a norm after
+/// attention too (`post_attention_layernorm`) and one after the MLP.
+const GEMMA_BLOCK: &[(&str, &str)] = &[
+    ("ffn_norm", "pre_feedforward_layernorm"),
+    ("post_attention_norm", "post_attention_layernorm"),
+    ("post_ffw_norm", "post_feedforward_layernorm"),
+];
+
+/// Architectures whose block names `GEMMA_BLOCK` overrides.
+const GEMMA_ARCHS: &[&str] = &["gemma2", "gemma3"];
+
+/// llama.cpp's fused expert projection (`--fuse-gate-up-exps`), `[E, 2I, H]`
+/// with each expert's gate rows first: transformers 5's
+/// `mlp.experts.gate_up_proj`, a parameter without `.weight`.
+const FUSED_GATE_UP: (&str, &str) = ("ffn_gate_up_exps.weight", "mlp.experts.gate_up_proj");
+
 /// Splits `prefix.N.rest.{weight,bias}` into (N, rest, suffix).
 fn split_block<'a>(name: &'a str, prefix: &str) -> Option<(&'a str, &'a str)> {
     let rest = name.strip_prefix(prefix)?;
@@ -54,14 +73,27 @@ fn lookup<'a>(table: &[(&'a str, &'a str)], key: &str, forward: bool) -> Option<
     })
 }
 
-fn map(name: &str, forward: bool) -> Option<String> {
-    let (stem, suffix) = split_suffix(name)?;
+fn map(arch: &str, name: &str, forward: bool) -> Option<String> {
     let (from, to) = match forward {
         true => ("blk.", "model.layers."),
         false => ("model.layers.", "blk."),
     };
+    if let Some((n, part)) = split_block(name, from) {
+        let (a, b) = match forward {
+            true => FUSED_GATE_UP,
+            false => (FUSED_GATE_UP.1, FUSED_GATE_UP.0),
+        };
+        if part == a {
+            return Some(format!("{to}{n}.{b}"));
+        }
+    }
+    let (stem, suffix) = split_suffix(name)?;
     if let Some((n, part)) = split_block(stem, from) {
-        let mapped = lookup(BLOCK, part, forward)?;
+        let special = GEMMA_ARCHS
+            .contains(&arch)
+            .then(|| lookup(GEMMA_BLOCK, part, forward))
+            .flatten();
+        let mapped = special.or_else(|| lookup(BLOCK, part, forward))?;
         return Some(format!("{to}{n}.{mapped}.{suffix}"));
     }
     Some(format!("{}.{suffix}", lookup(GLOBAL, stem, forward)?))
@@ -69,12 +101,22 @@ fn map(name: &str, forward: bool) -> Option<String> {
 
 /// The Hugging Face name of a GGUF tensor, if the table knows it.
 pub fn hf_name(gguf: &str) -> Option<String> {
-    map(gguf, true)
+    map("", gguf, true)
 }
 
 /// The GGUF name of a Hugging Face tensor, if the table knows it.
 pub fn gguf_name(hf: &str) -> Option<String> {
-    map(hf, false)
+    map("", hf, false)
+}
+
+/// `hf_name` for a file of llama.cpp architecture `arch` (`gemma3`, ...).
+pub fn hf_name_for(arch: &str, gguf: &str) -> Option<String> {
+    map(arch, gguf, true)
+}
+
+/// `gguf_name` for a file of llama.cpp architecture `arch`.
+pub fn gguf_name_for(arch: &str, hf: &str) -> Option<String> {
+    map(arch, hf, false)
 }
 
 #[cfg(test)]
@@ -108,6 +150,23 @@ mod tests {
             assert_eq!(hf_name(g).as_deref(), Some(h));
             assert_eq!(gguf_name(h).as_deref(), Some(g));
         }
+        for (g, h) in [
+            (
+                "blk.4.ffn_gate_inp.weight",
+                "model.layers.4.mlp.gate.weight",
+            ),
+            (
+                "blk.4.ffn_up_exps.weight",
+                "model.layers.4.mlp.experts.up_proj.weight",
+            ),
+            (
+                "blk.4.ffn_gate_up_exps.weight",
+                "model.layers.4.mlp.experts.gate_up_proj",
+            ),
+        ] {
+            assert_eq!(hf_name(g).as_deref(), Some(h));
+            assert_eq!(gguf_name(h).as_deref(), Some(g));
+        }
         for bad in [
             "rope_freqs.weight",
             "blk.x.attn_q.weight",
@@ -117,5 +176,30 @@ mod tests {
         ] {
             assert_eq!(hf_name(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn gemma_norms_have_their_own_names() {
+        let pairs = [
+            ("ffn_norm", "pre_feedforward_layernorm"),
+            ("post_attention_norm", "post_attention_layernorm"),
+            ("post_ffw_norm", "post_feedforward_layernorm"),
+            ("attn_norm", "input_layernorm"),
+            ("attn_q_norm", "self_attn.q_norm"),
+        ];
+        for (g, h) in pairs {
+            let (g, h) = (
+                format!("blk.2.{g}.weight"),
+                format!("model.layers.2.{h}.weight"),
+            );
+            assert_eq!(hf_name_for("gemma3", &g).as_deref(), Some(&*h));
+            assert_eq!(gguf_name_for("gemma3", &h).as_deref(), Some(&*g));
+        }
+        // Elsewhere ffn_norm keeps the Llama meaning.
+        assert_eq!(
+            hf_name_for("qwen3", "blk.2.ffn_norm.weight").as_deref(),
+            Some("model.layers.2.post_attention_layernorm.weight")
+        );
+        assert_eq!(hf_name_for("llama", "blk.2.post_ffw_norm.weight"), None);
     }
 }

@@ -4,7 +4,8 @@
 //! widened to F32 on load with `set_dequantize(true)`). For
 //! architectures whose llama.cpp converter permuted the Q/K rows (Llama's
 //! rotary layout), `load` undoes the permutation so the tensor equals the
-//! Hugging Face one.
+//! Hugging Face one; for Gemma, whose converter stored RMSNorm weights as
+//! `1 + w`, it subtracts the 1 again.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -14,12 +15,25 @@ use mllm_backends::quant::{self, QuantType};
 use mllm_backends::weights::{TensorInfo, WeightSource};
 use mllm_backends::{ByteOwner, DType, OwnedBytes, Tensor};
 
-use super::{hf_name, GgufFile};
+use super::{hf_name_for, GgufFile};
 use crate::error::{ConvertError, Result};
 
 /// Architectures whose GGUF Q/K rows llama.cpp's converter permuted
 /// (`LlamaModel.permute`: per head, rows `[half 0 | half 1]` interleaved).
-const PERMUTED_QK_ARCHS: &[&str] = &["llama"];
+/// (SmolLM3's converter is `LlamaModel`'s.)
+const PERMUTED_QK_ARCHS: &[&str] = &["llama", "smollm3"];
+
+/// Whether llama.cpp's converter permuted the Q/K rows of `arch`'s files.
+pub(crate) fn permutes_qk(arch: Option<&str>) -> bool {
+    arch.is_some_and(|a| PERMUTED_QK_ARCHS.contains(&a))
+}
+
+/// Architectures whose llama.cpp converter adds 1 to every RMSNorm weight
+/// (`*norm.weight`), since their norms scale by `1 + w`: loading subtracts
+/// it. The f32 GGUF value is g = fl(1 + w); g - 1 is exact for g in
+/// [0.5, 2] (Sterbenz), so the script's `1 + (g - 1)` is g again, the very
+/// factor transformers computes; for w < -0.5 it is within 2^-25 of it.
+const NORM_PLUS_ONE_ARCHS: &[&str] = &["gemma", "gemma2", "gemma3"];
 
 enum Kind {
     /// Borrowed (or, for permuted rows, copied) in this dtype.
@@ -33,6 +47,8 @@ struct Entry {
     kind: Kind,
     /// Heads whose rows to un-permute (Llama Q/K weights and biases).
     unpermute_heads: Option<usize>,
+    /// Gemma's norm weights, stored as 1 + w: loaded as f32 minus 1.
+    minus_one: bool,
 }
 
 pub struct GgufWeights {
@@ -61,6 +77,7 @@ impl GgufWeights {
         let path = file.path().display().to_string();
         let arch = file.architecture().unwrap_or("").to_string();
         let permuted = PERMUTED_QK_ARCHS.contains(&arch.as_str());
+        let norm_plus_one = NORM_PLUS_ONE_ARCHS.contains(&arch.as_str());
         let heads = |key: &str| -> Result<Option<usize>> {
             Ok(match file.arch_meta(key) {
                 None => None,
@@ -118,11 +135,12 @@ impl GgufWeights {
                     Some(h)
                 }
             };
-            let name = hf_name(&t.name).unwrap_or_else(|| t.name.clone());
+            let name = hf_name_for(&arch, &t.name).unwrap_or_else(|| t.name.clone());
             let entry = Entry {
                 index,
                 kind,
                 unpermute_heads,
+                minus_one: norm_plus_one && t.name.ends_with("norm.weight"),
             };
             if entries.insert(name.clone(), entry).is_some() {
                 return Err(ConvertError::Corrupt(format!(
@@ -144,8 +162,10 @@ impl GgufWeights {
         self.keep_quantized = !dequantize;
     }
 
+    /// 2-D weights, and the 3-D expert stacks (`ffn_*_exps`), whose
+    /// experts the binder and the expert kernel take as whole rows.
     fn keeps_blocks(&self, shape: &[usize]) -> bool {
-        self.keep_quantized && shape.len() == 2
+        self.keep_quantized && matches!(shape.len(), 2 | 3)
     }
 
     pub fn file(&self) -> &GgufFile {
@@ -208,6 +228,7 @@ impl WeightSource for GgufWeights {
         let shape = self.file.tensor_infos()[e.index].shape.clone();
         Some(TensorInfo {
             dtype: match e.kind {
+                _ if e.minus_one => DType::F32,
                 Kind::Raw(d) => d,
                 Kind::Quant(q) if self.keeps_blocks(&shape) => DType::Quant(q),
                 Kind::Quant(_) => DType::F32,
@@ -231,6 +252,20 @@ impl WeightSource for GgufWeights {
             )
         };
         let shape = t.shape.clone();
+        if e.minus_one {
+            let v = match e.kind {
+                Kind::Raw(d) => {
+                    Tensor::from_bytes(self.file.owner(), t.offset, t.len, d, shape.clone())
+                        .and_then(|x| x.to_f32_vec())
+                        .map_err(|err| fail(err.to_string()))?
+                }
+                Kind::Quant(q) => {
+                    quant::dequantize(q, self.file.tensor_data(t), t.numel()).map_err(fail)?
+                }
+            };
+            let v = v.into_iter().map(|x| x - 1.0).collect();
+            return Tensor::from_f32(v, shape).map_err(|err| fail(err.to_string()));
+        }
         // Elements per row: everything after the outermost dimension.
         let row: usize = shape.iter().skip(1).product();
         match (&e.kind, e.unpermute_heads) {

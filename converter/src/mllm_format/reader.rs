@@ -308,9 +308,10 @@ impl MllmFile {
             .map_err(|e| format!("{}: tensor `{name}`: {e}", self.path.display()))
     }
 
-    /// A quantized tensor as `load` hands it out: 2-D weights as zero-copy
-    /// blocks for the quantized kernels, unless `set_dequantize(true)`; other
-    /// shapes (none today: the converter keeps 1-D tensors in f32) widened.
+    /// A quantized tensor as `load` hands it out: 2-D weights and 3-D expert
+    /// stacks as zero-copy blocks for the quantized kernels, unless
+    /// `set_dequantize(true)`; other shapes (none today: the converter keeps
+    /// 1-D tensors in f32) widened.
     fn load_quantized(&self, t: &TensorEntry, q: QuantType) -> std::result::Result<Tensor, String> {
         if self.keeps_blocks(t) {
             return self.load_stored(&t.name);
@@ -320,7 +321,7 @@ impl MllmFile {
     }
 
     fn keeps_blocks(&self, t: &TensorEntry) -> bool {
-        self.keep_quantized && t.shape.len() == 2
+        self.keep_quantized && matches!(t.shape.len(), 2 | 3)
     }
 
     /// The dtype `load` returns for a tensor.

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 use super::types::StoredType;
 use crate::error::{ConvertError, Result};
-use crate::gguf::{hf_config, unpermute_rows, GgufFile, GgufWeights};
+use crate::gguf::{hf_config, permutes_qk, unpermute_rows, GgufFile, GgufWeights};
 use crate::pytorch::PytorchCheckpoint;
 use crate::safetensors_dir::SafetensorsDir;
 use crate::tokenizer::GgufVocab;
@@ -285,7 +285,7 @@ impl SourceModel {
             Some("attn_k") => "num_key_value_heads",
             _ => return Some(data.to_vec()),
         };
-        if file.architecture() != Some("llama") {
+        if !permutes_qk(file.architecture()) {
             return Some(data.to_vec());
         }
         let heads = self.config.get(heads_key).and_then(Value::as_u64)? as usize;

@@ -1,0 +1,272 @@
+//! The family mappings on metadata tables: the cases llama.cpp's converter
+//! does not write (and the committed GGUF fixtures therefore lack).
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Map, Value};
+
+use super::{add, Meta};
+use crate::gguf::MetaValue;
+
+struct Table {
+    arch: &'static str,
+    meta: BTreeMap<String, MetaValue>,
+    tensors: Vec<String>,
+}
+
+impl Meta for Table {
+    fn arch_key(&self, key: &str) -> Option<&MetaValue> {
+        self.meta.get(&format!("{}.{key}", self.arch))
+    }
+    fn has_tensor(&self, name: &str) -> bool {
+        self.tensors.iter().any(|t| t == name)
+    }
+    fn label(&self) -> String {
+        "t.gguf".into()
+    }
+}
+
+fn table(arch: &'static str, meta: &[(&str, MetaValue)], tensors: &[&str]) -> Table {
+    Table {
+        arch,
+        meta: meta
+            .iter()
+            .map(|(k, v)| (format!("{arch}.{k}"), v.clone()))
+            .collect(),
+        tensors: tensors.iter().map(|t| t.to_string()).collect(),
+    }
+}
+
+/// The common keys `hf_config` puts in before the family's.
+fn common(layers: u64) -> Map<String, Value> {
+    json!({"num_hidden_layers": layers, "hidden_size": 64, "num_attention_heads": 4,
+           "intermediate_size": 96, "max_position_embeddings": 256})
+    .as_object()
+    .cloned()
+    .unwrap_or_default()
+}
+
+fn run(t: &Table, layers: u64) -> Result<Map<String, Value>, String> {
+    let mut c = common(layers);
+    add(t.arch, t, &mut c).map_err(|e| e.to_string())?;
+    Ok(c)
+}
+
+use MetaValue::{Array, Bool, Str, F32, U32};
+
+#[test]
+fn qwen3moe_defaults_follow_llama_cpp() {
+    let routers = ["blk.0.ffn_gate_inp.weight", "blk.2.ffn_gate_inp.weight"];
+    let t = table(
+        "qwen3moe",
+        &[("expert_count", U32(8)), ("expert_used_count", U32(2))],
+        &routers,
+    );
+    let c = run(&t, 3).unwrap();
+    // No expert size: llama.cpp's n_ff / n_expert_used; no norm key: true.
+    assert_eq!(c["moe_intermediate_size"], json!(48));
+    assert_eq!(c["norm_topk_prob"], json!(true));
+    assert_eq!(c["num_experts"], json!(8));
+    assert_eq!(c["num_local_experts"], json!(8));
+    assert_eq!(c["num_experts_per_tok"], json!(2));
+    // Layer 1 has no router: a dense layer.
+    assert_eq!(c["mlp_only_layers"], json!([1]));
+}
+
+#[test]
+fn qwen3moe_reads_what_the_file_says() {
+    let t = table(
+        "qwen3moe",
+        &[
+            ("expert_count", U32(6)),
+            ("expert_used_count", U32(3)),
+            ("expert_feed_forward_length", Array(vec![U32(20), U32(20)])),
+            ("expert_weights_norm", Bool(false)),
+        ],
+        &["blk.0.ffn_gate_inp.weight", "blk.1.ffn_gate_inp.weight"],
+    );
+    let c = run(&t, 2).unwrap();
+    assert_eq!(c["moe_intermediate_size"], json!(20));
+    assert_eq!(c["norm_topk_prob"], json!(false));
+    assert_eq!(c["mlp_only_layers"], json!([]));
+}
+
+#[test]
+fn qwen3moe_refuses_what_the_script_cannot_run() {
+    let base = [("expert_count", U32(4)), ("expert_used_count", U32(2))];
+    let cases: Vec<(Vec<(&str, MetaValue)>, &str)> = vec![
+        (vec![base[0].clone()], "expert_used_count is missing"),
+        (
+            vec![base[0].clone(), ("expert_used_count", U32(5))],
+            "does not fit 4 experts",
+        ),
+        (
+            vec![
+                base[0].clone(),
+                base[1].clone(),
+                ("expert_feed_forward_length", Array(vec![U32(8), U32(16)])),
+            ],
+            "different expert sizes",
+        ),
+        (
+            vec![
+                base[0].clone(),
+                base[1].clone(),
+                ("expert_weights_scale", F32(2.5)),
+            ],
+            "not scaled",
+        ),
+        (
+            vec![
+                base[0].clone(),
+                base[1].clone(),
+                ("expert_weights_norm", U32(1)),
+            ],
+            "should be a bool",
+        ),
+    ];
+    for (meta, want) in cases {
+        let e = run(&table("qwen3moe", &meta, &[]), 2).unwrap_err();
+        assert!(e.contains("t.gguf") && e.contains(want), "{want}: {e}");
+    }
+}
+
+#[test]
+fn smollm3_takes_llama_cpps_nope_interval() {
+    let c = run(&table("smollm3", &[], &[]), 8).unwrap();
+    assert_eq!(c["no_rope_layer_interval"], json!(4));
+}
+
+#[test]
+fn gemma3_without_pattern_uses_period_6() {
+    let t = table(
+        "gemma3",
+        &[
+            ("attention.sliding_window", U32(512)),
+            ("attention.key_length", U32(16)),
+        ],
+        &[],
+    );
+    let mut c = common(7);
+    c.insert("head_dim".into(), json!(16));
+    add(t.arch, &t, &mut c).unwrap();
+    let sliding = "sliding_attention";
+    let full = "full_attention";
+    assert_eq!(
+        c["layer_types"],
+        json!([sliding, sliding, sliding, sliding, sliding, full, sliding])
+    );
+    assert_eq!(c["sliding_window_pattern"], json!(6));
+    assert_eq!(c["sliding_window"], json!(512));
+    assert_eq!(c["rope_local_base_freq"], json!(10000.0));
+    assert_eq!(c["query_pre_attn_scalar"], json!(16));
+    assert_eq!(c["rope_scaling"], Value::Null);
+    assert_eq!(c["hidden_activation"], json!("gelu_pytorch_tanh"));
+    assert!(!c.contains_key("final_logit_softcapping"));
+}
+
+#[test]
+fn gemma3_reads_pattern_bases_scaling_and_softcap() {
+    let t = table(
+        "gemma3",
+        &[
+            ("attention.sliding_window", U32(5)),
+            (
+                "attention.sliding_window_pattern",
+                Array(vec![Bool(true), Bool(false), Bool(false)]),
+            ),
+            ("rope.freq_base_swa", F32(20000.0)),
+            ("rope.scaling.type", Str("linear".into())),
+            ("rope.scaling.factor", F32(8.0)),
+            ("final_logit_softcapping", F32(30.0)),
+        ],
+        &[],
+    );
+    let c = run(&t, 3).unwrap();
+    assert_eq!(
+        c["layer_types"],
+        json!(["sliding_attention", "full_attention", "full_attention"])
+    );
+    // No period gives that list.
+    assert!(!c.contains_key("sliding_window_pattern"));
+    assert_eq!(c["rope_local_base_freq"], json!(20000.0));
+    assert_eq!(
+        c["rope_scaling"],
+        json!({"rope_type": "linear", "factor": 8.0})
+    );
+    assert_eq!(c["final_logit_softcapping"], json!(30.0));
+    // No key_length: llama.cpp's hidden / heads.
+    assert_eq!(c["head_dim"], json!(16));
+
+    let t = table(
+        "gemma3",
+        &[
+            ("attention.sliding_window", U32(5)),
+            ("attention.sliding_window_pattern", U32(2)),
+        ],
+        &[],
+    );
+    let c = run(&t, 4).unwrap();
+    assert_eq!(c["sliding_window_pattern"], json!(2));
+    assert_eq!(
+        c["layer_types"],
+        json!([
+            "sliding_attention",
+            "full_attention",
+            "sliding_attention",
+            "full_attention"
+        ])
+    );
+}
+
+#[test]
+fn gemma3_without_window_has_no_sliding_layers() {
+    let c = run(&table("gemma3", &[], &[]), 2).unwrap();
+    assert_eq!(
+        c["layer_types"],
+        json!(["full_attention", "full_attention"])
+    );
+    assert_eq!(c["sliding_window_pattern"], json!(1));
+    assert_eq!(c["sliding_window"], json!(256));
+}
+
+#[test]
+fn gemma3_27b_scales_queries_by_hidden_over_heads() {
+    let mut c = json!({"num_hidden_layers": 62, "hidden_size": 5376, "num_attention_heads": 32,
+                       "head_dim": 128})
+    .as_object()
+    .cloned()
+    .unwrap_or_default();
+    add("gemma3", &table("gemma3", &[], &[]), &mut c).unwrap();
+    assert_eq!(c["query_pre_attn_scalar"], json!(168));
+}
+
+#[test]
+fn gemma3_refuses_bad_patterns_and_scalings() {
+    let w = ("attention.sliding_window", U32(4));
+    let cases = [
+        (
+            vec![
+                w.clone(),
+                ("attention.sliding_window_pattern", Array(vec![Bool(true)])),
+            ],
+            "should be 2 bools",
+        ),
+        (
+            vec![w.clone(), ("rope.scaling.type", Str("yarn".into()))],
+            "none or linear",
+        ),
+        (
+            vec![w.clone(), ("rope.scaling.type", Str("linear".into()))],
+            "rope.scaling.factor is missing",
+        ),
+        (
+            vec![("attention.sliding_window", Str("4".into()))],
+            "whole number",
+        ),
+    ];
+    for (meta, want) in cases {
+        let e = run(&table("gemma3", &meta, &[]), 2).unwrap_err();
+        assert!(e.contains(want), "{want}: {e}");
+    }
+}
