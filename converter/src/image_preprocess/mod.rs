@@ -17,6 +17,8 @@
 
 mod config;
 mod decode;
+mod deepseek_ocr2;
+mod deepseek_ocr2_config;
 mod resample;
 mod smart_resize;
 mod video;
@@ -27,6 +29,12 @@ use std::path::Path;
 
 pub use config::VisionPreprocessConfig;
 pub use decode::{decode_bytes, decode_file, max_pixels, RgbImage, DEFAULT_MAX_PIXELS, MAX_SIDE};
+pub use deepseek_ocr2::{
+    expand_image_placeholders, expand_image_tokens, global_resize_size, image_token_count,
+    make_views, optimal_tile_grid, preprocess_deepseek_ocr2, preprocess_deepseek_ocr2_files,
+    supported_tile_grids, DeepseekOcr2Images, DeepseekOcr2Views,
+};
+pub use deepseek_ocr2_config::DeepseekOcr2PreprocessConfig;
 pub use resample::resize_bicubic_aa;
 pub use smart_resize::{smart_resize, MAX_ASPECT_RATIO};
 pub use video::{preprocess_video, sample_indices, smart_resize_video, timestamps, VideoPatches};
