@@ -64,10 +64,19 @@ fn a_nan_weight_is_traced_to_the_op_line_and_shape() {
             && err.contains("input 2 (f32 [64, 128]) already held NaN"),
         "{err}"
     );
-    // The line of the call, and the script calls above it.
+    // The line of the call, and the script calls above it, up to the
+    // decoder's layer loop (Qwen3 is the stdlib decoder: nn.CausalLM).
     assert!(err.contains("stdlib/nn.mdl:11:"), "{err}");
+    let nn = std::fs::read_to_string(root().join("stdlib/nn.mdl")).expect("nn.mdl");
+    let layer_call = nn
+        .lines()
+        .position(|l| l.contains("x = layer(x, rope, cache.layer(i))"))
+        .expect("CausalLM's layer loop")
+        + 1;
     assert!(
-        err.contains("called from <builtin>/models/qwen3.mdl:"),
+        err.contains(&format!(
+            "called from <builtin>/stdlib/nn.mdl:{layer_call}:"
+        )),
         "{err}"
     );
 
@@ -85,9 +94,12 @@ fn a_nan_weight_is_traced_to_the_op_line_and_shape() {
 #[test]
 fn a_script_dividing_by_zero_is_stopped_at_its_line() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let source = std::fs::read_to_string(root().join("models/qwen3.mdl")).expect("qwen3.mdl");
+    // Qwen3 spelled out (tests/lang/qwen3_shared.mdl), so the forward's
+    // lines are the script's own.
+    let source = std::fs::read_to_string(root().join("tests/lang/qwen3_shared.mdl"))
+        .expect("qwen3_shared.mdl");
     let broken = source.replacen("x = model.norm(x)", "x = model.norm(x) / 0.0", 1);
-    assert_ne!(broken, source, "the line to break is in qwen3.mdl");
+    assert_ne!(broken, source, "the line to break is in qwen3_shared.mdl");
     let script = dir.path().join("broken.mdl");
     std::fs::write(&script, &broken).expect("write");
     let line = broken
