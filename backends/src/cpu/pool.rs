@@ -11,10 +11,11 @@
 //! agree on the thread count. `MLLM_POOL=rayon` routes every loop through
 //! rayon instead (for comparison).
 //!
-//! Safety argument: a job (the closure pointer and its task count) is
-//! published in `slot` before `state` moves to its generation; a worker runs
-//! task `i` only after a compare-exchange that claims `i` while `state`
-//! still holds that generation, so the caller (which waits until every task
+//! Safety argument: a job (the closure pointer, its task count and its
+//! generation) is published in `slot` before `state` moves to that
+//! generation; a worker runs task `i` of a job only under the job's own
+//! generation, after a compare-exchange that claims `i` while `state`
+//! still holds it, so the caller (which waits until every task
 //! of its generation reported done) is still inside `run` and the closure
 //! it borrowed is alive.
 
@@ -31,6 +32,11 @@ struct Job {
     /// The closure, lifetime erased (see the module's safety argument).
     f: *const (dyn Fn(usize) + Sync),
     tasks: usize,
+    /// The generation this job runs under. The slot holds the next job a
+    /// moment before `state` moves to its generation; a worker that saw the
+    /// previous generation must not run it under that one (it would claim
+    /// the new closure's tasks past the old count, then the counter resets).
+    gen: u64,
 }
 
 // The pointer is only dereferenced under the claim protocol above.
@@ -114,8 +120,12 @@ impl Pool {
         let f_static: *const (dyn Fn(usize) + Sync) =
             unsafe { std::mem::transmute::<Task, Task<'static>>(f) };
         sh.done.store(0, Ordering::Relaxed);
-        *sh.slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(Job { f: f_static, tasks });
         let gen = generation(sh.state.load(Ordering::Relaxed)) + 1;
+        *sh.slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(Job {
+            f: f_static,
+            tasks,
+            gen,
+        });
         sh.state.store(gen << 32, Ordering::Release);
         if *sh.parked.lock().unwrap_or_else(|e| e.into_inner()) > 0 {
             sh.wake.notify_all();
@@ -178,11 +188,13 @@ fn worker(sh: &'static Shared) {
         seen = gen;
         let job = {
             let slot = sh.slot.lock().unwrap_or_else(|e| e.into_inner());
-            slot.as_ref().map(|j| (j.f, j.tasks))
+            slot.as_ref().map(|j| (j.f, j.tasks, j.gen))
         };
-        if let Some((f, tasks)) = job {
-            // The claim in `claim_and_run` is checked against `gen`: a job
-            // read here that is already stale never runs.
+        // Only the job of the generation seen: the slot may already hold the
+        // next one while `state` still says this one. The claim in
+        // `claim_and_run` is checked against `gen` too: a job whose
+        // generation has passed never runs.
+        if let Some((f, tasks, _)) = job.filter(|j| j.2 == gen) {
             let f: Task = unsafe { &*f };
             claim_and_run(sh, gen, f, tasks);
         }
