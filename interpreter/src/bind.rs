@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 
 use mllm_backends::weights::WeightSource;
-use mllm_backends::DType;
+use mllm_backends::{DType, Tensor};
 use mllm_dsl::diagnostic::SourceId;
 use mllm_dsl::Span;
 
@@ -77,43 +77,7 @@ impl<'w> Binder<'w> {
             return Value::None;
         };
         self.used.insert(path.to_string());
-        // Absent, or (experts stored transposed) of another shape.
-        if ws.info(path).is_none_or(|i| i.shape != shape) {
-            if let Some(r) = crate::bind_experts::synthesize(ws, path, &shape) {
-                return match r {
-                    Ok((t, used)) => {
-                        self.used.extend(used);
-                        self.params.push(ParamRecord {
-                            path: path.to_string(),
-                            shape,
-                            dtype: Some(t.dtype()),
-                        });
-                        Value::Tensor(t)
-                    }
-                    Err(msg) => {
-                        let e = RtError::new("mdl::bind::experts", format!("cannot stack the experts of `{path}`: {msg}"))
-                            .help("the checkpoint's expert tensors disagree with each other or with the config");
-                        self.errors.push(self.located(e, source, span));
-                        Value::None
-                    }
-                };
-            }
-        }
-        let Some(info) = ws.info(path) else {
-            let e = RtError::new("mdl::bind::missing", format!("the checkpoint has no tensor `{path}`"))
-                .label(format!("declares `{path}` {shape:?}"))
-                .help(format!("{} lacks it; check the script's member names against `mllm inspect` of the checkpoint", ws.describe()));
-            self.errors.push(self.located(e, source, span));
-            return Value::None;
-        };
-        if info.shape != shape {
-            let e = RtError::new("mdl::bind::shape", format!("tensor `{path}` has shape {:?} in the checkpoint, but the script declares {shape:?}", info.shape))
-                .label(format!("declared as {shape:?}"))
-                .help("the config (config.json) and the checkpoint disagree, or the script computes this shape wrongly");
-            self.errors.push(self.located(e, source, span));
-            return Value::None;
-        }
-        match ws.load(path) {
+        match self.fetch(ws, path, &shape) {
             Ok(t) => {
                 self.params.push(ParamRecord {
                     path: path.to_string(),
@@ -122,12 +86,44 @@ impl<'w> Binder<'w> {
                 });
                 Value::Tensor(t)
             }
-            Err(msg) => {
-                let e = RtError::new("mdl::bind::load", format!("cannot load `{path}`: {msg}"));
+            Err(e) => {
                 self.errors.push(self.located(e, source, span));
                 Value::None
             }
         }
+    }
+
+    /// The checkpoint's tensor for `path`, of the declared `shape`: as
+    /// stored, or stacked from another expert layout (`bind_experts`).
+    fn fetch(
+        &mut self,
+        ws: &dyn WeightSource,
+        path: &str,
+        shape: &[usize],
+    ) -> Result<Tensor, RtError> {
+        // Absent, or (experts stored transposed) of another shape.
+        if ws.info(path).is_none_or(|i| i.shape != shape) {
+            if let Some(r) = crate::bind_experts::synthesize(ws, path, shape) {
+                let (t, used) = r.map_err(|msg| {
+                    RtError::new("mdl::bind::experts", format!("cannot stack the experts of `{path}`: {msg}"))
+                        .help("the checkpoint's expert tensors disagree with each other or with the config")
+                })?;
+                self.used.extend(used);
+                return Ok(t);
+            }
+        }
+        let Some(info) = ws.info(path) else {
+            return Err(RtError::new("mdl::bind::missing", format!("the checkpoint has no tensor `{path}`"))
+                .label(format!("declares `{path}` {shape:?}"))
+                .help(format!("{} lacks it; check the script's member names against `mllm inspect` of the checkpoint", ws.describe())));
+        };
+        if info.shape != shape {
+            return Err(RtError::new("mdl::bind::shape", format!("tensor `{path}` has shape {:?} in the checkpoint, but the script declares {shape:?}", info.shape))
+                .label(format!("declared as {shape:?}"))
+                .help("the config (config.json) and the checkpoint disagree, or the script computes this shape wrongly"));
+        }
+        ws.load(path)
+            .map_err(|msg| RtError::new("mdl::bind::load", format!("cannot load `{path}`: {msg}")))
     }
 
     /// Checkpoint tensors no declaration asked for.

@@ -151,6 +151,11 @@ impl<E: Executor> Capture<E> {
     }
 }
 
+/// Why a script with recurrent layers is not captured.
+fn recurrent_state_problem(layer: usize) -> String {
+    format!("layer {layer} keeps a recurrent state (linear attention), which a captured graph cannot carry yet; run it eagerly")
+}
+
 fn capture_err(msg: String) -> BackendError {
     BackendError::Invalid { op: "capture", msg }
 }
@@ -325,9 +330,7 @@ impl<E: Executor> Executor for Capture<E> {
     ) -> Result<Option<Vec<Tensor>>, BackendError> {
         // A recurrent state would have to be graph I/O (like past keys):
         // not done yet, so such a script runs eagerly.
-        self.problems.push(format!(
-            "layer {layer} keeps a recurrent state (linear attention), which a captured graph cannot carry yet; run it eagerly"
-        ));
+        self.problems.push(recurrent_state_problem(layer));
         self.inner.state_read(cache, layer)
     }
 
@@ -338,9 +341,7 @@ impl<E: Executor> Executor for Capture<E> {
         states: Vec<Tensor>,
         tokens: usize,
     ) -> Result<(), BackendError> {
-        self.problems.push(format!(
-            "layer {layer} keeps a recurrent state (linear attention), which a captured graph cannot carry yet; run it eagerly"
-        ));
+        self.problems.push(recurrent_state_problem(layer));
         self.inner.state_write(cache, layer, states, tokens)
     }
 }
