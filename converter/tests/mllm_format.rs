@@ -224,6 +224,16 @@ fn default_recipes_and_fallbacks() {
         ty("model.language_model.layers.0.mlp.up_proj.weight"),
         "q4_0"
     );
+    // DeepSeek-OCR 2: SAM, the second encoder and the projector too.
+    let (_d, f) = convert_to(&fixture("deepseek_ocr2/e2e/model"), "q4_0", None);
+    let asked = |n: &str| f.tensor(n).unwrap().requested.name();
+    assert_eq!(asked("model.sam_model.blocks.0.attn.qkv.weight"), "q8_0");
+    assert_eq!(
+        asked("model.qwen2_model.model.model.layers.0.mlp.up_proj.weight"),
+        "q8_0"
+    );
+    assert_eq!(asked("model.projector.layers.weight"), "q8_0");
+    assert_eq!(asked("model.layers.0.mlp.up_proj.weight"), "q4_0");
 }
 
 #[test]

@@ -249,6 +249,9 @@ pub enum ExprKind {
     Member(usize),
     /// A member namespace node of the current instance (`model` in `model.norm`).
     MemberNs(usize),
+    /// The current module instance itself: the receiver of a call to a
+    /// sibling function (`views(x)` inside the module that defines `views`).
+    SelfInstance,
     /// An earlier field of the config being built (in config defaults).
     ConfigField(usize),
     Global(Global),

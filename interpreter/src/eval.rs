@@ -373,6 +373,10 @@ impl<'a> Interp<'a> {
                 .inst
                 .as_ref()
                 .map_or(Value::None, |inst| inst.members[*i].clone()),
+            ExprKind::SelfInstance => match &ctx.inst {
+                Some(inst) => Value::Module(inst.clone()),
+                None => Value::None,
+            },
             ExprKind::MemberNs(n) => match &ctx.inst {
                 Some(inst) => Value::MemberNs(inst.clone(), *n),
                 None => Value::None,

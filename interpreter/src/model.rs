@@ -50,6 +50,10 @@ pub struct ForwardInputs {
     /// `pixel_values_videos` f32 `[patches, C*T*P*P]` and `video_grid_thw`
     /// i32 `[videos, 3]`, for a prompt with videos.
     pub videos: Option<(mllm_backends::Tensor, mllm_backends::Tensor)>,
+    /// Other named inputs of a model's processor (DeepSeek-OCR 2's
+    /// `pixel_values`, `pixel_values_local`, `num_local_patches`), passed
+    /// as they are.
+    pub extra: Vec<(&'static str, Value)>,
     /// Logits of the last position only.
     pub last_only: bool,
 }
@@ -71,6 +75,7 @@ impl ForwardInputs {
             batch: vec![],
             images: None,
             videos: None,
+            extra: vec![],
             last_only,
         })
     }
@@ -101,6 +106,7 @@ impl ForwardInputs {
             batch: caches,
             images: None,
             videos: None,
+            extra: vec![],
             last_only: false,
         })
     }
@@ -126,6 +132,7 @@ impl ForwardInputs {
             args.push(("pixel_values_videos", Value::Tensor(pixels)));
             args.push(("video_grid_thw", Value::Tensor(grids)));
         }
+        args.extend(self.extra);
         args.push(("last_only", Value::Bool(self.last_only)));
         args
     }

@@ -14,6 +14,10 @@ pub const STDLIB: &[(&str, &str)] = &[
         include_str!("../../stdlib/qwen3_5_base.mdl"),
     ),
     ("qwen_vl", include_str!("../../stdlib/qwen_vl.mdl")),
+    (
+        "deepseek_ocr2_vision",
+        include_str!("../../stdlib/deepseek_ocr2_vision.mdl"),
+    ),
 ];
 
 pub const MODELS: &[(&str, &str)] = &[
@@ -30,6 +34,10 @@ pub const MODELS: &[(&str, &str)] = &[
     ("gemma3", include_str!("../../models/gemma3.mdl")),
     ("qwen3_5", include_str!("../../models/qwen3_5.mdl")),
     ("qwen3_5_moe", include_str!("../../models/qwen3_5_moe.mdl")),
+    (
+        "deepseek_ocr2",
+        include_str!("../../models/deepseek_ocr2.mdl"),
+    ),
 ];
 
 /// The built-in script serving a checkpoint: the one that declares a module

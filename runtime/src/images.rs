@@ -12,16 +12,23 @@ use mllm_interpreter::{Executor, ForwardInputs, KvCache, Model, Value};
 use serde_json::Value as Json;
 
 use crate::model_files::ModelFiles;
+use crate::tiled_images::{self, TiledViews};
 use crate::videos::{self, Videos};
 use crate::{color, Error as CliError, Result as CliResult};
 
+pub(crate) use crate::image_prompt::token_text;
+pub use crate::image_prompt::{conversation_text, expand_placeholders, prompt_text, Turn};
+
 /// Images of a prompt as the Hugging Face processor outputs them:
 /// `pixel_values` f32 [patches, C*T*P*P] and one (t, h, w) patch grid each
-/// (none: no rows, no grids), and the prompt's videos.
+/// (none: no rows, no grids), and the prompt's videos. A tiling processor
+/// (DeepSeek-OCR 2, `tiled`) puts its global views `[images, 3, S, S]` in
+/// `pixel_values` and leaves `grid_thw` empty.
 pub struct Images {
     pub pixel_values: Tensor,
     pub grid_thw: Vec<[i64; 3]>,
     pub videos: Option<Videos>,
+    pub tiled: Option<TiledViews>,
 }
 
 impl Images {
@@ -31,6 +38,23 @@ impl Images {
             pixel_values: Tensor::from_f32(vec![], vec![0, 0]).expect("an empty tensor"),
             grid_thw: vec![],
             videos: None,
+            tiled: None,
+        }
+    }
+
+    /// How many images (not counting videos).
+    pub fn count(&self) -> usize {
+        match &self.tiled {
+            Some(t) => t.tokens.len(),
+            None => self.grid_thw.len(),
+        }
+    }
+
+    /// Placeholder tokens image `i` takes.
+    pub fn tokens(&self, i: usize, spec: &ImageTokens) -> usize {
+        match &self.tiled {
+            Some(t) => t.tokens.get(i).copied().unwrap_or(0),
+            None => self.grid_thw.get(i).map_or(0, |&g| spec.count(g)),
         }
     }
 }
@@ -87,6 +111,7 @@ pub fn read_images(path: &str) -> CliResult<Images> {
         pixel_values,
         grid_thw,
         videos: None,
+        tiled: None,
     })
 }
 
@@ -115,6 +140,9 @@ pub struct ImageTokens {
     pub vision_end: Option<i32>,
     /// Patches merged into one token per side.
     pub merge: i64,
+    /// The processor cuts images into views (DeepSeek-OCR 2): placeholders
+    /// count per image, positions are 1-D.
+    pub tiled: bool,
 }
 
 impl ImageTokens {
@@ -139,6 +167,7 @@ impl ImageTokens {
             vision_start: id(&["vision_start_token_id"])?,
             vision_end: id(&["vision_end_token_id"])?,
             merge: config_int(config, &["vision_config", "spatial_merge_size"], Some(2))?,
+            tiled: tiled_images::is_tiled(config),
         })
     }
 
@@ -161,6 +190,9 @@ pub fn run_forward_images(
     spec: &ImageTokens,
     last_only: bool,
 ) -> CliResult<(Tensor, i64)> {
+    if let Some(views) = &images.tiled {
+        return run_forward_tiled(model, exec, cache, ids, images, views, last_only);
+    }
     let frames = images
         .videos
         .as_ref()
@@ -211,6 +243,7 @@ pub fn run_forward_images(
         cache: cache.clone(),
         images: image_inputs,
         videos: video_inputs,
+        extra: vec![],
         last_only,
     };
     let out = model
@@ -218,6 +251,30 @@ pub fn run_forward_images(
         .map_err(|e| CliError(e.render(&model.program.sources, color())))?;
     match out {
         Value::Tensor(t) if t.rank() == 2 && t.shape()[0] >= 1 => Ok((t, p.delta)),
+        other => Err(CliError(format!(
+            "error: the script's forward returned {other:?}, expected logits [seq, vocab]"
+        ))),
+    }
+}
+
+/// `run_forward_images` for tiled views: the views as named inputs, the
+/// prompt at 1-D positions from 0 (decoding continues at `i`, delta 0).
+fn run_forward_tiled(
+    model: &Model,
+    exec: &mut dyn Executor,
+    cache: &Rc<RefCell<KvCache>>,
+    ids: &[i32],
+    images: &Images,
+    views: &TiledViews,
+    last_only: bool,
+) -> CliResult<(Tensor, i64)> {
+    let mut inputs = ForwardInputs::text(ids, 0, cache.clone(), last_only)?;
+    inputs.extra = tiled_images::forward_args(&images.pixel_values, views);
+    let out = model
+        .run(exec, inputs)
+        .map_err(|e| CliError(e.render(&model.program.sources, color())))?;
+    match out {
+        Value::Tensor(t) if t.rank() == 2 && t.shape()[0] >= 1 => Ok((t, 0)),
         other => Err(CliError(format!(
             "error: the script's forward returned {other:?}, expected logits [seq, vocab]"
         ))),
@@ -264,6 +321,7 @@ fn to_images(p: mllm_converter::image_preprocess::ImagePatches) -> CliResult<Ima
         pixel_values: Tensor::from_f32(p.pixel_values, shape)?,
         grid_thw,
         videos: None,
+        tiled: None,
     })
 }
 
@@ -271,6 +329,13 @@ fn to_images(p: mllm_converter::image_preprocess::ImagePatches) -> CliResult<Ima
 /// model's image tokens.
 pub fn from_files(files: &ModelFiles, paths: &[String]) -> CliResult<(Images, ImageTokens)> {
     let spec = ImageTokens::from_config(&files.config)?;
+    if spec.tiled {
+        let decoded = paths
+            .iter()
+            .map(|p| mllm_converter::image_preprocess::decode_file(std::path::Path::new(p)))
+            .collect::<Result<Vec<_>, _>>()?;
+        return Ok((tiled_images::preprocess(files, &decoded)?, spec));
+    }
     let cfg = preprocess_config(files, &spec)?;
     let p = mllm_converter::image_preprocess::preprocess_files(paths, &cfg)?;
     Ok((to_images(p)?, spec))
@@ -283,6 +348,9 @@ pub fn from_decoded(
     images: &[mllm_converter::image_preprocess::RgbImage],
 ) -> CliResult<(Images, ImageTokens)> {
     let spec = ImageTokens::from_config(&files.config)?;
+    if spec.tiled {
+        return Ok((tiled_images::preprocess(files, images)?, spec));
+    }
     let cfg = preprocess_config(files, &spec)?;
     let p = mllm_converter::image_preprocess::preprocess_images(images, &cfg)?;
     Ok((to_images(p)?, spec))
@@ -293,7 +361,6 @@ pub fn from_decoded(
 pub fn synthetic(files: &ModelFiles, side: usize) -> CliResult<(Images, ImageTokens)> {
     use mllm_converter::image_preprocess::{preprocess_images, RgbImage};
     let spec = ImageTokens::from_config(&files.config)?;
-    let cfg = preprocess_config(files, &spec)?;
     let data = (0..side * side * 3)
         .map(|i| ((i * 2_654_435_761usize) >> 13) as u8)
         .collect();
@@ -302,184 +369,11 @@ pub fn synthetic(files: &ModelFiles, side: usize) -> CliResult<(Images, ImageTok
         width: side,
         data,
     };
+    if spec.tiled {
+        return Ok((tiled_images::preprocess(files, &[img])?, spec));
+    }
+    let cfg = preprocess_config(files, &spec)?;
     Ok((to_images(preprocess_images(&[img], &cfg)?)?, spec))
-}
-
-/// The prompt text for a user turn with images, placeholders expanded to
-/// one token per merged patch (see `conversation_text`).
-pub fn prompt_text(
-    files: &ModelFiles,
-    system: Option<&str>,
-    prompt: &str,
-    images: &Images,
-    spec: &ImageTokens,
-    raw: bool,
-    enable_thinking: Option<bool>,
-) -> CliResult<String> {
-    let mut turns = vec![];
-    if let Some(s) = system {
-        turns.push(Turn::new("system", s, 0));
-    }
-    turns.push(Turn::new("user", prompt, images.grid_thw.len()).with_videos(videos::count(images)));
-    if raw {
-        let inline = inline_placeholders(files, spec, images.grid_thw.len())?;
-        let inline_v = inline_video_placeholders(files, spec, videos::count(images))?;
-        let pad = token_text(files, Some(spec.image))?;
-        let text = expand_placeholders(&format!("{inline}{inline_v}{prompt}"), &pad, images, spec)?;
-        return videos::expand_video_placeholders(files, &text, images, spec);
-    }
-    conversation_text(files, &turns, images, spec, enable_thinking)
-}
-
-/// One message of a conversation with the number of images and videos
-/// shown in it (they come before its text, images first, in order).
-#[derive(Clone, Debug)]
-pub struct Turn {
-    pub role: String,
-    pub text: String,
-    pub images: usize,
-    pub videos: usize,
-}
-
-impl Turn {
-    pub fn new(role: &str, text: &str, images: usize) -> Turn {
-        Turn {
-            role: role.to_string(),
-            text: text.to_string(),
-            images,
-            videos: 0,
-        }
-    }
-
-    /// The turn showing `videos` videos (after its images).
-    pub fn with_videos(mut self, videos: usize) -> Turn {
-        self.videos = videos;
-        self
-    }
-}
-
-pub(crate) fn token_text(files: &ModelFiles, id: Option<i32>) -> CliResult<String> {
-    let tok = files.tokenizer()?;
-    match id {
-        None => Ok(String::new()),
-        Some(id) => tok.id_to_token(id as u32).ok_or_else(|| {
-            CliError(format!(
-                "error: the tokenizer has no token {id}, which config.json names for images"
-            ))
-        }),
-    }
-}
-
-/// `n` images written out: `<|vision_start|><|image_pad|><|vision_end|>` each.
-fn inline_placeholders(files: &ModelFiles, spec: &ImageTokens, n: usize) -> CliResult<String> {
-    let one = format!(
-        "{}{}{}",
-        token_text(files, spec.vision_start)?,
-        token_text(files, Some(spec.image))?,
-        token_text(files, spec.vision_end)?
-    );
-    Ok(one.repeat(n))
-}
-
-/// `n` videos written out: `<|vision_start|><|video_pad|><|vision_end|>` each.
-fn inline_video_placeholders(
-    files: &ModelFiles,
-    spec: &ImageTokens,
-    n: usize,
-) -> CliResult<String> {
-    if n == 0 {
-        return Ok(String::new());
-    }
-    let one = format!(
-        "{}{}{}",
-        token_text(files, spec.vision_start)?,
-        token_text(files, spec.video)?,
-        token_text(files, spec.vision_end)?
-    );
-    Ok(one.repeat(n))
-}
-
-/// Both kinds of placeholders of a turn, images first.
-fn inline_all(files: &ModelFiles, spec: &ImageTokens, t: &Turn) -> CliResult<String> {
-    Ok(inline_placeholders(files, spec, t.images)?
-        + &inline_video_placeholders(files, spec, t.videos)?)
-}
-
-/// A conversation through the chat template (with a generation prompt),
-/// each image placeholder expanded to one token per merged patch (as the
-/// Hugging Face processor does before tokenizing). Turns with images reach
-/// the template as content parts (`{"type": "image"}` per image, then the
-/// text), as Qwen-VL templates expect; a template that ignores image parts
-/// gets the placeholders written in front of the turn's text instead.
-pub fn conversation_text(
-    files: &ModelFiles,
-    turns: &[Turn],
-    images: &Images,
-    spec: &ImageTokens,
-    enable_thinking: Option<bool>,
-) -> CliResult<String> {
-    let shown: usize = turns.iter().map(|t| t.images).sum();
-    let shown_v: usize = turns.iter().map(|t| t.videos).sum();
-    if shown != images.grid_thw.len() || shown_v != videos::count(images) {
-        return Err(CliError(format!(
-            "error: the conversation shows {shown} images and {shown_v} videos but {} and {} were preprocessed",
-            images.grid_thw.len(),
-            videos::count(images)
-        )));
-    }
-    let pad = token_text(files, Some(spec.image))?;
-    let vpad = token_text(files, spec.video)?;
-    let expand = |text: &str| -> CliResult<String> {
-        let text = expand_placeholders(text, &pad, images, spec)?;
-        videos::expand_video_placeholders(files, &text, images, spec)
-    };
-    let Some(t) = &files.chat_template else {
-        let text: String = turns
-            .iter()
-            .map(|t| Ok(format!("{}{}", inline_all(files, spec, t)?, t.text)))
-            .collect::<CliResult<Vec<_>>>()?
-            .concat();
-        return expand(&text);
-    };
-    let messages: Vec<Json> = turns
-        .iter()
-        .map(|t| {
-            if t.images == 0 && t.videos == 0 {
-                return serde_json::json!({"role": t.role, "content": t.text});
-            }
-            let mut parts = vec![serde_json::json!({"type": "image"}); t.images];
-            parts.extend(vec![serde_json::json!({"type": "video"}); t.videos]);
-            parts.push(serde_json::json!({"type": "text", "text": t.text}));
-            serde_json::json!({"role": t.role, "content": parts})
-        })
-        .collect();
-    let mut extra = vec![];
-    if let Some(e) = enable_thinking {
-        extra.push(("enable_thinking", Json::Bool(e)));
-    }
-    let text = match t.render_json(&Json::Array(messages), true, &extra) {
-        Ok(r)
-            if r.matches(pad.as_str()).count() == shown
-                && (shown_v == 0 || r.matches(vpad.as_str()).count() == shown_v) =>
-        {
-            r
-        }
-        _ => {
-            // A text-only template: the images go before each turn's text.
-            let msgs = turns
-                .iter()
-                .map(|t| {
-                    let inline = inline_all(files, spec, t)?;
-                    Ok(crate::prompt::Message::new(
-                        &t.role,
-                        format!("{inline}{}", t.text),
-                    ))
-                })
-                .collect::<CliResult<Vec<_>>>()?;
-            crate::prompt::render(files, &msgs, true, enable_thinking)?
-        }
-    };
-    expand(&text)
 }
 
 /// The images of several preprocessing calls, in order, as one batch.
@@ -487,6 +381,10 @@ pub fn concat(parts: &[Images]) -> CliResult<Option<Images>> {
     let Some(first) = parts.first() else {
         return Ok(None);
     };
+    if parts.iter().any(|p| p.tiled.is_some()) {
+        let refs: Vec<&Images> = parts.iter().collect();
+        return tiled_images::concat(&refs).map(Some);
+    }
     let width = parts
         .iter()
         .find(|p| !p.grid_thw.is_empty())
@@ -511,31 +409,6 @@ pub fn concat(parts: &[Images]) -> CliResult<Option<Images>> {
         pixel_values: Tensor::from_f32(data, vec![rows, width])?,
         grid_thw,
         videos: videos::concat(&vids)?,
+        tiled: None,
     }))
-}
-
-/// Replaces the `i`-th `pad` in `text` by as many pads as image `i` has
-/// merged patches.
-pub fn expand_placeholders(
-    text: &str,
-    pad: &str,
-    images: &Images,
-    spec: &ImageTokens,
-) -> CliResult<String> {
-    let pieces: Vec<&str> = text.split(pad).collect();
-    if pieces.len() != images.grid_thw.len() + 1 {
-        return Err(CliError(format!(
-            "error: the prompt has {} image placeholders ({pad}) for {} images",
-            pieces.len() - 1,
-            images.grid_thw.len()
-        )));
-    }
-    let mut out = String::with_capacity(text.len());
-    for (i, piece) in pieces.iter().enumerate() {
-        out.push_str(piece);
-        if let Some(g) = images.grid_thw.get(i) {
-            out.push_str(&pad.repeat(spec.count(*g)));
-        }
-    }
-    Ok(out)
 }

@@ -8,6 +8,7 @@
 
 pub mod assets;
 pub mod engine;
+pub mod image_prompt;
 pub mod images;
 pub mod loaded;
 pub mod memory;
@@ -15,6 +16,7 @@ pub mod model_files;
 pub mod prompt;
 pub mod runner;
 pub mod sequence;
+pub mod tiled_images;
 pub mod videos;
 
 pub use engine::{generate, Engine, GenRequest, GenStats, StopReason};

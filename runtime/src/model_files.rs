@@ -309,7 +309,7 @@ fn open_hf(dir: &Path) -> CliResult<ModelFiles> {
         tokenizer: tokenizer.map(std::sync::Arc::new),
         chat_template,
         eos,
-        preprocessor_config: read_json(&dir.join("preprocessor_config.json"))?,
+        preprocessor_config: mllm_converter::image_preprocess::image_processor_settings(dir)?,
         video_preprocessor_config: read_json(&dir.join("video_preprocessor_config.json"))?,
         backend: cpu(),
     })

@@ -1,6 +1,6 @@
 //! The language's code-sharing features at run time: a script written with
 //! config extension, module aliases, module-level `let` and `+=` on lists
-//! (tests/lang/qwen3_shared.mdl) computes exactly what the shipped Qwen3
+//! (tests/lang/qwen3_shared.mdl, which also calls a sibling module function) computes exactly what the shipped Qwen3
 //! script computes on the Qwen3 fixtures, and a shared stdlib decoder
 //! honours `rope_scaling` for every model built on it.
 

@@ -156,7 +156,7 @@ pub fn run(a: BenchArgs) -> CliResult<()> {
         }
     }
     if let Some((side, (imgs, spec))) = &image {
-        let count = imgs.grid_thw.first().map_or(0, |&g| spec.count(g));
+        let count = imgs.tokens(0, spec);
         for &n in a.prompt.iter().filter(|&&n| n > 0) {
             let mut prompt: Vec<u32> = spec.vision_start.iter().map(|&t| t as u32).collect();
             prompt.extend(std::iter::repeat_n(spec.image as u32, count));

@@ -256,3 +256,35 @@ fn triple(v: &Value, key: &str, what: &str) -> Result<[f32; 3]> {
     }
     Ok(out)
 }
+
+/// The image processor settings of a model directory, as one object:
+/// `preprocessor_config.json`, else the `image_processor` object that
+/// transformers 5 nests in `processor_config.json`. Processor-level sizes
+/// the prompt needs (`patch_size`, `downsample_ratio`: DeepSeek-OCR 2) are
+/// copied in where the image processor has none, so a converted `.mllm`
+/// that carries this one object keeps them. `None` without either file.
+pub fn image_processor_settings(dir: &Path) -> Result<Option<Value>> {
+    let pre = dir.join("preprocessor_config.json");
+    let proc_path = dir.join("processor_config.json");
+    let processor = if proc_path.is_file() {
+        Some(read_json(&proc_path)?)
+    } else {
+        None
+    };
+    let mut settings = if pre.is_file() {
+        read_json(&pre)?
+    } else {
+        match processor.as_ref().and_then(|p| p.get("image_processor")) {
+            Some(v) => v.clone(),
+            None => return Ok(None),
+        }
+    };
+    if let (Some(Value::Object(s)), Some(p)) = (Some(&mut settings), &processor) {
+        for key in ["patch_size", "downsample_ratio"] {
+            if let (false, Some(v)) = (s.contains_key(key), p.get(key)) {
+                s.insert(key.into(), v.clone());
+            }
+        }
+    }
+    Ok(Some(settings))
+}

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::config::{positive, read_json};
+use super::config::positive;
 use super::VisionPreprocessConfig;
 use crate::error::{ConvertError, Result};
 
@@ -61,23 +61,15 @@ impl Default for DeepseekOcr2PreprocessConfig {
 }
 
 impl DeepseekOcr2PreprocessConfig {
-    /// Reads `DIR/preprocessor_config.json` and, when present,
-    /// `DIR/processor_config.json` (patch_size, downsample_ratio); missing
-    /// keys take the class defaults.
+    /// Reads the image processor settings of a model directory
+    /// (`image_processor_settings`: `preprocessor_config.json`, or the
+    /// object nested in `processor_config.json`, with the processor's
+    /// patch_size and downsample_ratio); missing keys take the class
+    /// defaults.
     pub fn from_model_dir(dir: &Path) -> Result<Self> {
-        let pre = dir.join("preprocessor_config.json");
-        let image = if pre.is_file() {
-            read_json(&pre)?
-        } else {
-            Value::Object(Default::default())
-        };
-        let proc_path = dir.join("processor_config.json");
-        let processor = if proc_path.is_file() {
-            Some(read_json(&proc_path)?)
-        } else {
-            None
-        };
-        Self::from_json(&image, processor.as_ref(), &dir.display().to_string())
+        let settings = super::config::image_processor_settings(dir)?
+            .unwrap_or_else(|| Value::Object(Default::default()));
+        Self::from_json(&settings, Some(&settings), &dir.display().to_string())
     }
 
     /// Parses a preprocessor_config.json object and an optional

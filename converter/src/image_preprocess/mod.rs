@@ -27,7 +27,7 @@ mod video_frames;
 
 use std::path::Path;
 
-pub use config::VisionPreprocessConfig;
+pub use config::{image_processor_settings, VisionPreprocessConfig};
 pub use decode::{decode_bytes, decode_file, max_pixels, RgbImage, DEFAULT_MAX_PIXELS, MAX_SIDE};
 pub use deepseek_ocr2::{
     expand_image_placeholders, expand_image_tokens, global_resize_size, image_token_count,

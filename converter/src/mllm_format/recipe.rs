@@ -87,15 +87,22 @@ impl Recipe {
         use QuantType as Q;
         let q = StoredType::Quant;
         let mut rules = vec![];
-        // Vision towers (Qwen-VL's `model.visual.*`) stay at >= 8 bits: their
-        // errors reach every image token, and they are a small part of
-        // the weights.
+        // Vision towers (Qwen-VL's `model.visual.*`; DeepSeek-OCR 2's SAM,
+        // second encoder and projector) stay at >= 8 bits: their errors
+        // reach every image token, and they are a small part of the weights.
         let below_8_bits = matches!(
             ty,
             StoredType::Quant(Q::Q4_0 | Q::Q4_1 | Q::Q4_K | Q::Q5_K | Q::Q6_K | Q::W4A16 { .. })
         );
         if below_8_bits {
-            rules.push(rule("model.visual.*", q(Q::Q8_0)));
+            for tower in [
+                "model.visual.*",
+                "model.sam_model.*",
+                "model.qwen2_model.*",
+                "model.projector.*",
+            ] {
+                rules.push(rule(tower, q(Q::Q8_0)));
+            }
         }
         let precise = match ty {
             StoredType::Quant(Q::Q4_0 | Q::Q4_1 | Q::W4A16 { .. }) => Some(q(Q::Q8_0)),

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 use super::types::StoredType;
 use crate::error::{ConvertError, Result};
-use crate::gguf::{hf_config, permutes_qk, unpermute_rows, GgufFile, GgufWeights};
+use crate::gguf::{hf_config, GgufFile, GgufWeights};
 use crate::pytorch::PytorchCheckpoint;
 use crate::safetensors_dir::SafetensorsDir;
 use crate::tokenizer::GgufVocab;
@@ -190,7 +190,7 @@ impl SourceModel {
             tokenizer_json,
             chat_template: hf_chat_template(&dir, tok_config.as_ref())?,
             tokenizer_config: tok_config,
-            preprocessor_config: read_json(&dir.join("preprocessor_config.json"))?,
+            preprocessor_config: crate::image_preprocess::image_processor_settings(&dir)?,
             files,
             header_crc32,
             weights,
@@ -255,42 +255,26 @@ impl SourceModel {
     /// How a tensor is stored in the source: its dtype, or for a GGUF block
     /// tensor its block type (which `raw_blocks` can copy unchanged).
     pub fn source_type(&self, name: &str) -> Option<StoredType> {
-        if let Some((q, _)) = self.gguf_block_type(name) {
+        if let Some(q) = self.gguf_block_type(name) {
             return Some(StoredType::Quant(q));
         }
         self.weights().info(name).map(|i| StoredType::from(i.dtype))
     }
 
-    fn gguf_block_type(&self, name: &str) -> Option<(QuantType, String)> {
+    fn gguf_block_type(&self, name: &str) -> Option<QuantType> {
         let Weights::Gguf(w) = &self.weights else {
             return None;
         };
-        let gname = w.gguf_name(name)?;
-        let q = w.file().tensor_info(gname)?.ggml_type.quant()?;
-        Some((q, gname.to_string()))
+        w.block_type(name)
     }
 
-    /// The blocks of a GGUF block tensor in Hugging Face row order (Llama's
-    /// Q/K rows un-permuted, as `GgufWeights::load` does for values).
+    /// The blocks of a GGUF block tensor in Hugging Face row order (rows
+    /// llama.cpp moved put back, as `GgufWeights::load` does for values).
     pub fn raw_blocks(&self, name: &str) -> Option<Vec<u8>> {
         let Weights::Gguf(w) = &self.weights else {
             return None;
         };
-        let (_, gname) = self.gguf_block_type(name)?;
-        let file = w.file();
-        let info = file.tensor_info(&gname)?;
-        let data = file.tensor_data(info);
-        let heads_key = match gguf_block_part(&gname) {
-            Some("attn_q") => "num_attention_heads",
-            Some("attn_k") => "num_key_value_heads",
-            _ => return Some(data.to_vec()),
-        };
-        if !permutes_qk(file.architecture()) {
-            return Some(data.to_vec());
-        }
-        let heads = self.config.get(heads_key).and_then(Value::as_u64)? as usize;
-        let rows = info.shape.first().copied().unwrap_or(1);
-        Some(unpermute_rows(data, data.len() / rows.max(1), heads))
+        w.blocks(name)
     }
 
     /// The metadata object of FORMAT.md, less the recipe.
@@ -341,12 +325,4 @@ impl SourceModel {
         );
         Value::Object(m)
     }
-}
-
-/// `attn_q` for `blk.3.attn_q.weight` / `.bias`.
-fn gguf_block_part(name: &str) -> Option<&str> {
-    let rest = name.strip_prefix("blk.")?;
-    let (_, tail) = rest.split_once('.')?;
-    tail.strip_suffix(".weight")
-        .or_else(|| tail.strip_suffix(".bias"))
 }

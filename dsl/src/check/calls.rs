@@ -161,8 +161,47 @@ impl Checker {
                 }
             }
         }
+        if let Some(sig) = self.sibling_fn(callee, scope) {
+            let ast::ExprKind::Name(n) = &callee.kind else {
+                unreachable!("sibling_fn matches names only")
+            };
+            let what = format!("`{n}`");
+            self.check_args(&sig, pos.len(), &kw_names, &what, span, scope.file);
+            let recv = Expr {
+                kind: ExprKind::SelfInstance,
+                span: callee.span,
+            };
+            return (
+                mk(ExprKind::Method {
+                    recv: Box::new(recv),
+                    name: self.syms.intern(n),
+                    builtin: None,
+                    args: pos,
+                    kwargs: kw,
+                }),
+                SType::Unknown,
+            );
+        }
         let (c, cty) = self.expr(callee, scope);
         self.finish_call(c, cty, pos, kw, &kw_names, span, scope)
+    }
+
+    /// The signature of a function of the module whose function is being
+    /// checked, when `callee` names one and nothing nearer (a local, a
+    /// member, a constructor argument) has that name: `views(x)` calls the
+    /// module's own `fn views` on the same instance.
+    fn sibling_fn(&mut self, callee: &ast::Expr, scope: &Scope) -> Option<Sig> {
+        let (ast::ExprKind::Name(n), ScopeKind::Fn(Some(mi))) = (&callee.kind, &scope.kind) else {
+            return None;
+        };
+        let mi = *mi;
+        let shadowed = scope.lookup(n).is_some()
+            || self.ns_lookup(mi, &[], n).is_some()
+            || self.modules[mi].params.iter().any(|p| &p.name == n);
+        if shadowed {
+            return None;
+        }
+        self.module_info[mi].fns.get(n).cloned()
     }
 
     #[allow(clippy::too_many_arguments)]
