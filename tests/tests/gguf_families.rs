@@ -1,10 +1,11 @@
-//! SmolLM3, Qwen3-MoE and Gemma 3 from GGUF files written by llama.cpp's own
-//! converter (`tests/fixtures/gguf/make_family_ggufs.py`) against the
-//! transformers 5.24 references of the fixtures they were converted from:
-//! the config built from the GGUF metadata agrees with the fixture's
-//! config.json and picks the family's script, prefill logits are within
-//! 1e-4, greedy ids are equal, and a Q8_0 MoE file keeps its experts
-//! quantized and its logits close.
+//! SmolLM3, Qwen3-MoE, Gemma 3, Qwen3.5 and Qwen3.5-MoE from GGUF files
+//! written by llama.cpp's own converter
+//! (`tests/fixtures/gguf/make_family_ggufs.py`) against the transformers
+//! 5.24 references of the fixtures they were converted from: the config
+//! built from the GGUF metadata agrees with the fixture's config.json and
+//! picks the family's script, prefill logits are within 1e-4, greedy ids
+//! are equal, and Q8_0 MoE files keep their experts quantized and their
+//! logits close. (Qwen3.5's DeltaNet tensors: gguf_qwen35.rs.)
 
 mod common;
 
@@ -27,11 +28,24 @@ const EXACT: &[(&str, &str, &str)] = &[
         "qwen3_moe",
     ),
     ("gemma3_bf16.gguf", "gemma3/gemma3_bf16", "gemma3"),
+    // 2 key / 4 value DeltaNet heads: llama.cpp reordered the value heads.
+    ("qwen35_f32.gguf", "qwen3_5/qwen3_5_f32", "qwen3_5"),
+    // Full attention every 2nd layer (config.json gives the interval only),
+    // one key head, untied, bf16.
+    ("qwen35_bf16.gguf", "qwen3_5/qwen3_5_bf16", "qwen3_5"),
+    ("qwen35moe_f32.gguf", "qwen3_5_moe/moe_f32", "qwen3_5_moe"),
 ];
 
 const Q8_MOE: (&str, &str) = (
     "qwen3moe_quant_scaled.q8_0.gguf",
     "qwen3_moe/quant_scaled_f32",
+);
+
+/// Qwen3.5-MoE at Q8_0: experts, shared expert and DeltaNet projections
+/// in blocks. (3 experts of 256 rows.)
+const Q8_QWEN35_MOE: (&str, &str) = (
+    "qwen35moe_quant_scaled.q8_0.gguf",
+    "qwen3_5_moe/quant_scaled_f32",
 );
 
 const GEMMA3: (&str, &str) = (EXACT[2].0, EXACT[2].1);
@@ -126,6 +140,43 @@ fn configs_from_gguf_metadata_agree_with_config_json() {
         ])
         .collect();
     config_agrees(GEMMA3.0, GEMMA3.1, &gemma);
+    let qwen35: Vec<&str> = common
+        .iter()
+        .copied()
+        .chain([
+            "head_dim",
+            "layer_types",
+            "linear_conv_kernel_dim",
+            "linear_key_head_dim",
+            "linear_value_head_dim",
+            "linear_num_key_heads",
+            "linear_num_value_heads",
+            "partial_rotary_factor",
+            "rope_parameters",
+        ])
+        .collect();
+    for &(name, case, _) in &EXACT[3..5] {
+        config_agrees(name, case, &qwen35);
+    }
+    let qwen35_moe: Vec<&str> = qwen35
+        .iter()
+        .copied()
+        .chain([
+            "num_experts",
+            "num_experts_per_tok",
+            "moe_intermediate_size",
+            "shared_expert_intermediate_size",
+        ])
+        .collect();
+    config_agrees(EXACT[5].0, EXACT[5].1, &qwen35_moe);
+    config_agrees(Q8_QWEN35_MOE.0, Q8_QWEN35_MOE.1, &qwen35_moe);
+    // qwen3_5_bf16's config.json gives only the interval 2; the file's
+    // layer list says so (its `full_attention_interval` key says 4).
+    let (l, f) = ("linear_attention", "full_attention");
+    assert_eq!(
+        gguf_config(EXACT[4].0)["layer_types"],
+        serde_json::json!([l, f, l, f, l])
+    );
     // The fixture's config.json states the pattern; ours spells it out too.
     let c = gguf_config(GEMMA3.0);
     let (s, f) = ("sliding_attention", "full_attention");
@@ -180,20 +231,57 @@ fn greedy_generation_matches_transformers() {
     }
 }
 
-#[test]
-fn q8_0_moe_keeps_experts_quantized_and_logits_close() {
-    let (name, case) = Q8_MOE;
+/// The tensors `names` of the GGUF `name` load as blocks of `shape`.
+fn loads_as_blocks(name: &str, names: &[String], shape: &[usize]) {
     let w = GgufWeights::open(&gguf(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
-    for p in ["gate_proj", "up_proj", "down_proj"] {
-        let t = format!("model.layers.0.mlp.experts.{p}.weight");
-        let info = w.info(&t).unwrap_or_else(|| panic!("{name}: no {t}"));
-        assert_eq!(info.shape, [4, 256, 256], "{t}");
+    for t in names {
+        let info = w.info(t).unwrap_or_else(|| panic!("{name}: no {t}"));
+        assert_eq!(info.shape, shape, "{t}");
         assert!(
             matches!(info.dtype, DType::Quant(_)),
             "{t} loads as {} instead of Q8_0 blocks",
             info.dtype
         );
     }
+}
+
+fn expert_names() -> Vec<String> {
+    ["gate_proj", "up_proj", "down_proj"]
+        .iter()
+        .map(|p| format!("model.layers.0.mlp.experts.{p}.weight"))
+        .collect()
+}
+
+#[test]
+fn q8_0_moe_keeps_experts_quantized_and_logits_close() {
+    let (name, case) = Q8_MOE;
+    loads_as_blocks(name, &expert_names(), &[4, 256, 256]);
+    q8_0_logits_close(name, case);
+}
+
+#[test]
+fn q8_0_qwen35_moe_keeps_blocks_and_logits_close() {
+    let (name, case) = Q8_QWEN35_MOE;
+    loads_as_blocks(name, &expert_names(), &[3, 256, 256]);
+    let more: Vec<String> = [
+        "linear_attn.in_proj_qkv",
+        "linear_attn.out_proj",
+        "mlp.shared_expert.up_proj",
+    ]
+    .iter()
+    .map(|p| format!("model.layers.0.{p}.weight"))
+    .collect();
+    let w = GgufWeights::open(&gguf(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    for t in &more {
+        let info = w.info(t).unwrap_or_else(|| panic!("{name}: no {t}"));
+        assert!(matches!(info.dtype, DType::Quant(_)), "{t}: {}", info.dtype);
+    }
+    q8_0_logits_close(name, case);
+}
+
+/// Prefill from a Q8_0 file: the worst per-position cosine against the
+/// f32 model's transformers logits is at least 0.999.
+fn q8_0_logits_close(name: &str, case: &str) {
     let (err, got) = prefill_error(name, case);
     let r = reference(case);
     let cos = worst_cosine(&got, &r.logits, r.vocab);

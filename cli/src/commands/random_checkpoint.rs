@@ -97,6 +97,59 @@ pub fn preset(name: &str) -> Option<serde_json::Value> {
             "max_position_embeddings": 32768, "attention_bias": false,
             "bos_token_id": 2, "eos_token_id": [1, 106], "pad_token_id": 0,
         }),
+        // Qwen/Qwen3.5-0.8B (text; published as *ForConditionalGeneration
+        // with a vision tower, which text speed runs do not need): 3 DeltaNet
+        // layers per full-attention one, 16 key = 16 value heads, tied.
+        "qwen3.5-0.8b" => json!({
+            "architectures": ["Qwen3_5ForCausalLM"], "model_type": "qwen3_5_text",
+            "vocab_size": 248320, "hidden_size": 1024, "intermediate_size": 3584,
+            "num_hidden_layers": 24, "num_attention_heads": 8, "num_key_value_heads": 2,
+            "head_dim": 256, "full_attention_interval": 4, "linear_conv_kernel_dim": 4,
+            "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+            "linear_num_key_heads": 16, "linear_num_value_heads": 16,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25},
+            "rms_norm_eps": 1e-6, "tie_word_embeddings": true, "max_position_embeddings": 262144,
+            "hidden_act": "silu", "attention_bias": false, "eos_token_id": 248044,
+        }),
+        // Qwen/Qwen3.5-35B-A3B (text): 256 experts, 8 per token, a shared
+        // expert, 2 value heads per DeltaNet key head.
+        "qwen3.5-35b-a3b" => json!({
+            "architectures": ["Qwen3_5MoeForCausalLM"], "model_type": "qwen3_5_moe_text",
+            "vocab_size": 248320, "hidden_size": 2048, "num_hidden_layers": 40,
+            "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
+            "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
+            "num_experts": 256, "num_experts_per_tok": 8, "full_attention_interval": 4,
+            "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+            "linear_num_key_heads": 16, "linear_num_value_heads": 32,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25},
+            "rms_norm_eps": 1e-6, "tie_word_embeddings": false, "max_position_embeddings": 262144,
+            "hidden_act": "silu", "attention_bias": false, "eos_token_id": 248044,
+        }),
+        // Qwen/Qwen3-VL-30B-A3B-Instruct: Qwen3-30B-A3B's text decoder with
+        // interleaved mrope, the 27-block ViT with DeepStack after 8, 16, 24.
+        "qwen3-vl-30b-a3b" => json!({
+            "architectures": ["Qwen3VLMoeForConditionalGeneration"], "model_type": "qwen3_vl_moe",
+            "image_token_id": 151655, "video_token_id": 151656,
+            "vision_start_token_id": 151652, "vision_end_token_id": 151653,
+            "tie_word_embeddings": false,
+            "text_config": {
+                "model_type": "qwen3_vl_moe_text", "vocab_size": 151936, "hidden_size": 2048,
+                "intermediate_size": 6144, "num_hidden_layers": 48, "num_attention_heads": 32,
+                "num_key_value_heads": 4, "head_dim": 128, "moe_intermediate_size": 768,
+                "num_experts": 128, "num_experts_per_tok": 8, "decoder_sparse_step": 1,
+                "mlp_only_layers": [], "rms_norm_eps": 1e-6, "rope_theta": 5000000.0,
+                "max_position_embeddings": 262144,
+                "rope_scaling": {"rope_type": "default", "mrope_section": [24, 20, 20], "mrope_interleaved": true},
+                "hidden_act": "silu", "attention_bias": false, "tie_word_embeddings": false,
+                "bos_token_id": 151643, "eos_token_id": 151645,
+            },
+            "vision_config": {
+                "model_type": "qwen3_vl_moe", "depth": 27, "hidden_size": 1152, "intermediate_size": 4304,
+                "num_heads": 16, "out_hidden_size": 2048, "patch_size": 16, "spatial_merge_size": 2,
+                "temporal_patch_size": 2, "in_channels": 3, "num_position_embeddings": 2304,
+                "deepstack_visual_indexes": [8, 16, 24], "hidden_act": "gelu_pytorch_tanh",
+            },
+        }),
         _ => return None,
     })
 }
@@ -110,7 +163,26 @@ pub const PRESETS: &[&str] = &[
     "qwen3-30b-a3b",
     "smollm3-3b",
     "gemma3-1b",
+    "qwen3.5-0.8b",
+    "qwen3.5-35b-a3b",
+    "qwen3-vl-30b-a3b",
 ];
+
+/// The mean of a 1-D tensor's random values: RMSNorms that scale by
+/// (1 + w) (Gemma's; Qwen3.5's but for the DeltaNet's gated norm) sit near
+/// 0, everything else (norms scaling by w, Qwen3.5's A_log and dt_bias)
+/// near 1.
+fn one_d_mean(model_type: &str, name: &str) -> f32 {
+    let plus_one = model_type.starts_with("gemma")
+        || model_type.starts_with("qwen3_5")
+            && name.ends_with("norm.weight")
+            && !name.contains("linear_attn.");
+    if plus_one {
+        0.0
+    } else {
+        1.0
+    }
+}
 
 /// splitmix64 -> roughly normal values (sum of uniforms), scaled by `std`.
 struct Noise(u64);
@@ -191,11 +263,11 @@ pub fn run(
     let mut w = BufWriter::with_capacity(1 << 22, std::fs::File::create(&path)?);
     w.write_all(&(h.len() as u64).to_le_bytes())?;
     w.write_all(h.as_bytes())?;
-    // Gemma's RMSNorm scales by (1 + w): its norm weights sit near 0.
-    let gemma = config["model_type"]
+    let model_type = config["text_config"]["model_type"]
         .as_str()
-        .is_some_and(|t| t.starts_with("gemma"));
-    let norm_mean = if gemma { 0.0 } else { 1.0 };
+        .or(config["model_type"].as_str())
+        .unwrap_or("")
+        .to_string();
     let mut noise = Noise(seed);
     let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let total = list.len();
@@ -204,7 +276,7 @@ pub fn run(
         // Norm weights near the identity, matrices with a spread that keeps
         // activations bounded.
         let (mean, std) = if shape.len() == 1 {
-            (norm_mean, 0.05)
+            (one_d_mean(&model_type, name), 0.05)
         } else {
             (0.0, 0.02)
         };
@@ -279,8 +351,45 @@ mod tests {
                         [1152]
                     );
                 }
+                "qwen3.5-0.8b" => {
+                    // q and gate of 8 heads of 256; q/k/v of 16 + 16 + 16 heads of 128.
+                    let attn = "model.layers.3.self_attn.q_proj.weight";
+                    assert_eq!(shape(attn), [4096, 1024]);
+                    let qkv = "model.layers.0.linear_attn.in_proj_qkv.weight";
+                    assert_eq!(shape(qkv), [6144, 1024]);
+                    assert_eq!(shape("model.layers.23.mlp.down_proj.weight"), [1024, 3584]);
+                    assert!(!table.iter().any(|(n, _)| n.contains("layers.0.self_attn")));
+                }
+                "qwen3.5-35b-a3b" => {
+                    let qkv = "model.layers.0.linear_attn.in_proj_qkv.weight";
+                    assert_eq!(shape(qkv), [8192, 2048]);
+                    assert_eq!(shape("model.layers.0.linear_attn.A_log"), [32]);
+                    let e = shape("model.layers.39.mlp.experts.gate_up_proj");
+                    assert_eq!(e, [256, 1024, 2048]);
+                    let shared = "model.layers.0.mlp.shared_expert_gate.weight";
+                    assert_eq!(shape(shared), [1, 2048]);
+                }
+                "qwen3-vl-30b-a3b" => {
+                    let e = shape("model.language_model.layers.47.mlp.experts.gate_up_proj");
+                    assert_eq!(e, [128, 1536, 2048]);
+                    let v = "model.visual.blocks.26.mlp.linear_fc1.weight";
+                    assert_eq!(shape(v), [4304, 1152]);
+                    let ds = "model.visual.deepstack_merger_list.2.linear_fc2.weight";
+                    assert_eq!(shape(ds), [2048, 4608]);
+                }
                 _ => {}
             }
         }
+    }
+
+    #[test]
+    fn norms_scaling_by_one_plus_w_start_near_zero() {
+        assert_eq!(one_d_mean("gemma3_text", "model.norm.weight"), 0.0);
+        let t = "qwen3_5_moe_text";
+        assert_eq!(one_d_mean(t, "model.layers.0.input_layernorm.weight"), 0.0);
+        assert_eq!(one_d_mean(t, "model.layers.3.self_attn.q_norm.weight"), 0.0);
+        assert_eq!(one_d_mean(t, "model.layers.0.linear_attn.norm.weight"), 1.0);
+        assert_eq!(one_d_mean(t, "model.layers.0.linear_attn.A_log"), 1.0);
+        assert_eq!(one_d_mean("qwen3", "model.norm.weight"), 1.0);
     }
 }

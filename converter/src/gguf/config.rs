@@ -18,7 +18,16 @@ const ARCHITECTURES: &[(&str, &str, &str)] = &[
     ("qwen3moe", "Qwen3MoeForCausalLM", "qwen3_moe"),
     ("smollm3", "SmolLM3ForCausalLM", "smollm3"),
     ("gemma3", "Gemma3ForCausalLM", "gemma3_text"),
+    ("qwen35", "Qwen3_5ForCausalLM", "qwen3_5_text"),
+    ("qwen35moe", "Qwen3_5MoeForCausalLM", "qwen3_5_moe_text"),
+    // The text decoder alone (the vision tower is a separate mmproj file):
+    // Qwen3-MoE's, see config_family.rs.
+    ("qwen3vlmoe", "Qwen3MoeForCausalLM", "qwen3_moe"),
 ];
+
+/// Architectures whose files may lack `feed_forward_length`: every MLP of
+/// Qwen3.5-MoE is sparse.
+const NO_DENSE_FFN_ARCHS: &[&str] = &["qwen35moe"];
 
 impl Meta for GgufFile {
     fn arch_key(&self, key: &str) -> Option<&MetaValue> {
@@ -92,7 +101,9 @@ pub fn hf_config(g: &GgufFile) -> Result<Value> {
                 })?;
                 c.insert(hf.into(), n);
             }
-            None if required => {
+            None if required
+                && !(hf == "intermediate_size" && NO_DENSE_FFN_ARCHS.contains(&arch)) =>
+            {
                 return Err(ConvertError::Corrupt(format!(
                     "{path}: metadata {arch}.{key} (the model's {hf}) is missing"
                 )))

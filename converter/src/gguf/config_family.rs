@@ -1,9 +1,11 @@
 //! What `hf_config` adds for the families whose config.json holds more
-//! than the Llama-style keys: Qwen3-MoE's experts, SmolLM3's NoPE layers
-//! and Gemma 3's sliding windows, rope bases and softcapping. Each mapping
-//! follows what llama.cpp does when it runs the file (its
-//! `src/models/{qwen3moe,smollm3,gemma3}.cpp`), including the values it
-//! fixes in code instead of reading them from the file.
+//! than the Llama-style keys: Qwen3-MoE's (and Qwen3-VL-MoE's text)
+//! experts, SmolLM3's NoPE layers, Gemma 3's sliding windows, rope bases
+//! and softcapping, Qwen3.5's Gated DeltaNet layers and shared experts
+//! (config_qwen35.rs). Each mapping follows what llama.cpp does when it
+//! runs the file (its `src/models/{qwen3moe,smollm3,gemma3,qwen35}.cpp`),
+//! including the values it fixes in code instead of reading them from the
+//! file.
 
 use serde_json::{json, Map, Value};
 
@@ -26,7 +28,12 @@ pub(super) trait Meta {
 pub(super) fn add(arch: &str, m: &dyn Meta, c: &mut Map<String, Value>) -> Result<()> {
     let mut f = Family { m, c, arch };
     match arch {
-        "qwen3moe" => f.qwen3moe(),
+        // Qwen3-VL-MoE's text decoder is Qwen3-MoE's with interleaved
+        // multimodal rope, which for a text prompt (the same position in
+        // every section) is the plain rope of its rotary dims.
+        "qwen3moe" | "qwen3vlmoe" => f.qwen3moe(),
+        "qwen35" => f.qwen35(false),
+        "qwen35moe" => f.qwen35(true),
         "smollm3" => {
             // llama.cpp stores no NoPE layer list: every 4th layer takes no
             // rope (`n_no_rope_layer_step = 4`), SmolLM3-3B's published
@@ -39,23 +46,23 @@ pub(super) fn add(arch: &str, m: &dyn Meta, c: &mut Map<String, Value>) -> Resul
     }
 }
 
-struct Family<'a> {
-    m: &'a dyn Meta,
-    c: &'a mut Map<String, Value>,
-    arch: &'a str,
+pub(super) struct Family<'a> {
+    pub(super) m: &'a dyn Meta,
+    pub(super) c: &'a mut Map<String, Value>,
+    pub(super) arch: &'a str,
 }
 
 impl Family<'_> {
-    fn corrupt(&self, key: &str, what: String) -> ConvertError {
+    pub(super) fn corrupt(&self, key: &str, what: String) -> ConvertError {
         ConvertError::Corrupt(format!("{}: {}.{key} {what}", self.m.label(), self.arch))
     }
 
-    fn unsupported(&self, key: &str, what: String) -> ConvertError {
+    pub(super) fn unsupported(&self, key: &str, what: String) -> ConvertError {
         ConvertError::Unsupported(format!("{}: {}.{key} {what}", self.m.label(), self.arch))
     }
 
     /// A non-negative integer key, if present.
-    fn u64(&self, key: &str) -> Result<Option<u64>> {
+    pub(super) fn u64(&self, key: &str) -> Result<Option<u64>> {
         match self.m.arch_key(key) {
             None => Ok(None),
             Some(v) => v
@@ -65,13 +72,13 @@ impl Family<'_> {
         }
     }
 
-    fn need_u64(&self, key: &str) -> Result<u64> {
+    pub(super) fn need_u64(&self, key: &str) -> Result<u64> {
         self.u64(key)?
             .ok_or_else(|| self.corrupt(key, "is missing".into()))
     }
 
     /// A number key as JSON (f32 values as their shortest decimal), if present.
-    fn number(&self, key: &str) -> Result<Option<Value>> {
+    pub(super) fn number(&self, key: &str) -> Result<Option<Value>> {
         match self.m.arch_key(key) {
             None => Ok(None),
             Some(v) => number(v)
@@ -81,17 +88,14 @@ impl Family<'_> {
     }
 
     /// An integer the common keys already put in the config.
-    fn config_u64(&self, hf: &str) -> u64 {
+    pub(super) fn config_u64(&self, hf: &str) -> u64 {
         self.c.get(hf).and_then(Value::as_u64).unwrap_or(0)
     }
 
-    /// Qwen3-MoE: every layer llama.cpp writes is sparse (a dense layer has
-    /// no `ffn_gate_inp`, and llama.cpp cannot run one, but other writers
-    /// may make one: it becomes `mlp_only_layers`). llama.cpp normalises the
-    /// top-k weights of qwen3moe in code (`norm_topk_prob: true`, what every
-    /// published Qwen3-MoE says) and its converter writes no key for it;
-    /// an `expert_weights_norm` key, where a file has one, is honoured.
-    fn qwen3moe(&mut self) -> Result<()> {
+    /// The expert count, experts per token and expert width every MoE
+    /// family stores alike; the width falls back to llama.cpp's
+    /// `n_ff / n_expert_used`.
+    pub(super) fn experts(&self) -> Result<(u64, u64, u64)> {
         let experts = self.need_u64("expert_count")?;
         let used = self.need_u64("expert_used_count")?;
         if experts == 0 || used == 0 || used > experts {
@@ -111,7 +115,10 @@ impl Family<'_> {
                     _ => {
                         return Err(self.unsupported(
                             key,
-                            format!("gives layers different expert sizes ({a:?}); the qwen3_moe script has one"),
+                            format!(
+                            "gives layers different expert sizes ({a:?}); the {} script has one",
+                            self.arch
+                        ),
                         ))
                     }
                 }
@@ -126,10 +133,21 @@ impl Family<'_> {
             if *s != 0.0 && *s != 1.0 {
                 return Err(self.unsupported(
                     "expert_weights_scale",
-                    format!("is {s}; Qwen3-MoE's router weights are not scaled"),
+                    format!("is {s}; Qwen's router weights are not scaled"),
                 ));
             }
         }
+        Ok((experts, used, ff))
+    }
+
+    /// Qwen3-MoE: every layer llama.cpp writes is sparse (a dense layer has
+    /// no `ffn_gate_inp`, and llama.cpp cannot run one, but other writers
+    /// may make one: it becomes `mlp_only_layers`). llama.cpp normalises the
+    /// top-k weights of qwen3moe in code (`norm_topk_prob: true`, what every
+    /// published Qwen3-MoE says) and its converter writes no key for it;
+    /// an `expert_weights_norm` key, where a file has one, is honoured.
+    fn qwen3moe(&mut self) -> Result<()> {
+        let (experts, used, ff) = self.experts()?;
         let norm = match self.m.arch_key("expert_weights_norm") {
             None => true,
             Some(v) => v.as_bool().ok_or_else(|| {

@@ -270,3 +270,99 @@ fn gemma3_refuses_bad_patterns_and_scalings() {
         assert!(e.contains(want), "{want}: {e}");
     }
 }
+
+/// Qwen3.5's DeltaNet keys (`head_dim` 16 from the common keys).
+fn qwen35_meta(extra: &[(&'static str, MetaValue)]) -> Vec<(&'static str, MetaValue)> {
+    let mut m = vec![
+        ("ssm.conv_kernel", U32(4)),
+        ("ssm.state_size", U32(8)),
+        ("ssm.group_count", U32(2)),
+        ("ssm.time_step_rank", U32(4)),
+        ("ssm.inner_size", U32(48)),
+        ("rope.dimension_count", U32(4)),
+    ];
+    m.extend(extra.iter().cloned());
+    m
+}
+
+#[test]
+fn qwen35_layers_from_the_interval_without_a_list() {
+    let t = table(
+        "qwen35",
+        &qwen35_meta(&[("full_attention_interval", U32(3))]),
+        &[],
+    );
+    let mut c = common(6);
+    c.insert("head_dim".into(), json!(16));
+    add(t.arch, &t, &mut c).unwrap();
+    let (l, f) = ("linear_attention", "full_attention");
+    assert_eq!(c["layer_types"], json!([l, l, f, l, l, f]));
+    assert_eq!(c["full_attention_interval"], json!(3));
+    assert_eq!(c["linear_value_head_dim"], json!(12));
+    assert_eq!(c["linear_num_value_heads"], json!(4));
+    assert_eq!(c["partial_rotary_factor"], json!(0.25));
+    // No interval key either: llama.cpp's 4.
+    let t = table("qwen35", &qwen35_meta(&[]), &[]);
+    let c = run(&t, 4).unwrap();
+    assert_eq!(c["layer_types"], json!([l, l, l, f]));
+}
+
+#[test]
+fn qwen35_list_wins_and_mtp_layers_are_dropped() {
+    // Two decoder layers plus one MTP layer (never recurrent); the interval
+    // key says otherwise and is not carried.
+    let list = Array(vec![Bool(false), Bool(true), Bool(false)]);
+    let meta = qwen35_meta(&[
+        ("attention.recurrent_layers", list),
+        ("full_attention_interval", U32(4)),
+    ]);
+    let c = run(&table("qwen35", &meta, &[]), 2).unwrap();
+    assert_eq!(
+        c["layer_types"],
+        json!(["full_attention", "linear_attention"])
+    );
+    assert!(!c.contains_key("full_attention_interval"));
+    let short = qwen35_meta(&[("attention.recurrent_layers", Array(vec![Bool(true)]))]);
+    let e = run(&table("qwen35", &short, &[]), 2).unwrap_err();
+    assert!(e.contains("at least 2 bools"), "{e}");
+}
+
+#[test]
+fn qwen35_refuses_what_the_scripts_cannot_run() {
+    let bad_groups = qwen35_meta(&[("ssm.time_step_rank", U32(3))]);
+    // (a later key of the same name wins in the table)
+    let e = run(&table("qwen35", &bad_groups, &[]), 4).unwrap_err();
+    assert!(e.contains("does not group"), "{e}");
+    let yarn = qwen35_meta(&[("rope.scaling.type", Str("yarn".into()))]);
+    let e = run(&table("qwen35", &yarn, &[]), 4).unwrap_err();
+    assert!(e.contains("default rope only"), "{e}");
+    // MoE: a layer without a router, and a missing shared expert size.
+    let moe = qwen35_meta(&[
+        ("expert_count", U32(4)),
+        ("expert_used_count", U32(2)),
+        ("expert_feed_forward_length", U32(16)),
+    ]);
+    let e = run(&table("qwen35moe", &moe, &["blk.0.ffn_gate_inp.weight"]), 2).unwrap_err();
+    assert!(e.contains("layer 1 has no router"), "{e}");
+    let routers = ["blk.0.ffn_gate_inp.weight", "blk.1.ffn_gate_inp.weight"];
+    let e = run(&table("qwen35moe", &moe, &routers), 2).unwrap_err();
+    assert!(e.contains("expert_shared_feed_forward_length"), "{e}");
+    let mut full = moe.clone();
+    full.push(("expert_shared_feed_forward_length", U32(24)));
+    let c = run(&table("qwen35moe", &full, &routers), 2).unwrap();
+    assert_eq!(c["shared_expert_intermediate_size"], json!(24));
+    assert_eq!(c["moe_intermediate_size"], json!(16));
+    assert_eq!(c["num_experts"], json!(4));
+}
+
+#[test]
+fn qwen3vlmoe_text_maps_as_qwen3moe() {
+    // No committed file: llama.cpp's converter refuses our Qwen3-VL-MoE
+    // fixture (a dense layer). Its text keys are qwen3moe's.
+    let meta = [("expert_count", U32(8)), ("expert_used_count", U32(2))];
+    let routers = ["blk.0.ffn_gate_inp.weight", "blk.1.ffn_gate_inp.weight"];
+    let vl = run(&table("qwen3vlmoe", &meta, &routers), 2).unwrap();
+    let moe = run(&table("qwen3moe", &meta, &routers), 2).unwrap();
+    assert_eq!(vl, moe);
+    assert_eq!(vl["num_experts"], json!(8));
+}

@@ -1,12 +1,15 @@
 //! GGUF files (llama.cpp's format) as a weight source: `GgufFile` is the
 //! mmapped file with its metadata and tensor table (reader.rs parses it,
 //! refusing corrupt input with a clear error); `GgufWeights` presents its
-//! tensors under Hugging Face names (names.rs holds the one mapping table),
+//! tensors under Hugging Face names (names.rs holds the one mapping table;
+//! fixes.rs undoes what llama.cpp's converter did to the values),
 //! dequantizing quantized ones with `mllm_backends::quant`; `hf_config`
 //! turns its metadata into a config.json-style object (config.rs).
 
 mod config;
 mod config_family;
+mod config_qwen35;
+mod fixes;
 mod names;
 mod reader;
 mod types;
@@ -27,7 +30,6 @@ pub use names::{gguf_name, gguf_name_for, hf_name, hf_name_for};
 pub use types::GgmlType;
 pub use value::MetaValue;
 pub use weights::GgufWeights;
-pub(crate) use weights::{permutes_qk, unpermute_rows};
 
 /// One tensor as the file describes it.
 #[derive(Clone, Debug, PartialEq)]

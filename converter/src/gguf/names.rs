@@ -4,7 +4,9 @@
 //! architecture: llama.cpp gives a tensor role one GGUF name whatever the
 //! model, and the Llama-style HF families (Llama, Mistral, Qwen2, Qwen3,
 //! Qwen3-MoE, SmolLM3) name those roles alike. Gemma 2/3, with four norms
-//! per layer, override three entries (`GEMMA_BLOCK`). Names outside the
+//! per layer, override three entries (`GEMMA_BLOCK`); Qwen3.5's Gated
+//! DeltaNet layers reuse llama.cpp's SSM and attention names for
+//! transformers' `linear_attn.*` (`QWEN35_BLOCK`). Names outside the
 //! tables keep their GGUF name.
 
 /// Tensors outside the decoder blocks: (GGUF stem, HF stem).
@@ -34,6 +36,12 @@ const BLOCK: &[(&str, &str)] = &[
     ("ffn_gate_exps", "mlp.experts.gate_proj"),
     ("ffn_up_exps", "mlp.experts.up_proj"),
     ("ffn_down_exps", "mlp.experts.down_proj"),
+    // The shared expert of Qwen2-MoE / Qwen3.5-MoE, and its sigmoid gate
+    // ([1, hidden]).
+    ("ffn_gate_shexp", "mlp.shared_expert.gate_proj"),
+    ("ffn_up_shexp", "mlp.shared_expert.up_proj"),
+    ("ffn_down_shexp", "mlp.shared_expert.down_proj"),
+    ("ffn_gate_inp_shexp", "mlp.shared_expert_gate"),
 ];
 
 /// Block tensors of Gemma 2/3: llama.cpp's `ffn_norm` is the norm before
@@ -47,6 +55,33 @@ const GEMMA_BLOCK: &[(&str, &str)] = &[
 
 /// Architectures whose block names `GEMMA_BLOCK` overrides.
 const GEMMA_ARCHS: &[&str] = &["gemma2", "gemma3"];
+
+/// Block tensors of Qwen3.5 (dense and MoE): llama.cpp's converter names
+/// the DeltaNet's projections after its SSM and fused-QKV roles
+/// (conversion/qwen.py, `Qwen3NextModel`), and the norm before the MLP
+/// `post_attention_norm`. The values need more than a name (weights.rs,
+/// linear_attn.rs).
+const QWEN35_BLOCK: &[(&str, &str)] = &[
+    ("attn_qkv", "linear_attn.in_proj_qkv"),
+    ("attn_gate", "linear_attn.in_proj_z"),
+    ("ssm_alpha", "linear_attn.in_proj_a"),
+    ("ssm_beta", "linear_attn.in_proj_b"),
+    ("ssm_conv1d", "linear_attn.conv1d"),
+    ("ssm_norm", "linear_attn.norm"),
+    ("ssm_out", "linear_attn.out_proj"),
+    ("post_attention_norm", "post_attention_layernorm"),
+];
+
+/// Qwen3.5's DeltaNet parameters that are not `.weight`/`.bias` in one of
+/// the files: llama.cpp's `ssm_a` (no suffix) holds -exp(`A_log`), and
+/// transformers' `dt_bias` (no suffix) is llama.cpp's `ssm_dt.bias`.
+const QWEN35_WHOLE: &[(&str, &str)] = &[
+    ("ssm_a", "linear_attn.A_log"),
+    ("ssm_dt.bias", "linear_attn.dt_bias"),
+];
+
+/// Architectures whose names the `QWEN35_*` tables override.
+pub(super) const QWEN35_ARCHS: &[&str] = &["qwen35", "qwen35moe"];
 
 /// llama.cpp's fused expert projection (`--fuse-gate-up-exps`), `[E, 2I, H]`
 /// with each expert's gate rows first: transformers 5's
@@ -73,27 +108,35 @@ fn lookup<'a>(table: &[(&'a str, &'a str)], key: &str, forward: bool) -> Option<
     })
 }
 
+/// (GGUF, HF) name pairs.
+type Table = &'static [(&'static str, &'static str)];
+
+/// The block names `arch` gives its own meaning: (with suffix, whole).
+fn overrides(arch: &str) -> (Table, Table) {
+    if GEMMA_ARCHS.contains(&arch) {
+        (GEMMA_BLOCK, &[])
+    } else if QWEN35_ARCHS.contains(&arch) {
+        (QWEN35_BLOCK, QWEN35_WHOLE)
+    } else {
+        (&[], &[])
+    }
+}
+
 fn map(arch: &str, name: &str, forward: bool) -> Option<String> {
     let (from, to) = match forward {
         true => ("blk.", "model.layers."),
         false => ("model.layers.", "blk."),
     };
+    let (special, whole) = overrides(arch);
     if let Some((n, part)) = split_block(name, from) {
-        let (a, b) = match forward {
-            true => FUSED_GATE_UP,
-            false => (FUSED_GATE_UP.1, FUSED_GATE_UP.0),
-        };
-        if part == a {
+        let fused: &[(&str, &str)] = &[FUSED_GATE_UP];
+        if let Some(b) = lookup(whole, part, forward).or_else(|| lookup(fused, part, forward)) {
             return Some(format!("{to}{n}.{b}"));
         }
     }
     let (stem, suffix) = split_suffix(name)?;
     if let Some((n, part)) = split_block(stem, from) {
-        let special = GEMMA_ARCHS
-            .contains(&arch)
-            .then(|| lookup(GEMMA_BLOCK, part, forward))
-            .flatten();
-        let mapped = special.or_else(|| lookup(BLOCK, part, forward))?;
+        let mapped = lookup(special, part, forward).or_else(|| lookup(BLOCK, part, forward))?;
         return Some(format!("{to}{n}.{mapped}.{suffix}"));
     }
     Some(format!("{}.{suffix}", lookup(GLOBAL, stem, forward)?))
@@ -201,5 +244,43 @@ mod tests {
             Some("model.layers.2.post_attention_layernorm.weight")
         );
         assert_eq!(hf_name_for("llama", "blk.2.post_ffw_norm.weight"), None);
+    }
+
+    #[test]
+    fn qwen35_deltanet_names() {
+        let pairs = [
+            ("blk.0.attn_qkv.weight", "linear_attn.in_proj_qkv.weight"),
+            ("blk.0.attn_gate.weight", "linear_attn.in_proj_z.weight"),
+            ("blk.0.ssm_alpha.weight", "linear_attn.in_proj_a.weight"),
+            ("blk.0.ssm_beta.weight", "linear_attn.in_proj_b.weight"),
+            ("blk.0.ssm_conv1d.weight", "linear_attn.conv1d.weight"),
+            ("blk.0.ssm_norm.weight", "linear_attn.norm.weight"),
+            ("blk.0.ssm_out.weight", "linear_attn.out_proj.weight"),
+            ("blk.0.ssm_a", "linear_attn.A_log"),
+            ("blk.0.ssm_dt.bias", "linear_attn.dt_bias"),
+            (
+                "blk.0.post_attention_norm.weight",
+                "post_attention_layernorm.weight",
+            ),
+            (
+                "blk.0.ffn_up_shexp.weight",
+                "mlp.shared_expert.up_proj.weight",
+            ),
+            (
+                "blk.0.ffn_gate_inp_shexp.weight",
+                "mlp.shared_expert_gate.weight",
+            ),
+            ("blk.0.attn_q.weight", "self_attn.q_proj.weight"),
+        ];
+        for arch in ["qwen35", "qwen35moe"] {
+            for (g, h) in pairs {
+                let h = format!("model.layers.0.{h}");
+                assert_eq!(hf_name_for(arch, g).as_deref(), Some(&*h), "{arch}");
+                assert_eq!(gguf_name_for(arch, &h).as_deref(), Some(g), "{arch}");
+            }
+        }
+        // Elsewhere attn_qkv is not the DeltaNet's, and ssm_a has no name.
+        assert_eq!(hf_name_for("qwen3", "blk.0.attn_qkv.weight"), None);
+        assert_eq!(hf_name_for("qwen3", "blk.0.ssm_a"), None);
     }
 }

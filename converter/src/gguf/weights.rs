@@ -1,11 +1,12 @@
 //! `GgufWeights`: a GGUF file's tensors under Hugging Face names, as a
 //! `WeightSource`. F32/F16/BF16/I32 tensors borrow the mapping; quantized
-//! 2-D weights stay as borrowed ggml blocks for the quantized kernels (or are
-//! widened to F32 on load with `set_dequantize(true)`). For
-//! architectures whose llama.cpp converter permuted the Q/K rows (Llama's
-//! rotary layout), `load` undoes the permutation so the tensor equals the
-//! Hugging Face one; for Gemma, whose converter stored RMSNorm weights as
-//! `1 + w`, it subtracts the 1 again.
+//! 2-D weights and 3-D expert stacks stay as borrowed ggml blocks for the
+//! quantized kernels (or are widened to F32 on load with
+//! `set_dequantize(true)`). Where llama.cpp's converter changed a tensor
+//! beyond its name (Llama's permuted Q/K rows, Gemma's and Qwen3.5's norms
+//! stored as 1 + w, Qwen3.5's DeltaNet layout; fixes.rs), `load` undoes it
+//! so the tensor equals the Hugging Face one: moved rows keep their blocks,
+//! changed values are widened to f32.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -15,28 +16,12 @@ use mllm_backends::quant::{self, QuantType};
 use mllm_backends::weights::{TensorInfo, WeightSource};
 use mllm_backends::{ByteOwner, DType, OwnedBytes, Tensor};
 
-use super::{hf_name_for, GgufFile};
+use super::fixes::{gather_cols, gather_rows, Fix, Fixer, ValueFix};
+use super::{hf_name_for, GgufFile, GgufTensorInfo};
 use crate::error::{ConvertError, Result};
 
-/// Architectures whose GGUF Q/K rows llama.cpp's converter permuted
-/// (`LlamaModel.permute`: per head, rows `[half 0 | half 1]` interleaved).
-/// (SmolLM3's converter is `LlamaModel`'s.)
-const PERMUTED_QK_ARCHS: &[&str] = &["llama", "smollm3"];
-
-/// Whether llama.cpp's converter permuted the Q/K rows of `arch`'s files.
-pub(crate) fn permutes_qk(arch: Option<&str>) -> bool {
-    arch.is_some_and(|a| PERMUTED_QK_ARCHS.contains(&a))
-}
-
-/// Architectures whose llama.cpp converter adds 1 to every RMSNorm weight
-/// (`*norm.weight`), since their norms scale by `1 + w`: loading subtracts
-/// it. The f32 GGUF value is g = fl(1 + w); g - 1 is exact for g in
-/// [0.5, 2] (Sterbenz), so the script's `1 + (g - 1)` is g again, the very
-/// factor transformers computes; for w < -0.5 it is within 2^-25 of it.
-const NORM_PLUS_ONE_ARCHS: &[&str] = &["gemma", "gemma2", "gemma3"];
-
 enum Kind {
-    /// Borrowed (or, for permuted rows, copied) in this dtype.
+    /// Borrowed (or, for moved rows, copied) in this dtype.
     Raw(DType),
     Quant(QuantType),
 }
@@ -45,10 +30,7 @@ struct Entry {
     /// Index into the file's tensor infos.
     index: usize,
     kind: Kind,
-    /// Heads whose rows to un-permute (Llama Q/K weights and biases).
-    unpermute_heads: Option<usize>,
-    /// Gemma's norm weights, stored as 1 + w: loaded as f32 minus 1.
-    minus_one: bool,
+    fix: Fix,
 }
 
 pub struct GgufWeights {
@@ -76,25 +58,7 @@ impl GgufWeights {
     pub fn new(file: GgufFile) -> Result<GgufWeights> {
         let path = file.path().display().to_string();
         let arch = file.architecture().unwrap_or("").to_string();
-        let permuted = PERMUTED_QK_ARCHS.contains(&arch.as_str());
-        let norm_plus_one = NORM_PLUS_ONE_ARCHS.contains(&arch.as_str());
-        let heads = |key: &str| -> Result<Option<usize>> {
-            Ok(match file.arch_meta(key) {
-                None => None,
-                Some(v) => Some(v.as_u64().filter(|&h| h > 0).ok_or_else(|| {
-                    ConvertError::Corrupt(format!(
-                        "{path}: {arch}.{key} must be a positive integer, found {v:?}"
-                    ))
-                })? as usize),
-            })
-        };
-        let (n_head, n_head_kv) = if permuted {
-            let h = heads("attention.head_count")?;
-            (h, heads("attention.head_count_kv")?.or(h))
-        } else {
-            (None, None)
-        };
-
+        let fixer = Fixer::new(&file)?;
         let mut entries = BTreeMap::new();
         for (index, t) in file.tensor_infos().iter().enumerate() {
             let kind = match (t.ggml_type.dtype(), t.ggml_type.quant()) {
@@ -107,42 +71,12 @@ impl GgufWeights {
                     )))
                 }
             };
-            let unpermute_heads = if !permuted {
-                None
-            } else if is_block_tensor(&t.name, "attn_q") {
-                Some(n_head)
-            } else if is_block_tensor(&t.name, "attn_k") {
-                Some(n_head_kv)
-            } else {
-                None
-            };
-            let unpermute_heads = match unpermute_heads {
-                None => None,
-                Some(None) => {
-                    return Err(ConvertError::Corrupt(format!(
-                        "{path}: `{}` needs {arch}.attention.head_count to undo llama.cpp's row permutation",
-                        t.name
-                    )))
-                }
-                Some(Some(h)) => {
-                    let rows = t.shape.first().copied().unwrap_or(1);
-                    if rows % h != 0 || (rows / h) % 2 != 0 {
-                        return Err(ConvertError::Corrupt(format!(
-                            "{path}: `{}` has {rows} rows, which {h} heads of even size cannot share",
-                            t.name
-                        )));
-                    }
-                    Some(h)
-                }
-            };
+            let fix = fixer.fix(t)?;
             let name = hf_name_for(&arch, &t.name).unwrap_or_else(|| t.name.clone());
-            let entry = Entry {
-                index,
-                kind,
-                unpermute_heads,
-                minus_one: norm_plus_one && t.name.ends_with("norm.weight"),
-            };
-            if entries.insert(name.clone(), entry).is_some() {
+            if entries
+                .insert(name.clone(), Entry { index, kind, fix })
+                .is_some()
+            {
                 return Err(ConvertError::Corrupt(format!(
                     "{path}: two tensors map to the name `{name}`"
                 )));
@@ -177,36 +111,49 @@ impl GgufWeights {
         let e = self.entries.get(hf)?;
         Some(&self.file.tensor_infos()[e.index].name)
     }
-}
 
-/// Whether `name` is `blk.N.{part}.weight` or `.bias`.
-fn is_block_tensor(name: &str, part: &str) -> bool {
-    let Some(rest) = name.strip_prefix("blk.") else {
-        return false;
-    };
-    let Some((_, tail)) = rest.split_once('.') else {
-        return false;
-    };
-    tail.strip_prefix(part)
-        .is_some_and(|s| s == ".weight" || s == ".bias")
-}
+    /// The block type of a quantized tensor whose blocks can be copied as
+    /// they are (`blocks`): none where loading changes its values.
+    pub fn block_type(&self, hf: &str) -> Option<QuantType> {
+        let e = self.entries.get(hf)?;
+        match e.kind {
+            Kind::Quant(q) if !e.fix.changes_values() => Some(q),
+            _ => None,
+        }
+    }
 
-/// Undoes llama.cpp's `permute(w, n_head)`: within each head of `hd` rows,
-/// GGUF row `2 i + j` holds HF row `j * hd / 2 + i` (`j` in 0..2). `row`
-/// is the number of elements (or bytes) per row.
-pub(crate) fn unpermute_rows<T: Copy>(src: &[T], row: usize, n_head: usize) -> Vec<T> {
-    let rows = src.len().checked_div(row).unwrap_or(0);
-    let hd = rows / n_head.max(1);
-    let mut out = Vec::with_capacity(src.len());
-    for h in 0..n_head {
-        for j in 0..2 {
-            for i in 0..hd / 2 {
-                let r = h * hd + 2 * i + j;
-                out.extend_from_slice(&src[r * row..(r + 1) * row]);
+    /// The blocks of a `block_type` tensor in Hugging Face row order (rows
+    /// llama.cpp moved put back; each row's blocks are unchanged).
+    pub fn blocks(&self, hf: &str) -> Option<Vec<u8>> {
+        let q = self.block_type(hf)?;
+        let e = self.entries.get(hf)?;
+        let t = &self.file.tensor_infos()[e.index];
+        let data = self.file.tensor_data(t);
+        match &e.fix.rows {
+            None => Some(data.to_vec()),
+            Some(order) => {
+                let row_bytes = DType::Quant(q).row_bytes(row_len(t))?;
+                Some(gather_rows(data, row_bytes, order))
             }
         }
     }
-    out
+
+    /// The HF shape of entry `e`.
+    fn shape(&self, e: &Entry) -> Vec<usize> {
+        let t = &self.file.tensor_infos()[e.index];
+        e.fix.shape.clone().unwrap_or_else(|| t.shape.clone())
+    }
+
+    /// Whether `load` widens the tensor to f32 values.
+    fn widens(&self, e: &Entry) -> bool {
+        let t = &self.file.tensor_infos()[e.index];
+        e.fix.changes_values() || matches!(e.kind, Kind::Quant(_)) && !self.keeps_blocks(&t.shape)
+    }
+}
+
+/// Items per row (outermost index) of a GGUF tensor in PyTorch order.
+fn row_len(t: &GgufTensorInfo) -> usize {
+    t.shape.iter().skip(1).product()
 }
 
 impl WeightSource for GgufWeights {
@@ -225,15 +172,13 @@ impl WeightSource for GgufWeights {
 
     fn info(&self, name: &str) -> Option<TensorInfo> {
         let e = self.entries.get(name)?;
-        let shape = self.file.tensor_infos()[e.index].shape.clone();
         Some(TensorInfo {
             dtype: match e.kind {
-                _ if e.minus_one => DType::F32,
+                _ if self.widens(e) => DType::F32,
                 Kind::Raw(d) => d,
-                Kind::Quant(q) if self.keeps_blocks(&shape) => DType::Quant(q),
-                Kind::Quant(_) => DType::F32,
+                Kind::Quant(q) => DType::Quant(q),
             },
-            shape,
+            shape: self.shape(e),
         })
     }
 
@@ -251,11 +196,12 @@ impl WeightSource for GgufWeights {
                 t.ggml_type
             )
         };
-        let shape = t.shape.clone();
-        if e.minus_one {
-            let v = match e.kind {
+        let shape = self.shape(e);
+        let row = row_len(t);
+        if self.widens(e) {
+            let mut v = match e.kind {
                 Kind::Raw(d) => {
-                    Tensor::from_bytes(self.file.owner(), t.offset, t.len, d, shape.clone())
+                    Tensor::from_bytes(self.file.owner(), t.offset, t.len, d, t.shape.clone())
                         .and_then(|x| x.to_f32_vec())
                         .map_err(|err| fail(err.to_string()))?
                 }
@@ -263,42 +209,35 @@ impl WeightSource for GgufWeights {
                     quant::dequantize(q, self.file.tensor_data(t), t.numel()).map_err(fail)?
                 }
             };
-            let v = v.into_iter().map(|x| x - 1.0).collect();
+            if let Some(order) = &e.fix.rows {
+                v = gather_rows(&v, row, order);
+            }
+            if let Some(order) = &e.fix.cols {
+                v = gather_cols(&v, order);
+            }
+            match e.fix.value {
+                ValueFix::None => {}
+                ValueFix::MinusOne => v.iter_mut().for_each(|x| *x -= 1.0),
+                ValueFix::LogOfNegated => v.iter_mut().for_each(|x| *x = (-*x).ln()),
+            }
             return Tensor::from_f32(v, shape).map_err(|err| fail(err.to_string()));
         }
-        // Elements per row: everything after the outermost dimension.
-        let row: usize = shape.iter().skip(1).product();
-        match (&e.kind, e.unpermute_heads) {
-            (Kind::Raw(d), None) => {
-                Tensor::from_bytes(self.file.owner(), t.offset, t.len, *d, shape)
-                    .map_err(|err| fail(err.to_string()))
-            }
-            (Kind::Raw(d), Some(h)) => {
-                let bytes = unpermute_rows(self.file.tensor_data(t), row * d.size(), h);
-                let owner: Arc<dyn ByteOwner> = Arc::new(OwnedBytes(bytes));
-                Tensor::from_bytes(owner, 0, t.len, *d, shape).map_err(|err| fail(err.to_string()))
-            }
-            (Kind::Quant(q), None) if self.keeps_blocks(&shape) => {
-                Tensor::from_bytes(self.file.owner(), t.offset, t.len, DType::Quant(*q), shape)
-                    .map_err(|err| fail(err.to_string()))
-            }
-            (Kind::Quant(q), Some(h)) if self.keeps_blocks(&shape) => {
+        let dtype = match e.kind {
+            Kind::Raw(d) => d,
+            Kind::Quant(q) => DType::Quant(q),
+        };
+        match &e.fix.rows {
+            None => Tensor::from_bytes(self.file.owner(), t.offset, t.len, dtype, shape)
+                .map_err(|err| fail(err.to_string())),
+            Some(order) => {
                 // Whole rows move, so the blocks inside each row stay intact.
-                let dt = DType::Quant(*q);
-                let row_bytes = dt
+                let row_bytes = dtype
                     .row_bytes(row)
-                    .ok_or_else(|| fail(format!("rows of {row} are not whole {q} blocks")))?;
-                let bytes = unpermute_rows(self.file.tensor_data(t), row_bytes, h);
+                    .ok_or_else(|| fail(format!("rows of {row} are not whole {dtype} blocks")))?;
+                let bytes = gather_rows(self.file.tensor_data(t), row_bytes, order);
                 let owner: Arc<dyn ByteOwner> = Arc::new(OwnedBytes(bytes));
-                Tensor::from_bytes(owner, 0, t.len, dt, shape).map_err(|err| fail(err.to_string()))
-            }
-            (Kind::Quant(q), heads) => {
-                let mut v =
-                    quant::dequantize(*q, self.file.tensor_data(t), t.numel()).map_err(fail)?;
-                if let Some(h) = heads {
-                    v = unpermute_rows(&v, row, h);
-                }
-                Tensor::from_f32(v, shape).map_err(|err| fail(err.to_string()))
+                Tensor::from_bytes(owner, 0, t.len, dtype, shape)
+                    .map_err(|err| fail(err.to_string()))
             }
         }
     }

@@ -16,6 +16,7 @@ use mllm_backends::quant;
 use mllm_backends::{Buffer, DType, Tensor};
 use rayon::prelude::*;
 
+use super::experts;
 use super::kquant;
 use super::recipe::{type_names, Recipe};
 use super::source::SourceModel;
@@ -99,7 +100,10 @@ pub fn convert_cancellable(
         let from = source
             .source_type(&name)
             .unwrap_or(StoredType::from(info.dtype));
-        let plan = recipe.plan(&name, from, &info.shape);
+        // Transposed expert stacks are written (and quantized) as declared.
+        let shape =
+            experts::declared_shape(&source.config, &name, &info.shape).unwrap_or(info.shape);
+        let plan = recipe.plan(&name, from, &shape);
         if plan.stored != plan.requested {
             fallbacks.push((name.clone(), plan.requested, plan.stored));
         }
@@ -107,7 +111,7 @@ pub fn convert_cancellable(
             name,
             ty: plan.stored,
             requested: plan.requested,
-            shape: info.shape,
+            shape,
         });
     }
     let mut meta = source.metadata();
@@ -172,13 +176,20 @@ fn same_file(a: &Path, b: &Path) -> bool {
 fn convert_one(source: &SourceModel, p: &PlannedTensor) -> Result<Vec<u8>> {
     let fail =
         |m: String| ConvertError::Unsupported(format!("tensor `{}` to {}: {m}", p.name, p.ty));
-    if p.ty.is_quant() && source.source_type(&p.name) == Some(p.ty) {
+    let stored = source.weights().info(&p.name).map(|i| i.shape);
+    let moved = stored.as_deref() != Some(p.shape.as_slice());
+    if p.ty.is_quant() && source.source_type(&p.name) == Some(p.ty) && !moved {
         // Already in the requested blocks (a GGUF): copy, never re-quantize.
         return source
             .raw_blocks(&p.name)
             .ok_or_else(|| fail("its blocks cannot be read".into()));
     }
     let t = source.weights().load(&p.name).map_err(fail)?;
+    // A transposed expert stack (experts.rs), laid out as planned.
+    let t = match moved {
+        true => experts::transpose_last2(&t).map_err(fail)?,
+        false => t,
+    };
     let shape: Vec<u64> = p.shape.iter().map(|&d| d as u64).collect();
     let len = p.ty.byte_len(&shape).map_err(fail)? as usize;
     match p.ty.norm() {

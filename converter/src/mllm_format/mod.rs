@@ -8,9 +8,11 @@
 //! - `reader`: `MllmFile`, validating everything on open, a `WeightSource`;
 //! - `recipe`: which type each tensor gets; `kquant`: the quantizers;
 //! - `source` / `convert`: checkpoints (safetensors, PyTorch, GGUF) in,
-//!   `.mllm` out.
+//!   `.mllm` out; `experts`: transposed expert stacks written in the
+//!   layout the scripts declare.
 
 mod convert;
+mod experts;
 mod kquant;
 pub mod layout;
 mod reader;
