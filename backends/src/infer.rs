@@ -110,6 +110,11 @@ fn check_quant_inputs(op: &Op, inputs: &[TensorMeta]) -> Result<()> {
             &merged_weights
         }
         Op::Embedding => &[0],
+        // `.float()` of a quantized parameter a script uses as a table
+        // (DeepSeek-OCR 2's relative positions): the blocks dequantized.
+        Op::Cast {
+            dtype: DType::F32,
+        } => &[0],
         // Keys and values of a q8_0 KV cache.
         Op::Sdpa { .. } => &[1, 2],
         Op::CachedSdpa { .. } => &[3, 4],

@@ -293,3 +293,25 @@ fn w4a16_and_w8a8_round_trip() {
     assert!(quant::dequantize(ty, &q[..q.len() - 1], x.len()).is_err());
     assert!(quant::quantize(ty, &x[..383]).is_err());
 }
+
+/// `Cast` to f32 dequantizes blocks (what a script's `.float()` does to a
+/// quantized table); casting to another float type or into blocks is
+/// refused by shape inference.
+#[test]
+fn cast_to_f32_dequantizes_blocks() {
+    use mllm_backends::{Backend, CpuBackend, DType, Op, Tensor, TensorMeta};
+    let vals: Vec<f32> = (0..3 * 64).map(|i| ((i * 37) % 23) as f32 * 0.1 - 1.1).collect();
+    for ty in [QuantType::Q8_0, QuantType::Q4_0] {
+        let bytes = quant::quantize(ty, &vals).expect("quantize");
+        let want = quant::dequantize(ty, &bytes, vals.len()).expect("dequantize");
+        let t = Tensor::from_quant(bytes, ty, vec![3, 64]).expect("tensor");
+        let op = Op::Cast { dtype: DType::F32 };
+        let m = TensorMeta::new(vec![3, 64], DType::Quant(ty));
+        let meta = op.infer(std::slice::from_ref(&m)).expect("infer");
+        assert_eq!((meta.dtype, meta.shape.clone()), (DType::F32, vec![3, 64]));
+        let out = CpuBackend.run(&op, &[&t]).expect("cast");
+        assert_bits_eq(&format!("{ty:?}"), &out.to_f32_vec().expect("f32"), &want);
+        let to_f16 = Op::Cast { dtype: DType::F16 };
+        assert!(to_f16.infer(&[m]).is_err(), "{ty:?} -> f16");
+    }
+}

@@ -262,7 +262,8 @@ enum Cmd {
     /// Write a Hugging Face directory with random weights and a real architecture's sizes.
     RandomCheckpoint {
         /// qwen3-0.6b, qwen3-1.7b, smollm2-135m, llama-3.2-1b, qwen3-vl-2b,
-        /// qwen3-30b-a3b, smollm3-3b or gemma3-1b.
+        /// qwen3-30b-a3b, smollm3-3b, gemma3-1b, qwen3.5-0.8b,
+        /// qwen3.5-35b-a3b, qwen3-vl-30b-a3b or deepseek-ocr2.
         #[arg(long)]
         preset: String,
         #[arg(long)]

@@ -150,6 +150,38 @@ pub fn preset(name: &str) -> Option<serde_json::Value> {
                 "deepstack_visual_indexes": [8, 16, 24], "hidden_act": "gelu_pytorch_tanh",
             },
         }),
+        // deepseek-community/DeepSeek-OCR-2 in transformers' layout: the
+        // SAM ViT-B (class defaults), the Qwen2-0.5B-sized second encoder
+        // the original code builds from fixed sizes (896 wide, 24 layers,
+        // 14 heads, 2 KV heads, MLP 4864, rope base 1e6), and
+        // DeepSeek-OCR's 3B MoE decoder (12 layers of 1280, the first
+        // dense, 64 experts of 896 with 6 per token and 2 shared).
+        "deepseek-ocr2" => json!({
+            "architectures": ["DeepseekOcr2ForConditionalGeneration"], "model_type": "deepseek_ocr2",
+            "image_token_id": 128815, "tie_word_embeddings": false,
+            "text_config": {
+                "model_type": "deepseek_ocr2_text", "vocab_size": 129280, "hidden_size": 1280,
+                "intermediate_size": 6848, "moe_intermediate_size": 896, "num_hidden_layers": 12,
+                "num_attention_heads": 10, "num_key_value_heads": 10, "n_routed_experts": 64,
+                "num_experts_per_tok": 6, "n_shared_experts": 2, "routed_scaling_factor": 1.0,
+                "topk_method": "greedy", "first_k_dense_replace": 1,
+                "mlp_layer_types": ["dense", "sparse", "sparse", "sparse", "sparse", "sparse",
+                                    "sparse", "sparse", "sparse", "sparse", "sparse", "sparse"],
+                "rms_norm_eps": 1e-6, "max_position_embeddings": 8192, "attention_bias": false,
+                "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+                "hidden_act": "silu", "bos_token_id": 0, "eos_token_id": 1,
+            },
+            "vision_config": {
+                "model_type": "deepseek_ocr2_vision",
+                "sam_config": {"model_type": "deepseek_ocr2_sam_vision_model"},
+                "encoder_config": {
+                    "model_type": "deepseek_ocr2_encoder", "hidden_size": 896,
+                    "intermediate_size": 4864, "num_hidden_layers": 24, "num_attention_heads": 14,
+                    "num_key_value_heads": 2, "rms_norm_eps": 1e-6, "hidden_act": "silu",
+                    "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
+                },
+            },
+        }),
         _ => return None,
     })
 }
@@ -166,6 +198,7 @@ pub const PRESETS: &[&str] = &[
     "qwen3.5-0.8b",
     "qwen3.5-35b-a3b",
     "qwen3-vl-30b-a3b",
+    "deepseek-ocr2",
 ];
 
 /// The mean of a 1-D tensor's random values: RMSNorms that scale by
@@ -376,6 +409,18 @@ mod tests {
                     assert_eq!(shape(v), [4304, 1152]);
                     let ds = "model.visual.deepstack_merger_list.2.linear_fc2.weight";
                     assert_eq!(shape(ds), [2048, 4608]);
+                }
+                "deepseek-ocr2" => {
+                    let sam = "model.sam_model.blocks.11.attn.rel_pos_h";
+                    assert_eq!(shape(sam), [127, 64]);
+                    assert_eq!(shape("model.sam_model.net_3.weight"), [896, 512, 3, 3]);
+                    let q = "model.qwen2_model.model.model.layers.23.self_attn.k_proj.weight";
+                    assert_eq!(shape(q), [128, 896]);
+                    assert_eq!(shape("model.qwen2_model.query_1024.weight"), [256, 896]);
+                    assert_eq!(shape("model.projector.layers.weight"), [1280, 896]);
+                    assert_eq!(shape("model.layers.0.mlp.up_proj.weight"), [6848, 1280]);
+                    let e = shape("model.layers.11.mlp.experts.gate_up_proj");
+                    assert_eq!(e, [64, 1792, 1280]);
                 }
                 _ => {}
             }
