@@ -149,3 +149,41 @@ fn tile_positions_and_neck_match_transformers() {
     );
     assert!(neck <= TOL, "neck output differs by {neck}");
 }
+
+/// SAM computes attention scores in blocks of query rows when a head's
+/// scores exceed `attention_chunk` (every global layer of a real 1024 px
+/// view): with a chunk of 1000 floats every attention here is cut into
+/// row blocks (1 to 3 rows of a 13 x 13 grid) and the outputs still match.
+#[test]
+fn attention_in_row_blocks_matches_transformers() {
+    let r = Ref::open();
+    let tmp = tempfile::tempdir().expect("tmp");
+    for entry in std::fs::read_dir(fixture(CASE)).expect("fixture dir") {
+        let p = entry.expect("entry").path();
+        std::fs::copy(&p, tmp.path().join(p.file_name().expect("name"))).expect("copy");
+    }
+    let cfg_path = tmp.path().join("config.json");
+    let mut cfg: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&cfg_path).expect("config")).expect("json");
+    cfg["vision_config"]["sam_config"]["attention_chunk"] = 1000.into();
+    std::fs::write(&cfg_path, cfg.to_string()).expect("write config");
+    let script = root().join("tests/lang/deepseek_ocr2_vision_tiny.mdl");
+    let m = mllm_runtime::load(
+        script.to_str().expect("utf-8"),
+        tmp.path().to_str().expect("utf-8"),
+    )
+    .unwrap_or_else(|e| panic!("{}", e.0));
+    for &(view, batch, side, tokens, _) in VIEWS {
+        let parts = call(&m, "image_features", r.pixels(view, batch, side));
+        let sam = compare(
+            &format!("{view} SAM tokens, row blocks"),
+            &parts[0],
+            &[batch, tokens, SAM_OUT],
+            &r.f32s(&format!("{view}.sam")),
+        );
+        assert!(
+            sam <= TOL,
+            "{view}: SAM output in row blocks differs by {sam}"
+        );
+    }
+}
