@@ -96,9 +96,15 @@ impl<B: Backend + Clone> CompiledModel<B> {
         let key = (seq, last_only, kv_dtype);
         if !self.graphs.contains_key(&key) {
             let g = capture_with_kv(model, &self.backend, seq, self.context, last_only, kv_dtype)?;
-            let g = mllm_graph::passes::all(g).map_err(|e| e.to_string())?;
             let weights: HashMap<&str, &Tensor> =
                 model.weights.iter().map(|(n, t)| (n.as_str(), t)).collect();
+            // Work on small weights alone (norm gains 1 + w) is done once
+            // here, before the passes see the graph.
+            let g = mllm_graph::passes::fold_params::fold_params(&g, &|name| {
+                weights.get(name).map(|t| (*t).clone())
+            })
+            .map_err(|e| e.to_string())?;
+            let g = mllm_graph::passes::all(g).map_err(|e| e.to_string())?;
             let c = Compiled::new(g, self.backend.clone(), &|name| {
                 weights.get(name).map(|t| (*t).clone())
             })

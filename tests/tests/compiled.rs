@@ -228,3 +228,48 @@ fn qwen3_decode_graph_is_fused() {
     assert!(!text.contains("unary{Silu}"), "{text}");
     assert!(g.node_count() < raw.node_count());
 }
+
+/// Gemma's norms scale by `1 + w`: compiled, those adds run once when the
+/// graph is bound to the weights (`fold_params`), so the decode graph has
+/// no node left that reads a norm weight, and compiled still equals eager
+/// (and transformers' greedy ids) on f32 and bf16 weights.
+#[test]
+fn gemma_norm_gains_fold_when_bound() {
+    use mllm_graph::{Def, Graph};
+    for case in ["gemma3/gemma3_f32", "gemma3/gemma3_bf16"] {
+        let m = load_with(&script("gemma3"), case);
+        let raw = mllm_interpreter::compile::capture(&m.runner.model, &CpuBackend, 1, 64, true)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let weights: std::collections::HashMap<&str, &mllm_backends::Tensor> = m
+            .runner
+            .model
+            .weights
+            .iter()
+            .map(|(n, t)| (n.as_str(), t))
+            .collect();
+        let folded = mllm_graph::passes::fold_params::fold_params(&raw, &|n| {
+            weights.get(n).map(|t| (*t).clone())
+        })
+        .expect("fold_params");
+        let reads_norm = |g: &Graph| {
+            g.values
+                .iter()
+                .filter(|v| {
+                    match &v.def {
+                    Def::Node { inputs, .. } => inputs.iter().any(|&i| {
+                        matches!(&g.values[i].def, Def::Param { name } if name.contains("norm"))
+                    }),
+                    _ => false,
+                }
+                })
+                .count()
+        };
+        assert!(
+            reads_norm(&raw) > 0,
+            "{case}: the captured graph reads norm weights"
+        );
+        assert_eq!(reads_norm(&folded), 0, "{case}: norm gains left as nodes");
+        assert!(folded.node_count() < raw.node_count());
+        check_text_model("gemma3", case, true);
+    }
+}

@@ -50,8 +50,15 @@ pub fn run(a: GraphArgs) -> CliResult<()> {
         .map_err(|e| CliError(format!("error: cannot capture {}: {e}", a.script)))?;
     eprintln!("{}", counts("captured", &raw));
     let g = if run_passes {
-        let g = passes::all(raw).map_err(|e| CliError(format!("error: {e}")))?;
-        let names: Vec<&str> = passes::ALL.iter().map(|(n, _)| *n).collect();
+        // What compiled execution runs: first the work on small weights
+        // alone (norm gains 1 + w) done once against this model's weights.
+        let weights: std::collections::HashMap<&str, &mllm_backends::Tensor> =
+            model.weights.iter().map(|(n, t)| (n.as_str(), t)).collect();
+        let g = passes::fold_params::fold_params(&raw, &|n| weights.get(n).map(|t| (*t).clone()))
+            .map_err(|e| CliError(format!("error: {e}")))?;
+        let g = passes::all(g).map_err(|e| CliError(format!("error: {e}")))?;
+        let mut names: Vec<&str> = vec!["fold_params"];
+        names.extend(passes::ALL.iter().map(|(n, _)| *n));
         let label = format!("after passes ({})", names.join(", "));
         eprintln!("{}", counts(&label, &g));
         g

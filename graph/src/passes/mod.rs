@@ -4,6 +4,7 @@
 pub mod cse;
 pub mod dce;
 pub mod fold;
+pub mod fold_params;
 pub mod fuse_add_rms_norm;
 pub mod fuse_gated_act;
 pub mod merge_linears;
