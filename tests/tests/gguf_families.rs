@@ -1,5 +1,5 @@
-//! SmolLM3, Qwen3-MoE, Gemma 3, Qwen3.5 and Qwen3.5-MoE from GGUF files
-//! written by llama.cpp's own converter
+//! SmolLM3, Qwen3-MoE, Gemma 3, Qwen3.5, Qwen3.5-MoE and Qwen3-VL-MoE (text)
+//! from GGUF files written by llama.cpp's own converter
 //! (`tests/fixtures/gguf/make_family_ggufs.py`) against the transformers
 //! 5.24 references of the fixtures they were converted from: the config
 //! built from the GGUF metadata agrees with the fixture's config.json and
@@ -35,6 +35,30 @@ const EXACT: &[(&str, &str, &str)] = &[
     ("qwen35_bf16.gguf", "qwen3_5/qwen3_5_bf16", "qwen3_5"),
     ("qwen35moe_f32.gguf", "qwen3_5_moe/moe_f32", "qwen3_5_moe"),
 ];
+
+/// Qwen3-VL-MoE's text decoder (llama.cpp writes the vision tower to a
+/// separate mmproj file), bf16, every layer sparse: checked on the fixture's
+/// text-only prompt, which the Qwen3-MoE script runs (interleaved mrope with
+/// one position in every section is plain rope).
+const VL_MOE: (&str, &str, &str) = (
+    "qwen3vlmoe_bf16.gguf",
+    "qwen3_vl_moe/p8_m2_moe_bf16",
+    "qwen3_moe",
+);
+
+/// The GGUFs whose logits match transformers within 1e-4.
+fn exact() -> impl Iterator<Item = &'static (&'static str, &'static str, &'static str)> {
+    EXACT.iter().chain([&VL_MOE])
+}
+
+/// The prompt, logits and greedy ids a case's GGUF is checked against:
+/// `reference.safetensors`, or the VL fixture's text-only prompt.
+fn text_reference(case: &str) -> Reference {
+    if case == VL_MOE.1 {
+        return reference_file(&fixture(case).join("reference_text_only.safetensors"));
+    }
+    reference(case)
+}
 
 const Q8_MOE: (&str, &str) = (
     "qwen3moe_quant_scaled.q8_0.gguf",
@@ -185,9 +209,46 @@ fn configs_from_gguf_metadata_agree_with_config_json() {
     assert_eq!(gguf_config(Q8_MOE.0)["norm_topk_prob"], Value::Bool(true));
 }
 
+/// Qwen3-VL-MoE's config.json nests the text keys in `text_config` (and
+/// names the VL model); the GGUF's config is the text decoder's alone.
+#[test]
+fn qwen3vlmoe_config_agrees_with_text_config() {
+    let (name, case, _) = VL_MOE;
+    let ours = gguf_config(name);
+    let text = hf_json(case)["text_config"].clone();
+    for key in [
+        "vocab_size",
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "rms_norm_eps",
+        "rope_theta",
+        "max_position_embeddings",
+        "tie_word_embeddings",
+        "num_experts",
+        "num_experts_per_tok",
+        "moe_intermediate_size",
+        "decoder_sparse_step",
+        "mlp_only_layers",
+    ] {
+        let (a, b) = (&ours[key], &text[key]);
+        let same = match (a.as_f64(), b.as_f64()) {
+            (Some(x), Some(y)) => x == y,
+            _ => a == b && !a.is_null(),
+        };
+        assert!(same, "{name}: `{key}` is {a}, text_config says {b}");
+    }
+    // transformers' Qwen3-VL-MoE router always renormalises the top k (its
+    // config has no `norm_topk_prob`); llama.cpp's qwen3vlmoe does too.
+    assert_eq!(ours["norm_topk_prob"], Value::Bool(true));
+}
+
 #[test]
 fn gguf_configs_pick_the_family_script() {
-    for &(name, _, script) in EXACT {
+    for &(name, _, script) in exact() {
         let c = gguf_config(name);
         assert_eq!(
             mllm_runtime::assets::script_for_config(&c),
@@ -200,7 +261,7 @@ fn gguf_configs_pick_the_family_script() {
 /// Prefill logits from the GGUF (script picked from its metadata) and their
 /// max-abs error against transformers.
 fn prefill_error(name: &str, case: &str) -> (f32, Vec<f32>) {
-    let r = reference(case);
+    let r = text_reference(case);
     let path = gguf(name);
     let files =
         model_files::open(path.to_str().expect("utf-8")).unwrap_or_else(|e| panic!("{}", e.0));
@@ -212,7 +273,7 @@ fn prefill_error(name: &str, case: &str) -> (f32, Vec<f32>) {
 
 #[test]
 fn prefill_logits_match_transformers() {
-    for &(name, case, _) in EXACT {
+    for &(name, case, _) in exact() {
         let (err, _) = prefill_error(name, case);
         eprintln!("{name}: prefill max-abs error vs transformers ({case}) = {err:.3e}");
         assert!(err <= 1e-4, "{name}: max-abs error {err} exceeds 1e-4");
@@ -221,8 +282,8 @@ fn prefill_logits_match_transformers() {
 
 #[test]
 fn greedy_generation_matches_transformers() {
-    for &(name, case, script) in EXACT {
-        let r = reference(case);
+    for &(name, case, script) in exact() {
+        let r = text_reference(case);
         let path = gguf(name);
         let mut m = mllm_runtime::load(script, path.to_str().expect("utf-8"))
             .unwrap_or_else(|e| panic!("{name}: {}", e.0));

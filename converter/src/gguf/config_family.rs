@@ -29,8 +29,14 @@ pub(super) fn add(arch: &str, m: &dyn Meta, c: &mut Map<String, Value>) -> Resul
     let mut f = Family { m, c, arch };
     match arch {
         // Qwen3-VL-MoE's text decoder is Qwen3-MoE's with interleaved
-        // multimodal rope, which for a text prompt (the same position in
-        // every section) is the plain rope of its rotary dims.
+        // multimodal rope, which in transformers is, for a text prompt (one
+        // position in every section), the plain rope of all head_dim dims:
+        // `rope.dimension_sections` and `n_deepstack_layers` change nothing
+        // without images, and are not read. (llama.cpp's own run differs
+        // slightly: its imrope gives the frequency pairs past the
+        // sections' interleaved slots, e.g. pair 6 of [2, 3, 3] or 61-62 of
+        // the published [24, 20, 20], a 4th position that is 0 for text,
+        // where transformers rotates them with the text position.)
         "qwen3moe" | "qwen3vlmoe" => f.qwen3moe(),
         "qwen35" => f.qwen35(false),
         "qwen35moe" => f.qwen35(true),

@@ -357,8 +357,8 @@ fn qwen35_refuses_what_the_scripts_cannot_run() {
 
 #[test]
 fn qwen3vlmoe_text_maps_as_qwen3moe() {
-    // No committed file: llama.cpp's converter refuses our Qwen3-VL-MoE
-    // fixture (a dense layer). Its text keys are qwen3moe's.
+    // Its text keys are qwen3moe's (a file llama.cpp's converter wrote:
+    // tests/tests/gguf_families.rs, qwen3vlmoe_bf16.gguf).
     let meta = [("expert_count", U32(8)), ("expert_used_count", U32(2))];
     let routers = ["blk.0.ffn_gate_inp.weight", "blk.1.ffn_gate_inp.weight"];
     let vl = run(&table("qwen3vlmoe", &meta, &routers), 2).unwrap();

@@ -66,8 +66,13 @@ pub fn ref_i32s(path: &std::path::Path, name: &str) -> Vec<i32> {
 }
 
 pub fn reference(case: &str) -> Reference {
-    let bytes =
-        std::fs::read(fixture(case).join("reference.safetensors")).expect("reference.safetensors");
+    reference_file(&fixture(case).join("reference.safetensors"))
+}
+
+/// A reference file with `input_ids`, `logits` and `greedy_ids` (a fixture's
+/// `reference.safetensors`, or one prompt's of the vision fixtures).
+pub fn reference_file(path: &std::path::Path) -> Reference {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let st = safetensors::SafeTensors::deserialize(&bytes).expect("valid reference");
     let logits = st.tensor("logits").expect("logits");
     let vocab = logits.shape()[1];
