@@ -300,7 +300,9 @@ fn w4a16_and_w8a8_round_trip() {
 #[test]
 fn cast_to_f32_dequantizes_blocks() {
     use mllm_backends::{Backend, CpuBackend, DType, Op, Tensor, TensorMeta};
-    let vals: Vec<f32> = (0..3 * 64).map(|i| ((i * 37) % 23) as f32 * 0.1 - 1.1).collect();
+    let vals: Vec<f32> = (0..3 * 64)
+        .map(|i| ((i * 37) % 23) as f32 * 0.1 - 1.1)
+        .collect();
     for ty in [QuantType::Q8_0, QuantType::Q4_0] {
         let bytes = quant::quantize(ty, &vals).expect("quantize");
         let want = quant::dequantize(ty, &bytes, vals.len()).expect("dequantize");
