@@ -23,6 +23,13 @@ const ARCHITECTURES: &[(&str, &str, &str)] = &[
     // The text decoder alone (the vision tower is a separate mmproj file):
     // Qwen3-MoE's, see config_family.rs.
     ("qwen3vlmoe", "Qwen3MoeForCausalLM", "qwen3_moe"),
+    // DeepSeek-OCR 2's text decoder (vision in the mmproj file): the text
+    // entry of models/deepseek_ocr2.mdl, see config_deepseek.rs.
+    (
+        "deepseek2-ocr",
+        "DeepseekOcr2TextForCausalLM",
+        "deepseek_ocr2_text",
+    ),
 ];
 
 /// Architectures whose files may lack `feed_forward_length`: every MLP of

@@ -2,7 +2,7 @@
 //! than the Llama-style keys: Qwen3-MoE's (and Qwen3-VL-MoE's text)
 //! experts, SmolLM3's NoPE layers, Gemma 3's sliding windows, rope bases
 //! and softcapping, Qwen3.5's Gated DeltaNet layers and shared experts
-//! (config_qwen35.rs). Each mapping follows what llama.cpp does when it
+//! (config_qwen35.rs), DeepSeek-OCR 2's decoder (config_deepseek.rs). Each mapping follows what llama.cpp does when it
 //! runs the file (its `src/models/{qwen3moe,smollm3,gemma3,qwen35}.cpp`),
 //! including the values it fixes in code instead of reading them from the
 //! file.
@@ -48,6 +48,7 @@ pub(super) fn add(arch: &str, m: &dyn Meta, c: &mut Map<String, Value>) -> Resul
             Ok(())
         }
         "gemma3" => f.gemma3(),
+        "deepseek2-ocr" => f.deepseek2ocr(),
         _ => Ok(()),
     }
 }
@@ -134,16 +135,27 @@ impl Family<'_> {
         if ff == 0 {
             return Err(self.corrupt(key, "is 0".into()));
         }
-        if let Some(MetaValue::F32(s)) = self.m.arch_key("expert_weights_scale") {
-            // llama.cpp scales the weights unless the scale is 0 or 1.
-            if *s != 0.0 && *s != 1.0 {
-                return Err(self.unsupported(
-                    "expert_weights_scale",
-                    format!("is {s}; Qwen's router weights are not scaled"),
-                ));
-            }
-        }
         Ok((experts, used, ff))
+    }
+
+    /// The factor llama.cpp multiplies the routing weights by:
+    /// `expert_weights_scale`, where 0 (like a missing key) means none.
+    pub(super) fn weights_scale(&self) -> Result<f64> {
+        let key = "expert_weights_scale";
+        let s = self.number(key)?.and_then(|v| v.as_f64()).unwrap_or(1.0);
+        Ok(if s == 0.0 { 1.0 } else { s })
+    }
+
+    /// Qwen's routers do not scale their weights: a file that does is refused.
+    pub(super) fn unscaled(&self) -> Result<()> {
+        let s = self.weights_scale()?;
+        if s != 1.0 {
+            return Err(self.unsupported(
+                "expert_weights_scale",
+                format!("is {s}; Qwen's router weights are not scaled"),
+            ));
+        }
+        Ok(())
     }
 
     /// Qwen3-MoE: every layer llama.cpp writes is sparse (a dense layer has
@@ -154,6 +166,7 @@ impl Family<'_> {
     /// an `expert_weights_norm` key, where a file has one, is honoured.
     fn qwen3moe(&mut self) -> Result<()> {
         let (experts, used, ff) = self.experts()?;
+        self.unscaled()?;
         let norm = match self.m.arch_key("expert_weights_norm") {
             None => true,
             Some(v) => v.as_bool().ok_or_else(|| {

@@ -366,3 +366,102 @@ fn qwen3vlmoe_text_maps_as_qwen3moe() {
     assert_eq!(vl, moe);
     assert_eq!(vl["num_experts"], json!(8));
 }
+
+/// DeepSeek-OCR 2's metadata with leading dense layers `dense` of 3, and
+/// routers in the others; `extra` adds or replaces keys.
+fn deepseek(dense: u32, extra: &[(&str, MetaValue)], more: &[&str]) -> Table {
+    let mut meta = vec![
+        ("expert_count", U32(8)),
+        ("expert_used_count", U32(2)),
+        ("expert_feed_forward_length", U32(16)),
+        ("expert_shared_count", U32(2)),
+        ("leading_dense_block_count", U32(dense)),
+        ("expert_group_count", U32(1)),
+        ("rope.dimension_count", U32(0)),
+    ];
+    for (k, v) in extra {
+        meta.retain(|(m, _)| m != k);
+        meta.push((k, v.clone()));
+    }
+    let routers: Vec<String> = (dense..3)
+        .map(|i| format!("blk.{i}.ffn_gate_inp.weight"))
+        .collect();
+    let mut tensors: Vec<&str> = routers.iter().map(String::as_str).collect();
+    tensors.extend(more);
+    table("deepseek2-ocr", &meta, &tensors)
+}
+
+#[test]
+fn deepseek2ocr_maps_llama_cpps_keys() {
+    let c = run(&deepseek(1, &[("expert_weights_scale", F32(2.5))], &[]), 3).unwrap();
+    assert_eq!(c["mlp_layer_types"], json!(["dense", "sparse", "sparse"]));
+    assert_eq!(c["first_k_dense_replace"], json!(1));
+    assert_eq!(c["n_routed_experts"], json!(8));
+    assert_eq!(c["num_experts_per_tok"], json!(2));
+    assert_eq!(c["moe_intermediate_size"], json!(16));
+    assert_eq!(c["n_shared_experts"], json!(2));
+    assert_eq!(c["routed_scaling_factor"], json!(2.5));
+    assert_eq!(c["topk_method"], json!("greedy"));
+    assert_eq!(c["head_dim"], json!(16));
+    assert_eq!(c["attention_bias"], json!(false));
+    // llama.cpp: a scale of 0, like none, leaves the weights unscaled.
+    for t in [
+        deepseek(0, &[("expert_weights_scale", F32(0.0))], &[]),
+        deepseek(0, &[], &["blk.0.attn_q.bias"]),
+    ] {
+        let c = run(&t, 3).unwrap();
+        assert_eq!(c["routed_scaling_factor"], json!(1.0));
+        assert_eq!(c["mlp_layer_types"], json!(["sparse", "sparse", "sparse"]));
+    }
+    let c = run(&deepseek(0, &[], &["blk.0.attn_q.bias"]), 3).unwrap();
+    assert_eq!(c["attention_bias"], json!(true));
+    // All dense: no expert keys needed.
+    let c = run(
+        &table(
+            "deepseek2-ocr",
+            &[("leading_dense_block_count", U32(3))],
+            &[],
+        ),
+        3,
+    )
+    .unwrap();
+    assert_eq!(c["mlp_layer_types"], json!(["dense", "dense", "dense"]));
+}
+
+#[test]
+fn deepseek2ocr_refuses_routing_transformers_does_not_run() {
+    let cases: Vec<(Table, &str)> = vec![
+        (
+            deepseek(1, &[("expert_group_count", U32(4))], &[]),
+            "sum of their two best",
+        ),
+        (
+            deepseek(1, &[("expert_weights_norm", Bool(true))], &[]),
+            "does not renormalise",
+        ),
+        (
+            deepseek(1, &[("expert_gating_func", U32(2))], &[]),
+            "routes by softmax",
+        ),
+        (
+            deepseek(1, &[], &["blk.2.exp_probs_b.bias"]),
+            "score-correction bias",
+        ),
+        (
+            deepseek(1, &[("leading_dense_block_count", U32(2))], &[]),
+            "layer 1 has a router",
+        ),
+        (
+            deepseek(1, &[("attention.key_length", U32(32))], &[]),
+            "hidden_size / head_count",
+        ),
+        (
+            deepseek(1, &[("rope.scaling.type", Str("yarn".into()))], &[]),
+            "default rope",
+        ),
+    ];
+    for (t, want) in cases {
+        let e = run(&t, 3).unwrap_err();
+        assert!(e.contains("t.gguf") && e.contains(want), "{want}: {e}");
+    }
+}

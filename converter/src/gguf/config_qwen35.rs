@@ -133,6 +133,7 @@ impl Family<'_> {
     /// layer; the shared expert is what the script always has.
     fn qwen35_experts(&self, layers: u64) -> Result<Vec<(&'static str, Value)>> {
         let (experts, used, ff) = self.experts()?;
+        self.unscaled()?;
         if let Some(i) =
             (0..layers).find(|i| !self.m.has_tensor(&format!("blk.{i}.ffn_gate_inp.weight")))
         {

@@ -7,6 +7,7 @@
 //! turns its metadata into a config.json-style object (config.rs).
 
 mod config;
+mod config_deepseek;
 mod config_family;
 mod config_qwen35;
 mod fixes;

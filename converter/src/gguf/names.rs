@@ -6,7 +6,8 @@
 //! Qwen3-MoE, SmolLM3) name those roles alike. Gemma 2/3, with four norms
 //! per layer, override three entries (`GEMMA_BLOCK`); Qwen3.5's Gated
 //! DeltaNet layers reuse llama.cpp's SSM and attention names for
-//! transformers' `linear_attn.*` (`QWEN35_BLOCK`). Names outside the
+//! transformers' `linear_attn.*` (`QWEN35_BLOCK`); DeepSeek-OCR 2 names its
+//! shared experts in the plural (`DEEPSEEK_BLOCK`). Names outside the
 //! tables keep their GGUF name.
 
 /// Tensors outside the decoder blocks: (GGUF stem, HF stem).
@@ -80,6 +81,14 @@ const QWEN35_WHOLE: &[(&str, &str)] = &[
     ("ssm_dt.bias", "linear_attn.dt_bias"),
 ];
 
+/// Block tensors of DeepSeek-OCR 2 (`deepseek2-ocr`): DeepSeek names its
+/// shared experts `mlp.shared_experts` where Qwen says `mlp.shared_expert`.
+const DEEPSEEK_BLOCK: &[(&str, &str)] = &[
+    ("ffn_gate_shexp", "mlp.shared_experts.gate_proj"),
+    ("ffn_up_shexp", "mlp.shared_experts.up_proj"),
+    ("ffn_down_shexp", "mlp.shared_experts.down_proj"),
+];
+
 /// Architectures whose names the `QWEN35_*` tables override.
 pub(super) const QWEN35_ARCHS: &[&str] = &["qwen35", "qwen35moe"];
 
@@ -117,6 +126,8 @@ fn overrides(arch: &str) -> (Table, Table) {
         (GEMMA_BLOCK, &[])
     } else if QWEN35_ARCHS.contains(&arch) {
         (QWEN35_BLOCK, QWEN35_WHOLE)
+    } else if arch == "deepseek2-ocr" {
+        (DEEPSEEK_BLOCK, &[])
     } else {
         (&[], &[])
     }
@@ -282,5 +293,26 @@ mod tests {
         // Elsewhere attn_qkv is not the DeltaNet's, and ssm_a has no name.
         assert_eq!(hf_name_for("qwen3", "blk.0.attn_qkv.weight"), None);
         assert_eq!(hf_name_for("qwen3", "blk.0.ssm_a"), None);
+    }
+
+    #[test]
+    fn deepseek_shared_experts_are_plural() {
+        assert_eq!(
+            hf_name_for("deepseek2-ocr", "blk.1.ffn_down_shexp.weight").as_deref(),
+            Some("model.layers.1.mlp.shared_experts.down_proj.weight")
+        );
+        assert_eq!(
+            gguf_name_for(
+                "deepseek2-ocr",
+                "model.layers.1.mlp.shared_experts.up_proj.weight"
+            )
+            .as_deref(),
+            Some("blk.1.ffn_up_shexp.weight")
+        );
+        // Qwen's keep the singular.
+        assert_eq!(
+            hf_name_for("qwen35moe", "blk.1.ffn_down_shexp.weight").as_deref(),
+            Some("model.layers.1.mlp.shared_expert.down_proj.weight")
+        );
     }
 }
