@@ -185,3 +185,40 @@ fn bench_depth_peak_rss_and_isa_errors() {
         text(&bad.stderr)
     );
 }
+
+/// Qwen3.5's recurrent (Gated DeltaNet) layers carry their state as graph
+/// I/O, so the default path steps through graphs with no "running
+/// eagerly" warning, and `mllm exec --compiled` (every step a graph)
+/// gives the eager greedy ids.
+#[test]
+fn qwen3_5_runs_as_graphs_without_falling_back() {
+    let model = "tests/fixtures/qwen3_5/qwen3_5_f32";
+    let out = mllm(&["bench", "--model", model, "-p", "8", "-n", "4", "-r", "1"]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("running eagerly"), "{err}");
+    assert!(
+        text(&out.stdout).contains("cpu (graph)"),
+        "{}",
+        text(&out.stdout)
+    );
+    let exec = |extra: &str| {
+        let mut args = vec![
+            "exec",
+            "qwen3_5",
+            "--model",
+            model,
+            "--input-ids",
+            "1,5,9,13,17,21,25",
+            "--max-new-tokens",
+            "6",
+        ];
+        args.push(extra);
+        let out = mllm(&args);
+        let err = text(&out.stderr);
+        assert!(out.status.success(), "{extra}: {err}");
+        assert!(!err.contains("running eagerly"), "{extra}: {err}");
+        text(&out.stdout)
+    };
+    assert_eq!(exec("--compiled"), exec("--eager"));
+}

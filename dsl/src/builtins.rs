@@ -138,7 +138,7 @@ builtins! {
     // ---- linear attention (Gated DeltaNet)
     CausalConv1d = "causal_conv1d"("x", "w", "state"): "depthwise causal conv over time: x [t, c], w [c, kernel], state [kernel - 1, c] (the previous inputs) -> [t + kernel - 1, c]: the outputs, then the new state";
     GatedDeltaRule = "gated_delta_rule"("q", "k", "v", "g", "beta", "state"): "the gated delta rule: q, k [t, hk, dk], v [t, hv, dv], g, beta [t, hv], state [hv, dk, dv] -> 1-D: outputs [t, hv, dv] then the final state [hv, dk, dv]";
-    RecurrentState = "recurrent_state"("cache"): "the state tensors a layer cache holds (a list), or none before the first `set_recurrent_state`";
+    RecurrentState = "recurrent_state"("cache", "shapes" = D::Derived): "the state tensors a layer cache holds (a list); before the first `set_recurrent_state`, f32 zeros of `shapes` (a list of shapes), or none when they are left out. Declared shapes let a captured graph carry the state as inputs and outputs (a state must keep them)";
     SetRecurrentState = "set_recurrent_state"("cache", "states", "tokens"): "replaces a layer cache's recurrent state with a list of tensors covering `tokens` more positions";
 }
 

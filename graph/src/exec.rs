@@ -11,6 +11,12 @@
 //! the new rows (the "host copies present rows into the past buffers" step)
 //! and attends over the whole prefix with the backend's `Sdpa`, so compiled
 //! and eager steps give the same numbers and can be interleaved.
+//!
+//! Recurrent states (`Graph::states`) likewise: the step reads each
+//! `state.L.K` input from the cache (zeros before the layer's first step)
+//! and stores the `new_state.L.K` outputs back into it afterwards, as the
+//! eager `set_recurrent_state` does, so the two kinds of steps interleave
+//! here too.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -55,6 +61,8 @@ pub struct Compiled<B: Backend> {
     last: Vec<usize>,
     /// `past_key.N` input -> layer N.
     layer_of: HashMap<ValueId, usize>,
+    /// `state.L.K` input -> (layer L, K).
+    state_of: HashMap<ValueId, (usize, usize)>,
     pub plan: MemoryPlan,
     arena: Arc<ArenaMem>,
     /// The tensor over each arena-placed value's region, made once.
@@ -87,6 +95,11 @@ impl<B: Backend> Compiled<B> {
             }
         }
         let layer_of = graph.kv.iter().map(|l| (l.past_key, l.layer)).collect();
+        let state_of = graph
+            .states
+            .iter()
+            .flat_map(|s| s.inputs.iter().enumerate().map(|(k, &i)| (i, (s.layer, k))))
+            .collect();
         // The new KV rows are graph outputs for runtimes that copy them into
         // the past buffers after the step; here `CachedSdpa` appends them
         // to the cache when it runs, so they need not outlive their last
@@ -117,6 +130,16 @@ impl<B: Backend> Compiled<B> {
             };
             backend.writes_into(op, meta)
         });
+        // New states outlive the step (the cache keeps them as the next
+        // step's inputs, as eager steps keep the op results): their storage
+        // is the backend's own, not arena bytes the next step rewrites, so
+        // storing them copies nothing.
+        let mut plan = plan;
+        for s in &graph.states {
+            for &o in &s.outputs {
+                plan.offsets[storage_root(&graph, o)] = None;
+            }
+        }
         let mut buf = vec![0u64; plan.arena_bytes.div_ceil(8)].into_boxed_slice();
         let arena = Arc::new(ArenaMem {
             base: buf.as_mut_ptr() as *mut u8,
@@ -150,6 +173,7 @@ impl<B: Backend> Compiled<B> {
             fixed,
             last,
             layer_of,
+            state_of,
             plan,
             arena,
             placed,
@@ -243,6 +267,8 @@ impl<B: Backend> Compiled<B> {
                     .upload(Tensor::from_i32(vec![past as i32], vec![1])?)?
             } else if name.starts_with("past_key.") || name.starts_with("past_value.") {
                 continue; // read by CachedSdpa through `kv`
+            } else if let Some(&(layer, k)) = self.state_of.get(&id) {
+                self.state_input(kv, id, layer, k)?
             } else {
                 let Some((_, t)) = inputs.iter().find(|(n, _)| *n == name) else {
                     return err(format!("the graph's input `{name}` was not given"));
@@ -307,9 +333,22 @@ impl<B: Backend> Compiled<B> {
                 }
             }
         }
+        for s in &g.states {
+            if s.outputs.is_empty() {
+                continue;
+            }
+            let states = s
+                .outputs
+                .iter()
+                .map(|&o| get(slots, fixed, o).cloned())
+                .collect::<Result<Vec<_>>>()?;
+            kv.set_state(s.layer, states, s.tokens)
+                .map_err(crate::GraphError)?;
+        }
         let kv_rows = |id: ValueId| {
             g.kv.iter()
                 .any(|l| l.present_key == id || l.present_value == id)
+                || g.states.iter().any(|s| s.outputs.contains(&id))
         };
         // Outputs leave as copies: the arena is rewritten by the next step.
         g.outputs
@@ -323,6 +362,48 @@ impl<B: Backend> Compiled<B> {
             })
             .collect()
     }
+}
+
+impl<B: Backend> Compiled<B> {
+    /// Input `state.L.K`: what the cache stores for layer L, or zeros
+    /// before the layer's first step (what the script starts from).
+    fn state_input(&self, kv: &KvCache, id: ValueId, layer: usize, k: usize) -> Result<Tensor> {
+        let meta = &self.graph.values[id].meta;
+        let Some(stored) = kv.state(layer) else {
+            if meta.dtype != DType::F32 {
+                return err(format!(
+                    "recurrent state `state.{layer}.{k}` is {meta}; only f32 states start at zeros"
+                ));
+            }
+            let zeros = Tensor::from_f32(vec![0.0; meta.numel()], meta.shape.clone())?;
+            return Ok(self.backend.upload(zeros)?);
+        };
+        match stored.get(k) {
+            Some(t) if t.shape() == meta.shape.as_slice() && t.dtype() == meta.dtype => {
+                Ok(self.backend.upload(t.clone())?)
+            }
+            Some(t) => err(format!(
+                "layer {layer}'s recurrent state {k} is {}{:?} in the cache; the graph was captured for {meta}",
+                t.dtype(),
+                t.shape()
+            )),
+            None => err(format!(
+                "layer {layer}'s recurrent state has {} tensors in the cache; the graph reads `state.{layer}.{k}`",
+                stored.len()
+            )),
+        }
+    }
+}
+
+/// The value whose storage `i` shares (itself unless it is a view).
+fn storage_root(g: &Graph, mut i: ValueId) -> ValueId {
+    while let Def::Node { op, inputs } = &g.values[i].def {
+        if !is_view(op) {
+            break;
+        }
+        i = inputs[0];
+    }
+    i
 }
 
 /// A host tensor with storage of its own (not arena bytes, not an input's).

@@ -37,12 +37,30 @@ pub struct KvLayer {
     pub present_value: ValueId,
 }
 
+/// One recurrent layer's state (Gated DeltaNet's conv and delta-rule
+/// states) as graph I/O: the stored state in (`state.L.K`, zeros before
+/// the layer's first step), the new state out (`new_state.L.K`, of the
+/// same types: a graph carries a state of one fixed shape from step to
+/// step). The host stores the outputs back into the cache after the step,
+/// covering `tokens` more positions (what the script told
+/// `set_recurrent_state` when it was captured). `outputs` is empty when
+/// the forward only reads the state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StateLayer {
+    pub layer: usize,
+    pub inputs: Vec<ValueId>,
+    pub outputs: Vec<ValueId>,
+    pub tokens: usize,
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct Graph {
     pub values: Vec<GValue>,
-    /// Named results: `logits`, `present_key.N`, `present_value.N`.
+    /// Named results: `logits`, `present_key.N`, `present_value.N`,
+    /// `new_state.N.K`.
     pub outputs: Vec<(String, ValueId)>,
     pub kv: Vec<KvLayer>,
+    pub states: Vec<StateLayer>,
     /// Rows the past buffers hold (the context the graph was captured for).
     pub context: usize,
 }
@@ -92,7 +110,7 @@ impl Graph {
             .count()
     }
 
-    /// Sets `out`'s outputs and KV layers to `self`'s, with every value
+    /// Sets `out`'s outputs, KV layers and recurrent states to `self`'s, with every value
     /// renamed through `map` (what a pass that rebuilds the value list does
     /// last).
     pub fn copy_io_to(&self, out: &mut Graph, map: &[ValueId]) {
@@ -110,6 +128,16 @@ impl Graph {
                 past_value: map[l.past_value],
                 present_key: map[l.present_key],
                 present_value: map[l.present_value],
+            })
+            .collect();
+        out.states = self
+            .states
+            .iter()
+            .map(|s| StateLayer {
+                layer: s.layer,
+                inputs: s.inputs.iter().map(|&i| map[i]).collect(),
+                outputs: s.outputs.iter().map(|&o| map[o]).collect(),
+                tokens: s.tokens,
             })
             .collect();
     }
@@ -180,6 +208,17 @@ impl Graph {
                 past_value: resolve(&new_id, l.past_value)?,
                 present_key: resolve(&new_id, l.present_key)?,
                 present_value: resolve(&new_id, l.present_value)?,
+            });
+        }
+        for s in &self.states {
+            let ids = |v: &[ValueId]| -> crate::Result<Vec<ValueId>> {
+                v.iter().map(|&i| resolve(&new_id, i)).collect()
+            };
+            g.states.push(StateLayer {
+                layer: s.layer,
+                inputs: ids(&s.inputs)?,
+                outputs: ids(&s.outputs)?,
+                tokens: s.tokens,
             });
         }
         Ok(g)

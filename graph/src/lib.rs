@@ -16,7 +16,7 @@ pub mod text;
 pub mod verify;
 
 pub use exec::Compiled;
-pub use ir::{Def, GValue, Graph, KvLayer, ValueId};
+pub use ir::{Def, GValue, Graph, KvLayer, StateLayer, ValueId};
 pub use plan::{plan_memory, plan_memory_with, MemoryPlan};
 
 /// A graph that cannot be built, checked or run, with the reason.

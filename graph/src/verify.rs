@@ -1,6 +1,7 @@
 //! The verifier: every pass's result is checked before the next runs.
 //! SSA order (operands defined earlier), types agree with `Op::infer`,
-//! outputs and KV-cache I/O name existing values of the right kind.
+//! outputs, KV-cache and recurrent-state I/O name existing values of the
+//! right kind.
 
 use mllm_backends::TensorMeta;
 
@@ -58,6 +59,43 @@ pub fn verify(g: &Graph) -> Result<()> {
         }
         if l.present_key >= n || l.present_value >= n {
             return err(format!("layer {}: present rows outside the graph", l.layer));
+        }
+    }
+    for s in &g.states {
+        for (k, &id) in s.inputs.iter().enumerate() {
+            let want = format!("state.{}.{k}", s.layer);
+            let ok = matches!(g.values.get(id).map(|v| &v.def), Some(Def::Input { name }) if *name == want);
+            if !ok {
+                return err(format!(
+                    "layer {}: state {k} is not the input `{want}`",
+                    s.layer
+                ));
+            }
+        }
+        if s.outputs.is_empty() {
+            continue;
+        }
+        if s.outputs.len() != s.inputs.len() {
+            return err(format!(
+                "layer {}: {} state inputs but {} new states",
+                s.layer,
+                s.inputs.len(),
+                s.outputs.len()
+            ));
+        }
+        for (k, (&i, &o)) in s.inputs.iter().zip(&s.outputs).enumerate() {
+            if o >= n {
+                return err(format!(
+                    "layer {}: new state {k} outside the graph",
+                    s.layer
+                ));
+            }
+            if g.values[i].meta != g.values[o].meta {
+                return err(format!(
+                    "layer {}: state {k} comes in as {} but leaves as {}",
+                    s.layer, g.values[i].meta, g.values[o].meta
+                ));
+            }
         }
     }
     Ok(())

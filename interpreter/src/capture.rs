@@ -9,18 +9,22 @@
 //! `past_key.N`, `past_value.N` (capacity `context` rows) and `past_len`,
 //! outputs `present_key.N`, `present_value.N` (the new rows), and the
 //! attention reading the appended cache becomes `CachedSdpa`, so one graph
-//! serves every step of its sequence length.
+//! serves every step of its sequence length. A recurrent layer's state
+//! (Gated DeltaNet) becomes graph I/O too: `recurrent_state(shapes)` adds
+//! inputs `state.L.K` of the declared shapes, `set_recurrent_state` outputs
+//! `new_state.L.K`, which must have those shapes again (see
+//! `mllm_graph::StateLayer`).
 //!
 //! Scripts whose control flow reads tensor data (`to_list`, `item`, integer
 //! indexes from tensors: Qwen3-VL's image placement) are refused: such a
 //! forward stays eager (images are prefilled eagerly and the text decoder
 //! after them is captured, since decoding reads no data).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Weak};
 
 use mllm_backends::{BackendError, Buffer, DType, KvCache, Op, Tensor, TensorMeta};
-use mllm_graph::{Def, Graph, KvLayer, ValueId};
+use mllm_graph::{Def, Graph, KvLayer, StateLayer, ValueId};
 
 use crate::executor::Executor;
 
@@ -59,6 +63,9 @@ pub struct Capture<E: Executor> {
     keep: Vec<Weak<Buffer>>,
     /// Why the captured forward cannot be replayed, if it cannot.
     problems: Vec<String>,
+    /// Recurrent layers whose state was read without declared shapes
+    /// (already a problem).
+    undeclared: HashSet<usize>,
 }
 
 impl<E: Executor> Capture<E> {
@@ -84,6 +91,7 @@ impl<E: Executor> Capture<E> {
             past_len: None,
             keep,
             problems: vec![],
+            undeclared: HashSet::new(),
         }
     }
 
@@ -151,9 +159,10 @@ impl<E: Executor> Capture<E> {
     }
 }
 
-/// Why a script with recurrent layers is not captured.
-fn recurrent_state_problem(layer: usize) -> String {
-    format!("layer {layer} keeps a recurrent state (linear attention), which a captured graph cannot carry yet; run it eagerly")
+/// Why a recurrent layer whose script declares no state shapes is not
+/// captured.
+fn undeclared_state_problem(layer: usize) -> String {
+    format!("layer {layer} reads its recurrent state (linear attention) without declaring its shapes (`recurrent_state(shapes)`), so a captured graph cannot take it as inputs; run it eagerly")
 }
 
 fn capture_err(msg: String) -> BackendError {
@@ -327,11 +336,55 @@ impl<E: Executor> Executor for Capture<E> {
         &mut self,
         cache: &mut KvCache,
         layer: usize,
+        shapes: Option<&[TensorMeta]>,
     ) -> Result<Option<Vec<Tensor>>, BackendError> {
-        // A recurrent state would have to be graph I/O (like past keys):
-        // not done yet, so such a script runs eagerly.
-        self.problems.push(recurrent_state_problem(layer));
-        self.inner.state_read(cache, layer)
+        let Some(metas) = shapes else {
+            self.undeclared.insert(layer);
+            self.problems.push(undeclared_state_problem(layer));
+            return self.inner.state_read(cache, layer, None);
+        };
+        if self.graph.states.iter().any(|s| s.layer == layer) {
+            return Err(capture_err(format!(
+                "layer {layer}'s recurrent state is read twice in one forward"
+            )));
+        }
+        // The stored state (none on the scratch cache a capture runs on) or
+        // zeros, made on the inner executor: the graph takes them as
+        // inputs, not as the ops that made them.
+        let tensors = match self.inner.state_read(cache, layer, shapes)? {
+            Some(ts) => ts,
+            None => metas
+                .iter()
+                .map(|m| {
+                    self.inner.run(
+                        &Op::Full {
+                            shape: m.shape.clone(),
+                            value: 0.0,
+                            dtype: m.dtype,
+                        },
+                        &[],
+                    )
+                })
+                .collect::<Result<_, _>>()?,
+        };
+        let mut inputs = vec![];
+        for (k, t) in tensors.iter().enumerate() {
+            let id = self.graph.push(
+                TensorMeta::of(t),
+                Def::Input {
+                    name: format!("state.{layer}.{k}"),
+                },
+            );
+            self.remember(t, id);
+            inputs.push(id);
+        }
+        self.graph.states.push(StateLayer {
+            layer,
+            inputs,
+            outputs: vec![],
+            tokens: 0,
+        });
+        Ok(Some(tensors))
     }
 
     fn state_write(
@@ -341,7 +394,44 @@ impl<E: Executor> Executor for Capture<E> {
         states: Vec<Tensor>,
         tokens: usize,
     ) -> Result<(), BackendError> {
-        self.problems.push(recurrent_state_problem(layer));
+        let Some(at) = self.graph.states.iter().position(|s| s.layer == layer) else {
+            if self.undeclared.insert(layer) {
+                self.problems.push(format!("layer {layer} writes a recurrent state it did not read with declared shapes (`recurrent_state(shapes)`), so a captured graph cannot carry it; run it eagerly"));
+            }
+            return self.inner.state_write(cache, layer, states, tokens);
+        };
+        if !self.graph.states[at].outputs.is_empty() {
+            return Err(capture_err(format!(
+                "layer {layer}'s recurrent state is written twice in one forward"
+            )));
+        }
+        let ins = self.graph.states[at].inputs.clone();
+        if ins.len() != states.len() {
+            return Err(capture_err(format!(
+                "layer {layer}'s recurrent state is read as {} tensors but written as {}: a captured graph carries one fixed state from step to step; run it eagerly",
+                ins.len(),
+                states.len()
+            )));
+        }
+        let op = Op::Reshape { shape: vec![] };
+        let mut outputs = vec![];
+        for (k, (t, &i)) in states.iter().zip(&ins).enumerate() {
+            let read = &self.graph.values[i].meta;
+            if TensorMeta::of(t) != *read {
+                return Err(capture_err(format!(
+                    "layer {layer}'s recurrent state {k} is read as {read} but written as {}: a captured graph carries a state of one fixed shape from step to step, so the next step would read other shapes than this graph takes; declare the shapes the forward writes, or run it eagerly",
+                    TensorMeta::of(t)
+                )));
+            }
+            let id = self.value_of(t, &op)?;
+            self.graph
+                .outputs
+                .push((format!("new_state.{layer}.{k}"), id));
+            outputs.push(id);
+        }
+        let s = &mut self.graph.states[at];
+        s.outputs = outputs;
+        s.tokens = tokens;
         self.inner.state_write(cache, layer, states, tokens)
     }
 }

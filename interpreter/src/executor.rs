@@ -9,7 +9,7 @@
 
 use std::collections::HashSet;
 
-use mllm_backends::{Backend, BackendError, CpuBackend, Op, Tensor};
+use mllm_backends::{Backend, BackendError, CpuBackend, Op, Tensor, TensorMeta};
 
 use crate::cache::KvCache;
 
@@ -42,13 +42,18 @@ pub trait Executor {
 
     /// The state tensors of recurrent layer `layer` of `cache` (Gated
     /// DeltaNet's conv and delta-rule states), `None` before the first
-    /// write. Eager executors read the cache; a graph capture, which has no
-    /// way yet to make states graph I/O, refuses.
+    /// write. `shapes`: the state's types as the script declares them
+    /// (`recurrent_state(shapes)`; the caller starts from zeros of them when
+    /// this gives `None`). Eager executors read the cache; a graph capture
+    /// makes the state graph inputs of the declared types, and refuses a
+    /// state declared without them.
     fn state_read(
         &mut self,
         cache: &mut KvCache,
         layer: usize,
+        shapes: Option<&[TensorMeta]>,
     ) -> Result<Option<Vec<Tensor>>, BackendError> {
+        let _ = shapes;
         Ok(cache.state(layer).map(<[Tensor]>::to_vec))
     }
 
@@ -271,8 +276,9 @@ impl<E: Executor> Executor for Trace<E> {
         &mut self,
         cache: &mut KvCache,
         layer: usize,
+        shapes: Option<&[TensorMeta]>,
     ) -> Result<Option<Vec<Tensor>>, BackendError> {
-        self.inner.state_read(cache, layer)
+        self.inner.state_read(cache, layer, shapes)
     }
 
     fn state_write(

@@ -2,7 +2,9 @@
 //! with no cache. Positions become the constant `0..N` (so the rotary
 //! tables fold into constants), `past_len` becomes 0, each `cached_sdpa`
 //! becomes plain causal `sdpa` over the new rows, and the past buffers and
-//! present outputs disappear: `input_ids` in, `logits` out.
+//! present outputs disappear: `input_ids` in, `logits` out. A recurrent
+//! layer's state input becomes zeros (what a first chunk starts from) and
+//! its new state output goes.
 
 use mllm_backends::{DType, Op, Tensor, TensorMeta};
 
@@ -35,6 +37,17 @@ pub fn without_cache(g: &Graph) -> Result<Graph> {
             Def::Input { name } if name == "past_len" => {
                 v.def = const_i32(&v.meta, vec![0; v.meta.numel()])?;
             }
+            Def::Input { name } if name.starts_with("state.") => {
+                if v.meta.dtype != DType::F32 {
+                    return Err(GraphError(format!(
+                        "recurrent state `{name}` is {}; --no-cache starts f32 states at zeros",
+                        v.meta
+                    )));
+                }
+                v.def = Def::Const {
+                    data: Tensor::from_f32(vec![0.0; v.meta.numel()], v.meta.shape.clone())?,
+                };
+            }
             Def::Node {
                 op:
                     Op::CachedSdpa {
@@ -60,9 +73,11 @@ pub fn without_cache(g: &Graph) -> Result<Graph> {
         g.kv.iter()
             .flat_map(|l| [l.present_key, l.present_value])
             .collect();
+    let states: Vec<usize> = g.states.iter().flat_map(|s| s.outputs.clone()).collect();
     out.outputs
-        .retain(|(name, o)| !present.contains(o) || name == "logits");
+        .retain(|(name, o)| (!present.contains(o) && !states.contains(o)) || name == "logits");
     out.kv.clear();
+    out.states.clear();
     // Only what the outputs read stays (the past buffers go).
     let n = out.values.len();
     let mut live = vec![false; n];

@@ -182,8 +182,9 @@ fn lower_op(c: &mut Ctx, id: ValueId, op: &Op, ins: &[ValueId]) -> Result<String
         Op::TopK { k } => moe::topk(c, ins[0], *k),
         Op::Gather { dim } => moe::gather(c, id, ins, *dim),
         Op::MoeLinear => moe::moe_linear(c, ins),
-        // Gated DeltaNet's recurrence carries state between calls; ONNX
-        // export would need it as graph I/O (and a Scan or a custom op).
+        // Gated DeltaNet's recurrence carries state between calls: the
+        // graph has it as I/O (`state.L.K` in, `new_state.L.K` out), but
+        // these ops have no ONNX form yet (a Scan or a custom op).
         Op::CausalConv1d | Op::GatedDeltaRule => Err(GraphError(format!(
             "`{}` (Gated DeltaNet, a recurrent layer) is not exportable to ONNX yet",
             op.name()
