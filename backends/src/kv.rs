@@ -102,7 +102,12 @@ impl Store {
                 }
                 Buffer::F16(v) => {
                     grow(v, values.len(), cap);
-                    v.extend(values.iter().map(|&x| f16::from_f32(x)))
+                    // The slice conversion runs F16C 8 values at a time;
+                    // `f16::from_f32` per value was a call per value (~3%
+                    // of a 1-thread prefill).
+                    let old = v.len();
+                    v.resize(old + values.len(), f16::ZERO);
+                    half::slice::HalfFloatSliceExt::convert_from_f32_slice(&mut v[old..], values);
                 }
                 _ => return Err("unexpected cache storage".into()),
             },

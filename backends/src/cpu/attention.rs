@@ -66,6 +66,19 @@ impl<'a> Rows<'a> {
             }
         }
     }
+    /// Row `r` of `width` values written into `dst` (`width` long),
+    /// widened unless stored as f32.
+    #[inline]
+    pub fn row_into(&self, r: usize, width: usize, dst: &mut [f32]) {
+        match self {
+            Rows::F32(s) => dst.copy_from_slice(&s[r * width..][..width]),
+            Rows::F16(s) => super::attend::widen_f16(&s[r * width..][..width], dst),
+            Rows::Q8_0(b) => {
+                let rb = width / 32 * 34;
+                let _ = quant::dequantize_into(QuantType::Q8_0, &b[r * rb..][..rb], dst);
+            }
+        }
+    }
 }
 
 pub struct SdpaShape {
@@ -94,7 +107,7 @@ impl SdpaShape {
 
 /// Keys `lo..hi` query `i` may see: causally those up to its position,
 /// of which the last `window` when `window` > 0.
-fn visible(sh: &SdpaShape, causal: bool, window: usize, i: usize) -> (usize, usize) {
+pub(super) fn visible(sh: &SdpaShape, causal: bool, window: usize, i: usize) -> (usize, usize) {
     let hi = if causal {
         (sh.sk + i + 1).saturating_sub(sh.sq).min(sh.sk)
     } else {
@@ -156,8 +169,9 @@ const GEMM_MIN_QUERIES: usize = 16;
 /// `QUERY_BLOCK x sk` floats.
 const QUERY_BLOCK: usize = 256;
 
-/// Fast path: matrix products per head for many queries (prefill, vision
-/// towers), else one task per (query, head) with SIMD dots.
+/// Fast path: for many queries (prefill, vision towers) the tiled online
+/// softmax of `attn_tiled` (or matrix products per head where the CPU has
+/// no tiled path), else one task per (query, head) with SIMD dots.
 pub fn sdpa(
     q: &[f32],
     k: Rows,
@@ -185,7 +199,9 @@ pub fn sdpa_into(
     out: &mut [f32],
 ) {
     if sh.sq >= GEMM_MIN_QUERIES {
-        sdpa_gemm_into(q, k, v, sh, causal, window, scale, out);
+        if !super::attn_tiled::sdpa_tiled_into(q, k, v, sh, causal, window, scale, out) {
+            sdpa_gemm_into(q, k, v, sh, causal, window, scale, out);
+        }
     } else {
         sdpa_rows_into(q, k, v, sh, causal, window, scale, out);
     }

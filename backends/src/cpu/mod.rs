@@ -6,6 +6,8 @@
 
 mod attend;
 pub mod attention;
+mod attn_simd;
+mod attn_tiled;
 mod compute;
 pub mod conv1d;
 pub mod delta_rule;

@@ -26,6 +26,11 @@ pub struct ActQ8 {
     pub d: Vec<f32>,
     /// Sum of the codes of each block, `[m][k / 32]`.
     pub sum: Vec<i32>,
+    /// `-8 * sum` and `-128 * sum`: the offset terms of Q4_0 and Q8_0
+    /// codes taken as unsigned, ready for the interleaved kernels to
+    /// broadcast straight from memory (`x16`).
+    pub neg8: Vec<i32>,
+    pub neg128: Vec<i32>,
 }
 
 /// Rows of activations as 256-value int8 super-blocks.
@@ -68,6 +73,70 @@ fn quantize_block<const N: usize>(x: &[f32; N], q: &mut [i8; N]) -> f32 {
     d
 }
 
+/// One row of 32-value blocks: codes, scales and code sums; with AVX-512
+/// where the CPU has it (the scalar loop took ~9% of a Q4_0 prefill).
+/// Both give the same bits: the maximum is exact in any order, the scale
+/// and its inverse are the same scalar divisions, and the vector
+/// conversion rounds to nearest even as `round_to_i8` does (NaN to 0).
+fn quantize_row(x: &[f32], q: &mut [i8], d: &mut [f32], s: &mut [i32]) {
+    #[cfg(target_arch = "x86_64")]
+    if super::Isa::Avx512Vnni.is_available() {
+        // SAFETY: features checked; `x`, `q` are whole blocks, `d` and `s`
+        // one value per block (the caller's chunking).
+        unsafe { x86::quantize_row(x, q, d, s) };
+        return;
+    }
+    quantize_row_scalar(x, q, d, s);
+}
+
+fn quantize_row_scalar(x: &[f32], q: &mut [i8], d: &mut [f32], s: &mut [i32]) {
+    let (xs, qs) = (x.as_chunks::<QK>().0, q.as_chunks_mut::<QK>().0);
+    for (b, (x, q)) in xs.iter().zip(qs).enumerate() {
+        d[b] = quantize_block(x, q);
+        s[b] = q.iter().map(|&v| v as i32).sum();
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    use crate::quant::QK;
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    pub(super) unsafe fn quantize_row(x: &[f32], q: &mut [i8], d: &mut [f32], s: &mut [i32]) {
+        let nb = x.len() / QK;
+        assert!(q.len() == x.len() && d.len() >= nb && s.len() >= nb);
+        let abs = _mm512_set1_epi32(0x7FFF_FFFF);
+        for b in 0..nb {
+            let p = x.as_ptr().add(b * QK);
+            let (v0, v1) = (_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16)));
+            let a0 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v0), abs));
+            let a1 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v1), abs));
+            // max(x, acc) returns acc where x is NaN: NaN is skipped, as
+            // the scalar fold's `f32::max` skips it.
+            let amax =
+                _mm512_reduce_max_ps(_mm512_max_ps(a1, _mm512_max_ps(a0, _mm512_setzero_ps())));
+            let db = amax / 127.0;
+            let id = if db != 0.0 { 1.0 / db } else { 0.0 };
+            let idv = _mm512_set1_ps(id);
+            let code = |v: __m512| {
+                let y = _mm512_mul_ps(v, idv);
+                // Default MXCSR rounding: to nearest, ties to even. NaN
+                // (inf * 0) converts to 0 as `as i8` does.
+                let ok = _mm512_cmp_ps_mask::<_CMP_ORD_Q>(y, y);
+                _mm512_maskz_cvtps_epi32(ok, y)
+            };
+            let (c0, c1) = (code(v0), code(v1));
+            let out = q.as_mut_ptr().add(b * QK) as *mut __m128i;
+            _mm_storeu_si128(out, _mm512_cvtsepi32_epi8(c0));
+            _mm_storeu_si128(out.add(1), _mm512_cvtsepi32_epi8(c1));
+            d[b] = db;
+            s[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(c0, c1));
+        }
+    }
+}
+
 impl ActQ8 {
     /// Quantizes `x [m, k]`; `k` must be a multiple of 32.
     pub fn quantize(x: &[f32], m: usize, k: usize) -> ActQ8 {
@@ -85,13 +154,7 @@ impl ActQ8 {
         refill(&mut self.qs, m * k, 0);
         refill(&mut self.d, m * nb, 0.0);
         refill(&mut self.sum, m * nb, 0);
-        let row = |((x, q), (d, s)): RowParts<i32>| {
-            let (xs, qs) = (x.as_chunks::<QK>().0, q.as_chunks_mut::<QK>().0);
-            for (b, (x, q)) in xs.iter().zip(qs).enumerate() {
-                d[b] = quantize_block(x, q);
-                s[b] = q.iter().map(|&v| v as i32).sum();
-            }
-        };
+        let row = |((x, q), (d, s)): RowParts<i32>| quantize_row(x, q, d, s);
         if k == 0 {
             return;
         }
@@ -112,6 +175,10 @@ impl ActQ8 {
         } else {
             rows.for_each(row);
         }
+        self.neg8.clear();
+        self.neg8.extend(self.sum.iter().map(|&s| -8 * s));
+        self.neg128.clear();
+        self.neg128.extend(self.sum.iter().map(|&s| -128 * s));
     }
 
     pub fn blocks_per_row(&self) -> usize {
@@ -197,6 +264,29 @@ mod tests {
             let s: i16 = ak.qs[b * 16..(b + 1) * 16].iter().map(|&v| v as i16).sum();
             assert_eq!(ak.bsums[b], s);
         }
+    }
+
+    #[test]
+    fn row_kernel_matches_the_scalar_loop() {
+        let k = 1024;
+        let mut x = vec_f32(11, k);
+        // Ties, saturation edges and non-finite values.
+        x[5] = f32::NAN;
+        x[40] = f32::INFINITY;
+        x[70] = -3.5;
+        x[71] = 3.5;
+        x[100..132].fill(0.0);
+        for (i, v) in x[200..232].iter_mut().enumerate() {
+            *v = (i as f32 - 16.0) * 0.5;
+        }
+        let nb = k / QK;
+        let (mut q1, mut d1, mut s1) = (vec![0i8; k], vec![0f32; nb], vec![0i32; nb]);
+        let (mut q2, mut d2, mut s2) = (vec![0i8; k], vec![0f32; nb], vec![0i32; nb]);
+        quantize_row(&x, &mut q1, &mut d1, &mut s1);
+        quantize_row_scalar(&x, &mut q2, &mut d2, &mut s2);
+        assert_eq!(q1, q2);
+        assert_eq!(s1, s2);
+        assert!(d1.iter().zip(&d2).all(|(a, b)| a.to_bits() == b.to_bits()));
     }
 
     #[test]

@@ -303,7 +303,7 @@ pub fn linear_into(
 }
 
 #[allow(clippy::too_many_arguments)]
-fn linear_into_with(
+pub fn linear_into_with(
     isa: Isa,
     x: &[f32],
     m: usize,

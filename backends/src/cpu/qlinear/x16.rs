@@ -113,13 +113,20 @@ pub(super) fn gemm<const KIND: u8>(isa: Isa, w: &[u8], nr: usize, act: &ActQ8, o
     match isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512Vnni => {
+            // Q4_0 / Q8_0 tiles start each block's integer sum at the
+            // offset term (`-o * sum(a)`); Q4_1 reads the plain sums.
+            let asum = match KIND {
+                Q4_0 => act.neg8.as_ptr(),
+                Q8_0 => act.neg128.as_ptr(),
+                _ => act.sum.as_ptr(),
+            };
             let ctx = Ctx {
                 w: w.as_ptr(),
                 row_bytes: nb * type_size(KIND),
                 nb,
                 aq: act.qs.as_ptr(),
                 ad: act.d.as_ptr(),
-                asum: act.sum.as_ptr(),
+                asum,
                 out: out.as_mut_ptr(),
                 nr,
             };
@@ -136,7 +143,7 @@ pub(super) fn gemm<const KIND: u8>(isa: Isa, w: &[u8], nr: usize, act: &ActQ8, o
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::{head, offset, type_size, Ctx, Q4_1, Q8_0, ROWS};
+    use super::{head, type_size, Ctx, Q4_0, Q4_1, Q8_0, ROWS};
 
     /// One 16-row group `g` against activation rows `i..i + C`.
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
@@ -153,8 +160,8 @@ mod x86 {
             let mut ia = [[_mm512_setzero_si512(); 2]; C];
             if KIND != Q4_1 {
                 for c in 0..C {
-                    let sa = *ctx.asum.add((i + c) * nb + b);
-                    ia[c][0] = _mm512_set1_epi32(-offset(KIND) * sa);
+                    // `asum` holds `-offset * sum(a)` here (see `gemm`).
+                    ia[c][0] = _mm512_set1_epi32(*ctx.asum.add((i + c) * nb + b));
                 }
             }
             let act = |c: usize, e: usize| -> __m512i {
@@ -176,14 +183,21 @@ mod x86 {
                     let lo = _mm512_and_si512(raw, mask);
                     let hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), mask);
                     for c in 0..C {
+                        // One chain per activation row: C chains are
+                        // enough in flight, and the block then needs no
+                        // add of two partial sums.
                         ia[c][0] = _mm512_dpbusd_epi32(ia[c][0], lo, act(c, 4 * t));
-                        ia[c][1] = _mm512_dpbusd_epi32(ia[c][1], hi, act(c, 16 + 4 * t));
+                        ia[c][0] = _mm512_dpbusd_epi32(ia[c][0], hi, act(c, 16 + 4 * t));
                     }
                 }
             }
             for c in 0..C {
                 let da = *ctx.ad.add((i + c) * nb + b);
-                let isum = _mm512_add_epi32(ia[c][0], ia[c][1]);
+                let isum = if KIND == Q4_0 {
+                    ia[c][0]
+                } else {
+                    _mm512_add_epi32(ia[c][0], ia[c][1])
+                };
                 let scale = _mm512_mul_ps(scales, _mm512_set1_ps(da));
                 facc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, facc[c]);
                 if KIND == Q4_1 {
