@@ -131,6 +131,16 @@ pub fn run_forward(
     last_only: bool,
 ) -> CliResult<Tensor> {
     let inputs = ForwardInputs::text(ids, start, cache.clone(), last_only)?;
+    forward_logits(model, exec, inputs)
+}
+
+/// Runs the entry `forward` on `inputs`; the logits `[rows, vocab]` it must
+/// return.
+pub(crate) fn forward_logits(
+    model: &Model,
+    exec: &mut dyn Executor,
+    inputs: ForwardInputs,
+) -> CliResult<Tensor> {
     let out = model
         .run(exec, inputs)
         .map_err(|e| CliError(e.render(&model.program.sources, color())))?;

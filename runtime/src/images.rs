@@ -8,13 +8,14 @@ use std::rc::Rc;
 
 use mllm_backends::Tensor;
 use mllm_interpreter::mrope::{mrope_positions_multi, split_video_grids, Placeholders};
-use mllm_interpreter::{Executor, ForwardInputs, KvCache, Model, Value};
+use mllm_interpreter::{Executor, ForwardInputs, KvCache, Model};
 use serde_json::Value as Json;
 
+use crate::engine::forward_logits;
 use crate::model_files::ModelFiles;
 use crate::tiled_images::{self, TiledViews};
 use crate::videos::{self, Videos};
-use crate::{color, Error as CliError, Result as CliResult};
+use crate::{Error as CliError, Result as CliResult};
 
 pub(crate) use crate::image_prompt::token_text;
 pub use crate::image_prompt::{conversation_text, expand_placeholders, prompt_text, Turn};
@@ -246,15 +247,7 @@ pub fn run_forward_images(
         extra: vec![],
         last_only,
     };
-    let out = model
-        .run(exec, inputs)
-        .map_err(|e| CliError(e.render(&model.program.sources, color())))?;
-    match out {
-        Value::Tensor(t) if t.rank() == 2 && t.shape()[0] >= 1 => Ok((t, p.delta)),
-        other => Err(CliError(format!(
-            "error: the script's forward returned {other:?}, expected logits [seq, vocab]"
-        ))),
-    }
+    Ok((forward_logits(model, exec, inputs)?, p.delta))
 }
 
 /// `run_forward_images` for tiled views: the views as named inputs, the
@@ -270,15 +263,7 @@ fn run_forward_tiled(
 ) -> CliResult<(Tensor, i64)> {
     let mut inputs = ForwardInputs::text(ids, 0, cache.clone(), last_only)?;
     inputs.extra = tiled_images::forward_args(&images.pixel_values, views);
-    let out = model
-        .run(exec, inputs)
-        .map_err(|e| CliError(e.render(&model.program.sources, color())))?;
-    match out {
-        Value::Tensor(t) if t.rank() == 2 && t.shape()[0] >= 1 => Ok((t, 0)),
-        other => Err(CliError(format!(
-            "error: the script's forward returned {other:?}, expected logits [seq, vocab]"
-        ))),
-    }
+    Ok((forward_logits(model, exec, inputs)?, 0))
 }
 
 /// The image processor settings of the model in `files`: its
