@@ -126,22 +126,42 @@ pub const BACKEND_NAMES: &[&str] = &["cpu", "opencl"];
 #[cfg(not(feature = "opencl"))]
 pub const BACKEND_NAMES: &[&str] = &["cpu"];
 
+/// Whether NPU runtime `name` (`qnn`, `ascend`) is in this build. They run
+/// whole exported graphs (`mllm_backends::npu`), not ops: `--backend qnn`
+/// takes the export directory as `--model`, and `by_name` gives no op
+/// backend for them.
+pub fn npu_built(name: &str) -> bool {
+    (name == "qnn" && cfg!(feature = "qnn")) || (name == "ascend" && cfg!(feature = "ascend"))
+}
+
 /// Whether `name` is a backend of this build (`--backend NAME`), without
 /// starting it.
 pub fn check_name(name: &str) -> std::result::Result<(), String> {
-    if BACKEND_NAMES.contains(&name) {
+    if BACKEND_NAMES.contains(&name) || npu_built(name) {
         return Ok(());
     }
-    if name == "opencl" {
-        return Err(
+    match name {
+        "opencl" => Err(
             "this build has no OpenCL backend (built without the `opencl` feature); use --backend cpu"
                 .to_string(),
-        );
+        ),
+        "qnn" => Err(
+            "this build has no qnn backend: rebuild with --features qnn and QNN_SDK_ROOT set (docs/npu_runtime.md)"
+                .to_string(),
+        ),
+        "ascend" => Err(
+            "this build has no ascend backend: rebuild with --features ascend and ASCEND_TOOLKIT_HOME set (docs/npu_runtime.md)"
+                .to_string(),
+        ),
+        _ => {
+            let npus = ["qnn", "ascend"].into_iter().filter(|n| npu_built(n));
+            let names: Vec<&str> = BACKEND_NAMES.iter().copied().chain(npus).collect();
+            Err(format!(
+                "unknown backend `{name}`; this build has: {}",
+                names.join(", ")
+            ))
+        }
     }
-    Err(format!(
-        "unknown backend `{name}`; this build has: {}",
-        BACKEND_NAMES.join(", ")
-    ))
 }
 
 /// The backend called `name` on device `device` (`--backend NAME
@@ -155,6 +175,9 @@ pub fn by_name(name: &str, device: usize) -> std::result::Result<SharedBackend, 
         "opencl" => crate::opencl::OpenClBackend::new(device)
             .map(|b| std::sync::Arc::new(b) as SharedBackend)
             .map_err(|e| e.to_string()),
+        "qnn" | "ascend" => Err(format!(
+            "{name} runs whole exported graphs, not single ops: `mllm run --backend {name} --model EXPORT_DIR` (docs/npu_runtime.md)"
+        )),
         other => Err(format!("unknown backend `{other}`")),
     }
 }

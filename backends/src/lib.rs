@@ -13,6 +13,7 @@ pub mod env_limit;
 pub mod error;
 pub mod infer;
 pub mod kv;
+pub mod npu;
 pub mod op;
 #[cfg(feature = "opencl")]
 pub mod opencl;

@@ -13,6 +13,7 @@ pub mod images;
 pub mod loaded;
 pub mod memory;
 pub mod model_files;
+pub mod npu;
 pub mod prompt;
 pub mod runner;
 pub mod sequence;

@@ -22,6 +22,16 @@ onnx.checker (full check, with shape inference) and its declared inputs
 and outputs compared with its io.json. One JSON line per run goes to
 stdout: {"name", "rows", "step_seconds": [median seconds per step]}.
 Exits non-zero with a message on any failure.
+
+Target exports (io.json "target"): a "qnn" model is also checked to have
+no value of rank above io.json's qnn.max_rank (ONNX shape inference over
+every value, which must infer them all). Inputs that io.json lists under
+"rope" (rotary tables as inputs) are fed rows `positions` of their table
+files, as the host does; positions itself only when the model takes it.
+A run with "fake_quant": true applies the QNN quantization overrides to
+the weights first (each weight re-quantized with its encodings' scales and
+bit width, as qnn-onnx-converter does, then dequantized) and reports the
+largest change that made to any weight as "weight_change".
 """
 
 import json
@@ -31,18 +41,76 @@ import time
 import numpy as np
 import onnx
 import onnxruntime as ort
+from onnx import numpy_helper
 
 ONNX_TYPES = {"float32": "tensor(float)", "int64": "tensor(int64)", "int32": "tensor(int32)"}
 
 
-def load(model_dir, threads, cache):
-    if model_dir in cache:
-        return cache[model_dir]
+def check_ranks(path, proto, max_rank):
+    """Every value of the graph has a known rank <= max_rank."""
+    inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=True)
+    g = inferred.graph
+    ranks = {}
+    for vi in list(g.value_info) + list(g.input) + list(g.output):
+        t = vi.type.tensor_type
+        if t.HasField("shape"):
+            ranks[vi.name] = len(t.shape.dim)
+    for t in g.initializer:
+        ranks[t.name] = len(t.dims)
+    for node in g.node:
+        for name in list(node.input) + list(node.output):
+            if not name:
+                continue
+            if name not in ranks:
+                sys.exit(f"{path}: no inferred shape for {name} ({node.name}, {node.op_type})")
+            if ranks[name] > max_rank:
+                sys.exit(f"{path}: {name} ({node.name}, {node.op_type}) has rank "
+                         f"{ranks[name]} > {max_rank}")
+
+
+def fake_quant(model_dir, io):
+    """The model with every overridden weight re-quantized by its encoding."""
+    proto = onnx.load(f"{model_dir}/model.onnx")
+    qnn = io["qnn"]
+    with open(f"{model_dir}/{qnn['quantization_overrides']}") as f:
+        overrides = json.load(f)
+    layouts = {e["name"]: e for e in qnn["encodings"]}
+    inits = {t.name: t for t in proto.graph.initializer}
+    worst = 0.0
+    for enc in overrides["param_encodings"]:
+        t = inits[enc["name"]]
+        lay = layouts[enc["name"]]
+        w = np.moveaxis(numpy_helper.to_array(t).astype(np.float32), lay["channel_axis"], 0)
+        n_out, n_in = w.shape
+        bw = enc["bw"]
+        lo, hi = -(2 ** (bw - 1)), 2 ** (bw - 1) - 1
+        if not enc["is_sym"] or any(o != lo for o in enc["offset"]):
+            sys.exit(f"{enc['name']}: expected symmetric offsets {lo}")
+        s = np.asarray(enc["scale"], np.float32)
+        if enc["enc_type"] == "PER_CHANNEL":
+            sc = s.reshape(n_out, 1)
+        elif enc["enc_type"] == "PER_BLOCK":
+            bs = enc["block_size"]
+            sc = np.repeat(s.reshape(n_out, n_in // bs), bs, axis=1)
+        else:
+            sys.exit(f"{enc['name']}: enc_type {enc['enc_type']} not handled")
+        q = np.clip(np.round(w / sc), lo, hi)
+        wq = (q * sc).astype(np.float32)
+        worst = max(worst, float(np.max(np.abs(wq - w))))
+        t.CopyFrom(numpy_helper.from_array(np.moveaxis(wq, 0, lay["channel_axis"]).copy(), t.name))
+    return proto, worst
+
+
+def load(model_dir, threads, cache, fq=False):
+    if (model_dir, fq) in cache:
+        return cache[(model_dir, fq)]
     path = f"{model_dir}/model.onnx"
     with open(f"{model_dir}/io.json") as f:
         io = json.load(f)
     onnx.checker.check_model(path, full_check=True)
     proto = onnx.load(path, load_external_data=False)
+    if io.get("target") == "qnn":
+        check_ranks(path, proto, io["qnn"]["max_rank"])
     imported = {o.domain for o in proto.opset_import}
     for node in proto.graph.node:
         if node.domain not in imported:
@@ -55,15 +123,26 @@ def load(model_dir, threads, cache):
     # by default rounds its activations to int8 (accuracy level 4); level 1
     # keeps them float32, so the check measures the export, not that choice.
     opts.add_session_config_entry("session.qdq_matmulnbits_accuracy_level", "1")
-    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    change = None
+    if fq:
+        model, change = fake_quant(model_dir, io)
+        sess = ort.InferenceSession(model.SerializeToString(), opts,
+                                    providers=["CPUExecutionProvider"])
+    else:
+        sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
     for kind, declared, actual in (("input", io["inputs"], sess.get_inputs()),
                                    ("output", io["outputs"], sess.get_outputs())):
         got = [(a.name, a.type, list(a.shape)) for a in actual]
         want = [(d["name"], ONNX_TYPES[d["dtype"]], d["shape"]) for d in declared]
         if got != want:
             sys.exit(f"{path}: {kind}s {got} differ from io.json's {want}")
-    cache[model_dir] = (sess, io)
-    return cache[model_dir]
+    tables = {}
+    for r in io.get("rope", []):
+        for key, file in (("cos_input", "cos_file"), ("sin_input", "sin_file")):
+            tables[r[key]] = np.fromfile(f"{model_dir}/{r[file]}", dtype="<f4").reshape(
+                r["rows"], r["width"])
+    cache[(model_dir, fq)] = (sess, io, tables, change)
+    return cache[(model_dir, fq)]
 
 
 def run(job, threads, cache):
@@ -72,8 +151,12 @@ def run(job, threads, cache):
     logits = []
     times = []
     output = job.get("output", "logits")
+    changes = []
     for step in job["steps"]:
-        sess, io = load(step["model"], threads, cache)
+        sess, io, tables, change = load(step["model"], threads, cache, job.get("fake_quant", False))
+        if change is not None:
+            changes.append(change)
+        declared = {d["name"]: np.dtype(d["dtype"]) for d in io["inputs"]}
         if "feeds" in step:
             feeds = {}
             for d in io["inputs"]:
@@ -83,11 +166,14 @@ def run(job, threads, cache):
             logits.append(np.asarray(out[output], dtype=np.float32).reshape(1, -1))
             times.append(0.0)
             continue
-        ids = np.asarray(step["ids"], dtype=np.int64)
+        ids = np.asarray(step["ids"], dtype=declared["input_ids"])
         seq = io["seq"]
         if ids.shape != (seq,):
             sys.exit(f"{step['model']} takes {seq} ids per step, the job gave {ids.shape}")
         feeds = {"input_ids": ids}
+        positions = np.arange(past_len, past_len + seq)
+        for name, table in tables.items():
+            feeds[name] = table[positions]
         kv = io.get("kv_cache")
         if kv is not None:
             context = io["context"]
@@ -96,8 +182,9 @@ def run(job, threads, cache):
             for d in io["inputs"]:
                 if d["name"].startswith("past_"):
                     past.setdefault(d["name"], np.zeros(d["shape"], np.float32))
-            feeds["positions"] = np.arange(past_len, past_len + seq, dtype=np.int64)
-            feeds["past_len"] = np.array([past_len], dtype=np.int64)
+            if "positions" in declared:
+                feeds["positions"] = positions.astype(declared["positions"])
+            feeds["past_len"] = np.array([past_len], dtype=declared["past_len"])
             for layer in kv["layers"]:
                 feeds[layer["past_key"]] = past[layer["past_key"]]
                 feeds[layer["past_value"]] = past[layer["past_value"]]
@@ -116,8 +203,11 @@ def run(job, threads, cache):
             past_len += seq
     rows = np.concatenate(logits, axis=0).astype("<f4")
     rows.tofile(job["out"])
-    print(json.dumps({"name": job["name"], "rows": int(rows.shape[0]),
-                      "vocab": int(rows.shape[1]), "step_seconds": times}), flush=True)
+    line = {"name": job["name"], "rows": int(rows.shape[0]),
+            "vocab": int(rows.shape[1]), "step_seconds": times}
+    if changes:
+        line["weight_change"] = max(changes)
+    print(json.dumps(line), flush=True)
 
 
 def main():

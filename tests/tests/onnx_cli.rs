@@ -163,9 +163,10 @@ fn refusals_say_what_was_wrong() {
         (
             ExportArgs {
                 target: "qnn".into(),
+                quant: "keep".into(),
                 ..args(&gqa(), out)
             },
-            "--target qnn is not implemented yet",
+            "--target qnn takes --quant dequantize",
         ),
         (
             ExportArgs {

@@ -1,11 +1,14 @@
 //! `mllm export SCRIPT --model PATH --format onnx --seq N [--context C]
-//! [--no-cache] [--quant keep|dequantize] [--target generic] --out DIR`:
+//! [--no-cache] [--quant keep|dequantize] [--target generic|qnn|ascend] --out DIR`:
 //! captures the script's forward for N tokens and writes it as a static
 //! ONNX model (`DIR/model.onnx`, weights in `DIR/model.onnx.data`, I/O in
 //! `DIR/io.json`). With the cache, the past keys/values of C rows,
 //! `positions` and `past_len` are inputs and the step's new rows outputs
 //! (`--seq 1` is the decode graph); `--no-cache` is a first-chunk graph,
-//! `input_ids` -> `logits`. The work is `mllm_graph::onnx`.
+//! `input_ids` -> `logits`. `--target qnn` and `--target ascend` shape the
+//! graph for Qualcomm's and Huawei's converters and add their files
+//! (README.txt with the vendor's commands, QNN's quantization overrides and
+//! rotary tables). The work is `mllm_graph::onnx`.
 
 use std::path::PathBuf;
 
@@ -40,6 +43,8 @@ pub fn run(a: ExportArgs) -> CliResult<Exported> {
     }
     let quant: QuantMode = a.quant.parse().map_err(usage)?;
     let target: Target = a.target.parse().map_err(usage)?;
+    // Before anything is loaded: a refused combination writes nothing.
+    target.check(quant).map_err(|e| usage(e.0))?;
     if a.seq == 0 {
         return Err(usage("--seq must be at least 1".into()));
     }
@@ -63,7 +68,9 @@ pub fn run(a: ExportArgs) -> CliResult<Exported> {
     let files = model_files::open_with(
         &a.model,
         LoadOptions {
-            dequantize: quant == QuantMode::Dequantize,
+            // QNN writes float weights too, but reads the checkpoint's
+            // quantized types and scales for its quantization overrides.
+            dequantize: quant == QuantMode::Dequantize && target != Target::Qnn,
             ..LoadOptions::default()
         },
     )?;

@@ -25,6 +25,10 @@ fn meaning(name: &str, seq: usize, context: usize) -> String {
         "past_len" => format!(
             "rows of the past buffers that hold earlier tokens (0 for a first chunk; at most {context})"
         ),
+        n if n.starts_with("rope_cos") || n.starts_with("rope_sin") => format!(
+            "the rotary {} table of this step's {seq} tokens: row i is row positions[i] of {n}.bin (see `rope`)",
+            if n.starts_with("rope_cos") { "cosine" } else { "sine" }
+        ),
         "logits" => format!("next-token logits for each of the {seq} tokens"),
         n if n.starts_with("past_key.") => format!(
             "layer {layer}'s cached keys [context, kv_heads, head_dim]: rows 0..past_len valid, the rest ignored"

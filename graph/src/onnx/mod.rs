@@ -6,7 +6,8 @@
 //! The pipeline, one file each: `prefill` (the `--no-cache`
 //! specialisation), the passes fold, cse and dce (the fusing passes are
 //! not run: their fused ops lower too, but standard ops are what
-//! converters pattern-match), `target` (per-target graph rewrites), `lower`
+//! converters pattern-match), `target` (per-target graph rewrites and
+//! files; the vendors' own in `targets/`: qnn, ascend), `lower`
 //! (our ops as ONNX nodes, one file per op family, through `builder`),
 //! `weights` + `quant` (parameters read from the checkpoint, widened or
 //! kept quantized), `external` (the data file), `io` (io.json). Message
@@ -21,6 +22,7 @@ mod lower;
 mod prefill;
 mod quant;
 mod target;
+pub mod targets;
 mod weights;
 
 use std::path::{Path, PathBuf};
@@ -36,7 +38,7 @@ use io::Port;
 use lower::Ctx;
 use proto::{value_info, DataType, GraphProto, ModelProto, OperatorSetIdProto};
 
-pub use target::Target;
+pub use target::{Extras, Target};
 pub use weights::QuantMode;
 
 pub const MODEL_FILE: &str = "model.onnx";
@@ -73,8 +75,8 @@ pub struct Exported {
 }
 
 /// The graph an export lowers: the no-cache specialisation when asked,
-/// fold/cse/dce, then the target's rewrites.
-pub fn prepare(g: Graph, opts: &ExportOptions) -> Result<Graph> {
+/// fold/cse/dce, then the target's rewrites (and what they learned).
+pub fn prepare(g: Graph, opts: &ExportOptions) -> Result<(Graph, Extras)> {
     let g = if opts.no_cache {
         prefill::without_cache(&g)?
     } else {
@@ -95,8 +97,9 @@ pub fn export(
     opts: &ExportOptions,
     dir: &Path,
 ) -> Result<Exported> {
-    let g = prepare(g, opts)?;
-    export_prepared(&g, weights, opts, dir)
+    opts.target.check(opts.quant)?;
+    let (g, extras) = prepare(g, opts)?;
+    export_prepared_with(&g, &extras, weights, opts, dir)
 }
 
 /// `export` of a graph already prepared (tests export fused graphs this way).
@@ -106,6 +109,18 @@ pub fn export_prepared(
     opts: &ExportOptions,
     dir: &Path,
 ) -> Result<Exported> {
+    export_prepared_with(g, &Extras::default(), weights, opts, dir)
+}
+
+/// `export_prepared` with what the target's rewrites learned.
+pub fn export_prepared_with(
+    g: &Graph,
+    extras: &Extras,
+    weights: &dyn WeightSource,
+    opts: &ExportOptions,
+    dir: &Path,
+) -> Result<Exported> {
+    opts.target.check(opts.quant)?;
     // Tokens per step (None for a graph that takes no token ids).
     let seq = g
         .input("input_ids")
@@ -216,7 +231,19 @@ pub fn export_prepared(
             .map(|_| p)
     };
     let model_path = write(MODEL_FILE, &model.encode_to_vec())?;
-    let doc = io::document(g, opts, seq, &inputs, &outputs, DATA_FILE, &domains);
+    let mut doc = io::document(g, opts, seq, &inputs, &outputs, DATA_FILE, &domains);
+    let written = target::Written {
+        g,
+        src: weights,
+        params: c.w.params(),
+        inputs: &inputs,
+        outputs: &outputs,
+        dir,
+        seq,
+        opset,
+        extras,
+    };
+    opts.target.finish(&written, &mut doc)?;
     let text = serde_json::to_string_pretty(&doc)
         .map_err(|e| GraphError(format!("cannot encode io.json: {e}")))?;
     let io_path = write(IO_FILE, text.as_bytes())?;

@@ -166,6 +166,18 @@ impl<'a> Weights<'a> {
         Ok(onnx)
     }
 
+    /// Every parameter planned as an f32 initializer: (checkpoint name,
+    /// transposed, initializer name), in initializer-name order.
+    pub fn params(&self) -> Vec<(String, bool, String)> {
+        let mut v: Vec<(String, bool, String)> = self
+            .planned
+            .iter()
+            .map(|((n, t), o)| (n.clone(), *t, o.clone()))
+            .collect();
+        v.sort_by(|a, b| a.2.cmp(&b.2));
+        v
+    }
+
     /// A constant captured with the graph: inline when small, else in the
     /// data file. Float constants are stored as f32.
     pub fn constant(&mut self, b: &mut Builder, t: &Tensor) -> Result<String> {

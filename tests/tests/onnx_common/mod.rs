@@ -60,6 +60,11 @@ pub fn export(e: &Export, out: &Path) {
 }
 
 pub fn export_try(e: &Export, out: &Path) -> Result<(), String> {
+    export_target(e, "generic", out)
+}
+
+/// `export_try` for `--target TARGET`.
+pub fn export_target(e: &Export, target: &str, out: &Path) -> Result<(), String> {
     export_run(ExportArgs {
         script: e.script.to_string(),
         model: e.model.to_string(),
@@ -68,7 +73,7 @@ pub fn export_try(e: &Export, out: &Path) -> Result<(), String> {
         context: e.context,
         no_cache: e.context.is_none(),
         quant: e.quant.into(),
-        target: "generic".into(),
+        target: target.into(),
         out: out.to_path_buf(),
     })
     .map(|_| ())
@@ -84,6 +89,9 @@ pub struct Run {
     /// Inputs read from files instead of token ids (single-op graphs):
     /// `{input name: raw file}`, fed to every step.
     pub feeds: Option<serde_json::Value>,
+    /// Re-quantize the weights with the export's QNN quantization
+    /// overrides before running (check.py's fake quantization).
+    pub fake_quant: bool,
 }
 
 impl Run {
@@ -93,6 +101,7 @@ impl Run {
             steps,
             repeat: 1,
             feeds: None,
+            fake_quant: false,
         }
     }
 }
@@ -103,6 +112,8 @@ pub struct RunOut {
     pub rows: usize,
     pub vocab: usize,
     pub step_seconds: Vec<f64>,
+    /// With `fake_quant`: the largest change the overrides made to a weight.
+    pub weight_change: Option<f64>,
 }
 
 /// Runs `runs` with onnxruntime (`threads` intra-op threads) in one python
@@ -123,6 +134,7 @@ pub fn run_ort_with(runs: &[Run], threads: usize, tmp: &Path, output: &str) -> O
                 "out": tmp.join(format!("logits_{i}.bin")),
                 "repeat": r.repeat,
                 "output": output,
+                "fake_quant": r.fake_quant,
                 "steps": r.steps.iter().map(|(m, ids)| match &r.feeds {
                     Some(f) => serde_json::json!({"model": m, "feeds": f}),
                     None => serde_json::json!({"model": m, "ids": ids}),
@@ -172,6 +184,7 @@ pub fn run_ort_with(runs: &[Run], threads: usize, tmp: &Path, output: &str) -> O
                         .iter()
                         .map(|t| t.as_f64().expect("seconds"))
                         .collect(),
+                    weight_change: l["weight_change"].as_f64(),
                 }
             })
             .collect(),
