@@ -6,6 +6,7 @@
 #   bash bench/compare.sh                       # pp512/tg128, 3 reps, threads "2 1"
 #   PP=128 TG=32 REPS=1 THREADS=2 FILES=q4_0 bash bench/compare.sh   # quick
 #   LONG=1 bash bench/compare.sh                # adds decode after depth 4096
+#   VISION=1 FILES="" bash bench/compare.sh     # Qwen3-VL-2B image encoder only
 #
 # Settings (environment):
 #   PP, TG, REPS      prompt length, generated tokens, repetitions (512, 128, 3)
@@ -20,6 +21,17 @@
 #                     llama-quantize), run after FILES
 #   LONG=1            also time TG_DEPTH tokens of decode after DEPTH context
 #                     tokens (DEPTH=4096, TG_DEPTH=64); slow
+#   VISION=1          also time the Qwen3-VL-2B image encoder against
+#                     llama-mtmd-cli (bench/vision.sh), q8_0 in both, for
+#                     VISION_SIZES ("448 896"); needs the converter's packages
+#                     (a first run with FILES=f16 installs them)
+#   ISA               which SIMD path both engines run ("" = the best this
+#                     CPU has): ISA=avx2 builds a Haswell-class llama.cpp
+#                     (.cache/llama-build-V-avx2: AVX2+FMA+F16C, no AVX-512,
+#                     no AVX-VNNI; built on first use) and runs mllm with
+#                     MLLM_QLINEAR_ISA=avx2, so an AVX-512 machine times what
+#                     an AVX2-only CPU would run (VISION=1 then uses that
+#                     build's llama-mtmd-cli too)
 #   MLLM_KV           mllm's --kv-type (f16, llama-bench's default cache type)
 #   MLLM              the mllm binary (target/release/mllm)
 #   LLAMA_CPP_PY      llama-cpp-python version whose sdist vendors llama.cpp
@@ -34,6 +46,7 @@
 #   .cache/pip/                 the llama-cpp-python sdist
 #   .cache/llama-cpp-python-V/  the sdist unpacked (llama.cpp: vendor/llama.cpp)
 #   .cache/llama-build-V/       cmake build: bin/llama-bench, bin/llama-quantize
+#   .cache/llama-build-V-ISA/   the same for ISA=... (llama-bench; the rest on demand)
 #   .cache/gguf/qwen3-0.6b-random-{f16,q4_0,q8_0}.gguf
 #   .cache/compare/RUN/         raw JSON and /usr/bin/time logs of each run
 # Needs: python3 (with venv and pip), a C/C++ compiler, GNU time at
@@ -47,18 +60,34 @@ PP="${PP:-512}" TG="${TG:-128}" REPS="${REPS:-3}"
 THREADS="${THREADS:-2 1}"
 FILES="${FILES-q4_0 q8_0 smollm2}"
 GGUFS="${GGUFS:-}"
+VISION="${VISION:-0}"
 LONG="${LONG:-0}" DEPTH="${DEPTH:-4096}" TG_DEPTH="${TG_DEPTH:-64}"
 MLLM_KV="${MLLM_KV:-f16}"
 MLLM="${MLLM:-$ROOT/target/release/mllm}"
 LLAMA_CPP_PY="${LLAMA_CPP_PY:-0.3.36}"
 JOBS="${JOBS:-2}"
 LLAMA_ARGS="${LLAMA_ARGS:-}" MLLM_ARGS="${MLLM_ARGS:-}"
+ISA="${ISA:-}"
 
 VENV="$CACHE/venv-compare"
 PY="$VENV/bin/python"
 SRC_TOP="$CACHE/llama-cpp-python-$LLAMA_CPP_PY"
 LLAMA_SRC="$SRC_TOP/vendor/llama.cpp"
 BUILD="$CACHE/llama-build-$LLAMA_CPP_PY"
+# ggml's x86 switches for a CPU without AVX-512 or AVX-VNNI (Haswell to
+# Alder Lake's efficiency cores); GGML_NATIVE=OFF so -march=native cannot
+# bring them back.
+case "$ISA" in
+    "") ISA_FLAGS=(-DGGML_NATIVE=ON) ;;
+    avx2)
+        ISA_FLAGS=(-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_BMI2=ON
+            -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF
+            -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF
+            -DGGML_AMX_BF16=OFF)
+        BUILD="$BUILD-avx2"
+        export MLLM_QLINEAR_ISA=avx2 ;;
+    *) echo "compare.sh: unknown ISA '$ISA' (known: avx2, or unset for the best this CPU has)" >&2; exit 1 ;;
+esac
 LLAMA_BENCH="$BUILD/bin/llama-bench"
 LLAMA_QUANTIZE="$BUILD/bin/llama-quantize"
 SMOL_GGUF="$CACHE/gguf/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -108,22 +137,25 @@ if [[ ! -f "$LLAMA_SRC/CMakeLists.txt" ]]; then
     rm -rf "$SRC_TOP" && mv "$SRC_TOP.part" "$SRC_TOP"
 fi
 
-# --- build llama-bench and llama-quantize --------------------------------------
-if [[ ! -x "$LLAMA_BENCH" || ! -x "$LLAMA_QUANTIZE" ]]; then
-    say "building llama-bench and llama-quantize in $BUILD (-j$JOBS; takes a while)"
-    start=$SECONDS
-    # The build commit is stamped by hand: the vendored tree has no .git, and
-    # cmake would otherwise pick up this repository's commit.
-    log="$BUILD.log"
-    nice -n 19 "$VENV/bin/cmake" -S "$LLAMA_SRC" -B "$BUILD" -G Ninja \
-        -DCMAKE_MAKE_PROGRAM="$VENV/bin/ninja" -DCMAKE_BUILD_TYPE=Release \
-        -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF \
-        -DLLAMA_BUILD_COMMIT="llama-cpp-python-$LLAMA_CPP_PY" -DLLAMA_BUILD_NUMBER=0 >"$log" 2>&1 \
-        || { tail -20 "$log" >&2; fail "cmake configure of $LLAMA_SRC failed; see $log"; }
-    nice -n 19 "$VENV/bin/cmake" --build "$BUILD" --target llama-bench llama-quantize -j "$JOBS" >>"$log" 2>&1 \
-        || { tail -20 "$log" >&2; fail "building llama-bench/llama-quantize failed; see $log"; }
+# --- build llama-bench (and llama-quantize when a GGUF is to be made) ---------
+# build_llama TARGET...: configures $BUILD once, then builds the targets.
+build_llama() {
+    say "building $* in $BUILD (-j$JOBS; takes a while)"
+    local start=$SECONDS log="$BUILD.log"
+    if [[ ! -f "$BUILD/build.ninja" ]]; then
+        # The build commit is stamped by hand: the vendored tree has no .git,
+        # and cmake would otherwise pick up this repository's commit.
+        nice -n 19 "$VENV/bin/cmake" -S "$LLAMA_SRC" -B "$BUILD" -G Ninja \
+            -DCMAKE_MAKE_PROGRAM="$VENV/bin/ninja" -DCMAKE_BUILD_TYPE=Release "${ISA_FLAGS[@]}" \
+            -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF \
+            -DLLAMA_BUILD_COMMIT="llama-cpp-python-$LLAMA_CPP_PY" -DLLAMA_BUILD_NUMBER=0 >"$log" 2>&1 \
+            || { tail -20 "$log" >&2; fail "cmake configure of $LLAMA_SRC failed; see $log"; }
+    fi
+    nice -n 19 "$VENV/bin/cmake" --build "$BUILD" --target "$@" -j "$JOBS" >>"$log" 2>&1 \
+        || { tail -20 "$log" >&2; fail "building $* failed; see $log"; }
     say "llama.cpp build took $((SECONDS - start)) s"
-fi
+}
+[[ -x "$LLAMA_BENCH" ]] || build_llama llama-bench
 
 # --- GGUF files -------------------------------------------------------------------
 # The random Qwen3-0.6B: mllm writes a Hugging Face directory, llama.cpp's own
@@ -163,6 +195,7 @@ if [[ $need_qwen == 1 && ! -f "$QWEN_BASE-f16.gguf" ]]; then
 fi
 for q in q4_0 q8_0; do
     if [[ " $FILES " == *" $q "* && ! -f "$QWEN_BASE-$q.gguf" ]]; then
+        [[ -x "$LLAMA_QUANTIZE" ]] || build_llama llama-quantize
         say "llama-quantize -> $QWEN_BASE-$q.gguf"
         "$LLAMA_QUANTIZE" "$QWEN_BASE-f16.gguf" "$QWEN_BASE-$q.gguf.part" "${q^^}" >"$CACHE/quantize-$q.log" 2>&1 \
             || fail "llama-quantize ${q^^} failed; see $CACHE/quantize-$q.log"
@@ -235,8 +268,14 @@ for spec in $GGUFS; do
     done
 done
 
+if [[ $VISION == 1 ]]; then
+    # shellcheck source=bench/vision.sh
+    source "$ROOT/bench/vision.sh"
+fi
+
 echo "end $(busy) $(date +%s.%N)" >>"$OUT/cpu.txt"
 echo "llama.cpp: llama-bench from the llama-cpp-python $LLAMA_CPP_PY sdist; mllm: $MLLM_VERSION, --kv-type $MLLM_KV"
+[[ -z $ISA ]] || echo "ISA=$ISA: llama.cpp built in $BUILD, mllm run with MLLM_QLINEAR_ISA=$MLLM_QLINEAR_ISA"
 echo "machine: $(nproc) cpus, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); raw data: $OUT"
 echo
-python3 "$ROOT/bench/table.py" "$MANIFEST"
+python3 "$ROOT/bench/table.py" "$MANIFEST" "$OUT/vision.tsv"

@@ -93,19 +93,41 @@ def main():
             ratio = f"{m[0] / l[0]:.2f}" if l and m and l[0] else "-"
             rows.append([name, test, threads, fmt(l), fmt(m), ratio, f"{lrss:.0f}", f"{mrss:.0f}"])
 
+    if rows:
+        print_table(head, rows, {2, 3, 4, 5, 6, 7})
+    print("\nratio = mllm / llama.cpp (above 1: mllm faster); tok/s = mean ± stddev over repetitions")
+    print(others_line(sys.argv[1]))
+    if len(sys.argv) > 2 and os.path.exists(sys.argv[2]):
+        vision_table(sys.argv[2])
+    missing = [r for r in rows if "missing" in (r[3], r[4])]
+    if missing:
+        sys.exit(f"table.py: {len(missing)} test(s) ran in only one engine (see 'missing')")
+
+
+def print_table(head, rows, right):
+    """A Markdown table; columns in `right` are right-aligned."""
     widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
-    right = {2, 3, 4, 5, 6, 7}
     cell = lambda i, v: str(v).rjust(widths[i]) if i in right else str(v).ljust(widths[i])
     print("| " + " | ".join(cell(i, h) for i, h in enumerate(head)) + " |")
     print("|" + "|".join(("-" * (w + 1) + ":") if i in right else "-" * (w + 2)
                          for i, w in enumerate(widths)) + "|")
     for r in rows:
         print("| " + " | ".join(cell(i, v) for i, v in enumerate(r)) + " |")
-    print("\nratio = mllm / llama.cpp (above 1: mllm faster); tok/s = mean ± stddev over repetitions")
-    print(others_line(sys.argv[1]))
-    missing = [r for r in rows if "missing" in (r[3], r[4])]
-    if missing:
-        sys.exit(f"table.py: {len(missing)} test(s) ran in only one engine (see 'missing')")
+
+
+def vision_table(path):
+    """bench/vision.sh's lines: size, threads, llama.cpp ms, mllm ms."""
+    rows = []
+    with open(path) as f:
+        for line in f:
+            size, threads, lms, mms = line.split()
+            ratio = f"{int(lms) / int(mms):.2f}" if int(mms) else "-"
+            rows.append([f"Qwen3-VL-2B q8_0 image {size}x{size}", threads,
+                         f"{int(lms) / 1000:.2f}", f"{int(mms) / 1000:.2f}", ratio])
+    if rows:
+        print("\nImage encoder (llama-mtmd-cli's 'encoding done' vs mllm bench --image-size):\n")
+        print_table(["model", "threads", "llama.cpp s", "mllm s", "ratio"], rows, {1, 2, 3, 4})
+        print("\nratio = llama.cpp time / mllm time (above 1: mllm faster)")
 
 
 if __name__ == "__main__":

@@ -143,14 +143,10 @@ fn rows_fit(len: usize, n: usize, hk: usize, kh: usize, width: usize) -> bool {
 fn fast(width: usize, group: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        use std::sync::OnceLock;
-        static HAS: OnceLock<bool> = OnceLock::new();
-        let has = *HAS.get_or_init(|| {
-            std::is_x86_feature_detected!("avx2")
-                && std::is_x86_feature_detected!("fma")
-                && std::is_x86_feature_detected!("f16c")
-        });
-        has && width > 0 && width.is_multiple_of(8) && (1..=4).contains(&group)
+        super::qlinear::Isa::allows_avx2()
+            && width > 0
+            && width.is_multiple_of(8)
+            && (1..=4).contains(&group)
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

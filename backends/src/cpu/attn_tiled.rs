@@ -87,15 +87,11 @@ fn path() -> Option<Path> {
         use std::sync::OnceLock;
         static P: OnceLock<Option<Path>> = OnceLock::new();
         *P.get_or_init(|| {
-            let has = |f: &str| match f {
-                "avx512f" => std::is_x86_feature_detected!("avx512f"),
-                "avx2" => std::is_x86_feature_detected!("avx2"),
-                "fma" => std::is_x86_feature_detected!("fma"),
-                _ => false,
-            };
-            if !(has("avx2") && has("fma")) {
+            // The forced ISA caps this path too (see `Isa::allows_avx2`).
+            use super::qlinear::Isa;
+            if !Isa::allows_avx2() {
                 None
-            } else if has("avx512f") {
+            } else if Isa::allows_avx512() {
                 Some(Path::Avx512)
             } else {
                 Some(Path::Avx2)
@@ -278,20 +274,37 @@ unsafe fn task<V: Vf, const QV: usize, const JR: usize, const IR: usize, const C
         let nk = KB.min(last - j0);
         for jj in 0..nk {
             let j = j0 + jj;
-            let r = j * sh.hk + kh;
-            ctx.k.row_into(r, d, &mut kf[jj * d..(jj + 1) * d]);
-            ctx.v.row_into(r, dv, &mut vf[jj * dv..(jj + 1) * dv]);
             let a = hi[..qn].iter().take_while(|&&h| h <= j).count();
             let b = lo[..qn].iter().take_while(|&&l| l <= j).count();
             seen[jj] = (a, b.max(a));
         }
+        // f32 keys and values are read where they lie (rows `hk` heads
+        // apart); other storage is widened into the block buffers. Copying
+        // f32 rows too cost a third of a 3136-token vision prefill: every
+        // query block of a head re-copied all of the head's keys.
+        let first_row = j0 * sh.hk + kh;
+        let (kb, ks, vb, vs) = match (ctx.k, ctx.v) {
+            (Rows::F32(k), Rows::F32(v)) => {
+                let kb = &k[first_row * d..][..(nk - 1) * sh.hk * d + d];
+                let vb = &v[first_row * dv..][..(nk - 1) * sh.hk * dv + dv];
+                (kb, sh.hk * d, vb, sh.hk * dv)
+            }
+            _ => {
+                for jj in 0..nk {
+                    let r = first_row + jj * sh.hk;
+                    ctx.k.row_into(r, d, &mut kf[jj * d..(jj + 1) * d]);
+                    ctx.v.row_into(r, dv, &mut vf[jj * dv..(jj + 1) * dv]);
+                }
+                (&kf[..nk * d], d, &vf[..nk * dv], dv)
+            }
+        };
         for g in 0..group {
             let qg = &qt[g * d * QB..(g + 1) * d * QB];
-            scores::<V, QV, JR>(&kf[..nk * d], d, qg, &mut s[..nk * QB]);
+            scores::<V, QV, JR>(kb, ks, d, qg, &mut s[..nk * QB]);
             let (mg, lg) = (&mut m[g * QB..][..QB], &mut l[g * QB..][..QB]);
             let og = &mut o[g * QB * dv..][..QB * dv];
             softmax_block::<V, QV>(&mut s[..nk * QB], &seen[..nk], mg, lg, og, dv);
-            values::<V, IR, CV>(&s[..nk * QB], &vf[..nk * dv], dv, og);
+            values::<V, IR, CV>(&s[..nk * QB], vb, vs, dv, og);
         }
         j0 += nk;
     }
@@ -312,18 +325,19 @@ unsafe fn task<V: Vf, const QV: usize, const JR: usize, const IR: usize, const C
     }
 }
 
-/// `s[j][i] = k[j] . qt[.][i]` for the block's keys, `JR` keys at a time
-/// (`JR x QV` vector accumulators: a broadcast key value times a row of
-/// `qt`).
+/// `s[j][i] = k[j] . qt[.][i]` for the block's keys (key `j` at `j * ks`
+/// in `kf`), `JR` keys at a time (`JR x QV` vector accumulators: a
+/// broadcast key value times a row of `qt`).
 #[inline(always)]
 unsafe fn scores<V: Vf, const QV: usize, const JR: usize>(
     kf: &[f32],
+    ks: usize,
     d: usize,
     qt: &[f32],
     s: &mut [f32],
 ) {
     let nk = s.len() / QB;
-    assert!(kf.len() >= nk * d && qt.len() >= d * QB);
+    assert!(nk > 0 && ks >= d && kf.len() >= (nk - 1) * ks + d && qt.len() >= d * QB);
     let (kp, qp, sp) = (kf.as_ptr(), qt.as_ptr(), s.as_mut_ptr());
     let mut j = 0;
     while j + JR <= nk {
@@ -334,7 +348,7 @@ unsafe fn scores<V: Vf, const QV: usize, const JR: usize>(
                 q[v] = V::load(qp.add(dd * QB + v * V::N));
             }
             for r in 0..JR {
-                let kv = V::splat(*kp.add((j + r) * d + dd));
+                let kv = V::splat(*kp.add((j + r) * ks + dd));
                 for v in 0..QV {
                     acc[r][v] = V::fma(kv, q[v], acc[r][v]);
                 }
@@ -350,7 +364,7 @@ unsafe fn scores<V: Vf, const QV: usize, const JR: usize>(
     while j < nk {
         let mut acc = [V::zero(); QV];
         for dd in 0..d {
-            let kv = V::splat(*kp.add(j * d + dd));
+            let kv = V::splat(*kp.add(j * ks + dd));
             for v in 0..QV {
                 acc[v] = V::fma(kv, V::load(qp.add(dd * QB + v * V::N)), acc[v]);
             }
@@ -456,11 +470,13 @@ unsafe fn softmax_block<V: Vf, const QV: usize>(
 unsafe fn values<V: Vf, const IR: usize, const CV: usize>(
     p: &[f32],
     vf: &[f32],
+    vs: usize,
     dv: usize,
     o: &mut [f32],
 ) {
     let nk = p.len() / QB;
-    assert!(vf.len() >= nk * dv && o.len() == QB * dv && QB.is_multiple_of(IR));
+    assert!(nk > 0 && vs >= dv && vf.len() >= (nk - 1) * vs + dv);
+    assert!(o.len() == QB * dv && QB.is_multiple_of(IR));
     let (pp, vp, op) = (p.as_ptr(), vf.as_ptr(), o.as_mut_ptr());
     let cw = CV * V::N;
     let cw_end = dv / cw * cw;
@@ -476,7 +492,7 @@ unsafe fn values<V: Vf, const IR: usize, const CV: usize>(
             for j in 0..nk {
                 let mut vr = [V::zero(); CV];
                 for c in 0..CV {
-                    vr[c] = V::load(vp.add(j * dv + c0 + c * V::N));
+                    vr[c] = V::load(vp.add(j * vs + c0 + c * V::N));
                 }
                 for r in 0..IR {
                     let pv = V::splat(*pp.add(j * QB + i0 + r));
@@ -497,7 +513,7 @@ unsafe fn values<V: Vf, const IR: usize, const CV: usize>(
                 let orow = &mut o[(i0 + r) * dv..(i0 + r + 1) * dv];
                 for j in 0..nk {
                     let pv = p[j * QB + i0 + r];
-                    let vr = &vf[j * dv..(j + 1) * dv];
+                    let vr = &vf[j * vs..j * vs + dv];
                     for c in cw_end..dv {
                         orow[c] = pv.mul_add(vr[c], orow[c]);
                     }
@@ -525,7 +541,12 @@ mod tests {
         fn tiled_matches_reference(sq in 1usize..100, extra in 0usize..150, hk in 1usize..3, group in 1usize..4,
                                    d in 1usize..70, dv in 1usize..70, causal in any::<bool>(), window in 0usize..90,
                                    store in 0u8..3, seed in any::<u64>()) {
-            prop_assume!(!paths().is_empty());
+            // None where the CPU (or a forced `MLLM_QLINEAR_ISA=scalar`) has
+            // no tiled path: nothing to check, and rejecting every case
+            // would fail the test.
+            if paths().is_empty() {
+                return Ok(());
+            }
             let (d, dv) = if store == 2 { (d.div_ceil(32) * 32, dv.div_ceil(32) * 32) } else { (d, dv) };
             let sh = SdpaShape { sq, sk: sq + extra, hq: hk * group, hk, d, dv };
             let q = vec_f32(seed, sh.sq * sh.hq * d);

@@ -14,11 +14,27 @@
 //! solve one unit lower-triangular system by forward substitution, so the
 //! state is read and written once per chunk instead of once per token.
 //! Heads are independent and run in parallel.
+//!
+//! Those scalar forms are the reference twins; `delta_simd` holds the
+//! vectorised ones that run where the CPU has them.
+
+use std::cell::RefCell;
 
 use rayon::prelude::*;
 
+use super::delta_simd::{self, Path, Scratch};
+use super::qlinear::SendPtr;
+
 /// Tokens per chunk of the chunked form (transformers uses 64).
 pub const CHUNK: usize = 64;
+
+/// Calls of at least this many tokens take the chunked form; fewer (decode,
+/// a short verification) the recurrent one.
+pub const CHUNKED_FROM: usize = 8;
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
 
 /// Sizes of one call: `t` tokens, `hk` query/key heads of `dk`, `hv` value
 /// heads of `dv` (`hv` a multiple of `hk`: value head `h` reads key head
@@ -47,11 +63,11 @@ impl Dims {
     fn key_head(&self, h: usize) -> usize {
         h / (self.hv / self.hk)
     }
-    fn qk(&self, i: usize, h: usize) -> std::ops::Range<usize> {
+    pub(super) fn qk(&self, i: usize, h: usize) -> std::ops::Range<usize> {
         let at = (i * self.hk + self.key_head(h)) * self.dk;
         at..at + self.dk
     }
-    fn vrow(&self, i: usize, h: usize) -> std::ops::Range<usize> {
+    pub(super) fn vrow(&self, i: usize, h: usize) -> std::ops::Range<usize> {
         let at = (i * self.hv + h) * self.dv;
         at..at + self.dv
     }
@@ -63,12 +79,51 @@ impl Dims {
 
 /// The packed result `[t * hv * dv (outputs [t, hv, dv]) ++ hv * dk * dv
 /// (final state [hv, dk, dv])]`: the recurrent form for a few tokens, the
-/// chunked one otherwise.
+/// chunked one otherwise; vectorised where the CPU allows.
 pub fn gated_delta_rule(d: Dims, x: &Inputs) -> Vec<f32> {
+    match delta_simd::best() {
+        Some(p) => gated_delta_rule_on(p, d, x, CHUNK),
+        None => gated_delta_rule_scalar(d, x),
+    }
+}
+
+/// `gated_delta_rule` on path `p` (which this CPU must run: one of
+/// `delta_simd::paths()`) with chunks of `chunk` tokens. Heads run on the
+/// pool and write their parts of the result in place: no per-head
+/// buffers to pack, and the state is copied once.
+pub fn gated_delta_rule_on(p: Path, d: Dims, x: &Inputs, chunk: usize) -> Vec<f32> {
+    assert!(delta_simd::paths().contains(&p), "{p:?} is not available");
+    // Every element is written by exactly one head (its output columns
+    // of every row, its state block), so the result is not zeroed first:
+    // a memset of the ~1 MiB result was 2% of a decode step.
+    let n = d.packed_len();
+    let mut out: Vec<f32> = Vec::with_capacity(n);
+    let base = SendPtr(out.as_mut_ptr());
+    let task = |h: usize| {
+        SCRATCH.with_borrow_mut(|sc| {
+            // SAFETY: `p` is available (asserted); head `h` writes only
+            // its own output columns and state block, inside `out`.
+            unsafe { delta_simd::head(p, d, x, h, chunk, base.get(), sc) }
+        })
+    };
+    // Below ~16k state elements a step is a few microseconds: not worth
+    // waking the pool.
+    if d.hv * d.dk * d.dv >= 1 << 14 {
+        super::pool::for_each(d.hv, task);
+    } else {
+        (0..d.hv).for_each(task);
+    }
+    // SAFETY: the heads wrote all `n` values (see above).
+    unsafe { out.set_len(n) };
+    out
+}
+
+/// The scalar forms with heads on rayon (CPUs without a vector path).
+pub fn gated_delta_rule_scalar(d: Dims, x: &Inputs) -> Vec<f32> {
     let per_head: Vec<(Vec<f32>, Vec<f32>)> = (0..d.hv)
         .into_par_iter()
         .map(|h| {
-            if d.t < 8 {
+            if d.t < CHUNKED_FROM {
                 head_recurrent(d, x, h)
             } else {
                 head_chunked(d, x, h, CHUNK)
@@ -309,6 +364,30 @@ mod tests {
         assert_close(&chunked(d, &x, 64), &y, 1e-6).expect("chunked");
     }
 
+    /// Qwen3.5-0.8B's head sizes (128 x 128, 16 lanes by 4 vectors plus
+    /// none left over) on the pool: a decode step, a few tokens, and a
+    /// prefill of one full chunk and a short one.
+    #[test]
+    fn model_sized_heads_on_the_pool() {
+        for t in [1, 3, 70] {
+            let c = case(
+                Dims {
+                    t,
+                    hk: 2,
+                    hv: 4,
+                    dk: 128,
+                    dv: 128,
+                },
+                t as u64,
+            );
+            let want = recurrent_ref(c.d, &c.inputs());
+            for p in delta_simd::paths() {
+                let got = gated_delta_rule_on(p, c.d, &c.inputs(), CHUNK);
+                assert_close(&got, &want, 5e-4).unwrap();
+            }
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(48))]
 
@@ -328,6 +407,27 @@ mod tests {
             let want = recurrent_ref(c.d, &c.inputs());
             assert_close(&chunked(c.d, &c.inputs(), chunk), &want, 2e-4)?;
             assert_close(&gated_delta_rule(c.d, &c.inputs()), &want, 2e-4)?;
+        }
+
+        /// Every vector path == the recurrent twin: both forms (t below
+        /// and from CHUNKED_FROM), widths around the vector lengths (4,
+        /// 8, 16 lanes; 4-vector blocks up to 64 columns plus tails), odd
+        /// chunk sizes, grouped heads.
+        #[test]
+        fn vector_paths_match_recurrent(
+            t in 1usize..40,
+            hk in 1usize..3,
+            rep in 1usize..3,
+            dk in 1usize..70,
+            dv in 1usize..140,
+            chunk in 1usize..20,
+            seed in any::<u64>(),
+        ) {
+            let c = case(Dims { t, hk, hv: hk * rep, dk, dv }, seed);
+            let want = recurrent_ref(c.d, &c.inputs());
+            for p in delta_simd::paths() {
+                assert_close(&gated_delta_rule_on(p, c.d, &c.inputs(), chunk), &want, 5e-4)?;
+            }
         }
 
         /// Two calls, the first's final state carried into the second,

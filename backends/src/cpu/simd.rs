@@ -12,8 +12,8 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     debug_assert_eq!(a.len(), b.len());
     #[cfg(target_arch = "x86_64")]
     {
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-            // SAFETY: the features were just detected.
+        if crate::cpu::qlinear::Isa::allows_avx2() {
+            // SAFETY: the features were detected.
             return unsafe { x86::dot_avx2(a, b) };
         }
     }
@@ -49,8 +49,8 @@ pub fn dot_unrolled(a: &[f32], b: &[f32]) -> f32 {
 pub fn dot_bf16(a: &[f32], b: &[half::bf16]) -> f32 {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-            // SAFETY: the features were just detected.
+        if crate::cpu::qlinear::Isa::allows_avx2() {
+            // SAFETY: the features were detected.
             return unsafe { x86::dot_bf16_avx2(a, b) };
         }
     }
@@ -67,11 +67,8 @@ pub fn dot_bf16_ref(a: &[f32], b: &[half::bf16]) -> f32 {
 pub fn dot_f16(a: &[f32], b: &[half::f16]) -> f32 {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::is_x86_feature_detected!("avx2")
-            && std::is_x86_feature_detected!("fma")
-            && std::is_x86_feature_detected!("f16c")
-        {
-            // SAFETY: the features were just detected.
+        if crate::cpu::qlinear::Isa::allows_avx2() {
+            // SAFETY: the features were detected.
             return unsafe { x86::dot_f16_avx2(a, b) };
         }
     }
@@ -91,12 +88,12 @@ pub fn dot_f16_ref(a: &[f32], b: &[half::f16]) -> f32 {
 pub fn dot_2x4(a: [&[f32]; 2], b: [&[f32]; 4]) -> [f32; 8] {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("fma") {
-            // SAFETY: the features were just detected.
+        if crate::cpu::qlinear::Isa::allows_avx512() {
+            // SAFETY: the features were detected.
             return unsafe { x86::dot_2x4_avx512(a, b) };
         }
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-            // SAFETY: the features were just detected.
+        if crate::cpu::qlinear::Isa::allows_avx2() {
+            // SAFETY: the features were detected.
             return unsafe { x86::dot_2x4_avx2(a, b) };
         }
     }

@@ -27,8 +27,8 @@ pub fn unary_fast(op: UnaryOp, x: &[f32], out: &mut [f32]) -> bool {
     }
     #[cfg(target_arch = "x86_64")]
     {
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-            // SAFETY: the features were just detected; lengths are equal.
+        if super::qlinear::Isa::allows_avx2() {
+            // SAFETY: the features were detected; lengths are equal.
             unsafe { x86::unary(op, x, out) };
             return true;
         }

@@ -2,7 +2,8 @@
 //! `Q4_1x16`, `Q8_0x16`):
 //! the layout the CPU backend repacks linear weights into at load
 //! (`Backend::prepare_weight`) so that one 512-bit VNNI instruction works
-//! on 16 rows at once and the scales of 16 rows are one vector. Never
+//! on 16 rows at once and the scales of 16 rows are one vector (the AVX2
+//! kernel, `qlinear/x16_avx2.rs`, reads a group as two 8-row halves). Never
 //! stored in a file; the bytes are exactly as many as the plain type's.
 //!
 //! Rows go in groups of 16 (row counts must be a multiple of 16). A group

@@ -18,7 +18,9 @@
 //! vectors), NEON with `sdot` when the CPU has dotprod (and `smmla` 2x2
 //! tiles for the 32-value types' prefill with i8mm), plain NEON else.
 //! `MLLM_QLINEAR_ISA=scalar|avx2|avx512vnni|neon|neon-dot|neon-i8mm` forces a path
-//! (one the CPU has), for benchmarks and bisecting.
+//! (one the CPU has), for benchmarks and bisecting; on x86 it also caps the
+//! other CPU kernels (`Isa::allows_avx2`, `Isa::allows_avx512`), so a forced
+//! `avx2` times what an AVX2-only CPU runs.
 //!
 //! Work is split over output features (weight rows) on the pool (`parts`,
 //! which also serves merged linears: several weights, one input); within a
@@ -35,6 +37,8 @@ mod block32;
 mod k_quants;
 #[cfg(target_arch = "x86_64")]
 mod k_zmm;
+#[cfg(target_arch = "aarch64")]
+mod neon_dot;
 mod parts;
 mod q4_0;
 mod q4_1;
@@ -42,6 +46,8 @@ mod q8_0;
 mod w4a16;
 mod w8a8;
 mod x16;
+#[cfg(target_arch = "x86_64")]
+mod x16_avx2;
 #[cfg(target_arch = "x86_64")]
 mod zmm;
 
@@ -163,6 +169,37 @@ impl Isa {
                 eprintln!("warning: {e}; using the fastest path");
                 *Isa::available().last().unwrap_or(&Isa::Scalar)
             }
+        })
+    }
+
+    /// Whether kernels outside this module (attention, `simd`, `vmath`,
+    /// activation quantization) may use AVX2 + FMA + F16C: the CPU has them
+    /// and `MLLM_QLINEAR_ISA` does not force `scalar`. A forced path caps
+    /// every kernel, not only the quantized linears, so a forced `avx2` on
+    /// an AVX-512 machine runs what an AVX2-only CPU would.
+    #[inline]
+    pub fn allows_avx2() -> bool {
+        static ON: OnceLock<bool> = OnceLock::new();
+        *ON.get_or_init(|| Isa::Avx2.is_available() && Isa::forced() != Ok(Some(Isa::Scalar)))
+    }
+
+    /// Whether kernels may use AVX-512 F/BW/VL (with AVX2 + FMA + F16C):
+    /// the CPU has them and no narrower path is forced. VNNI is not
+    /// implied (`Isa::best()` says whether the VNNI kernels run).
+    #[inline]
+    pub fn allows_avx512() -> bool {
+        static ON: OnceLock<bool> = OnceLock::new();
+        *ON.get_or_init(|| {
+            #[cfg(target_arch = "x86_64")]
+            {
+                Isa::allows_avx2()
+                    && std::is_x86_feature_detected!("avx512f")
+                    && std::is_x86_feature_detected!("avx512bw")
+                    && std::is_x86_feature_detected!("avx512vl")
+                    && !matches!(Isa::forced(), Ok(Some(Isa::Avx2)))
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            false
         })
     }
 }

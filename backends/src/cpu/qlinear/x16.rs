@@ -17,6 +17,8 @@
 use super::act_quant::ActQ8;
 #[cfg(target_arch = "x86_64")]
 use super::block32::Ctx;
+#[cfg(target_arch = "x86_64")]
+use super::x16_avx2;
 use super::Isa;
 use crate::quant::packed::ROWS;
 use crate::quant::QK;
@@ -27,7 +29,7 @@ pub(super) const Q4_1: u8 = 1;
 pub(super) const Q8_0: u8 = 2;
 
 /// Per row-block bytes of the plain type.
-const fn type_size(kind: u8) -> usize {
+pub(super) const fn type_size(kind: u8) -> usize {
     match kind {
         Q4_0 => 18,
         Q4_1 => 20,
@@ -37,7 +39,7 @@ const fn type_size(kind: u8) -> usize {
 
 /// Bytes of f16 fields per row-block before the codes (scale; Q4_1 also
 /// the minimum).
-const fn head(kind: u8) -> usize {
+pub(super) const fn head(kind: u8) -> usize {
     if kind == Q4_1 {
         4
     } else {
@@ -134,6 +136,28 @@ pub(super) fn gemm<const KIND: u8>(isa: Isa, w: &[u8], nr: usize, act: &ActQ8, o
             // i..i+C < m of the activations and write those cells of
             // `out` (sizes checked above); the CPU has the features.
             unsafe { x86::run::<KIND>(&ctx, m) }
+        }
+        // AVX2: half a group (8 rows, one 256-bit vector) per tile
+        // (`x16_avx2.rs`); Q8_0 takes signed codes there (no offset term).
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => {
+            let asum = if KIND == Q4_0 {
+                act.neg8.as_ptr()
+            } else {
+                act.sum.as_ptr()
+            };
+            let ctx = Ctx {
+                w: w.as_ptr(),
+                row_bytes: nb * type_size(KIND),
+                nb,
+                aq: act.qs.as_ptr(),
+                ad: act.d.as_ptr(),
+                asum,
+                out: out.as_mut_ptr(),
+                nr,
+            };
+            // SAFETY: as for the 512-bit arm.
+            unsafe { x16_avx2::run::<KIND>(&ctx, m) }
         }
         _ => gemm_scalar::<KIND>(w, nr, act, out),
     }

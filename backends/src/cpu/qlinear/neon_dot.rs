@@ -1,0 +1,58 @@
+//! The NEON byte-dot helpers the block kernels share (`block32.rs`'s
+//! tiles, the K-quant kernels): signed dot products with and without the
+//! dotprod extension, and nibble unpacking. Split from block32.rs to keep
+//! that file to its tiles.
+
+/// `sum(w * a)` over 32 signed bytes as four i32 lanes, plus `init` in
+/// lane 0: `sdot` with the dotprod extension, widening multiplies without.
+#[cfg(target_arch = "aarch64")]
+#[inline(always)]
+pub(super) unsafe fn dot_s8<const DOT: bool>(
+    w: [std::arch::aarch64::int8x16_t; 2],
+    a: [std::arch::aarch64::int8x16_t; 2],
+    init: i32,
+) -> std::arch::aarch64::int32x4_t {
+    use std::arch::aarch64::*;
+    let acc = vsetq_lane_s32::<0>(init, vdupq_n_s32(0));
+    if DOT {
+        sdot(sdot(acc, w[0], a[0]), w[1], a[1])
+    } else {
+        // |w * a| <= 128 * 127, so two products fit an i16 lane.
+        let p0 = vmlal_high_s8(vmull_s8(vget_low_s8(w[0]), vget_low_s8(a[0])), w[0], a[0]);
+        let p1 = vmlal_high_s8(vmull_s8(vget_low_s8(w[1]), vget_low_s8(a[1])), w[1], a[1]);
+        vpadalq_s16(vpadalq_s16(acc, p0), p1)
+    }
+}
+
+/// `acc + dot(a, b)` per 4-byte group (the `sdot` instruction; its
+/// intrinsic is not stable yet).
+#[cfg(target_arch = "aarch64")]
+#[target_feature(enable = "dotprod")]
+#[inline]
+pub(super) unsafe fn sdot(
+    mut acc: std::arch::aarch64::int32x4_t,
+    a: std::arch::aarch64::int8x16_t,
+    b: std::arch::aarch64::int8x16_t,
+) -> std::arch::aarch64::int32x4_t {
+    std::arch::asm!(
+        "sdot {acc:v}.4s, {a:v}.16b, {b:v}.16b",
+        acc = inout(vreg) acc,
+        a = in(vreg) a,
+        b = in(vreg) b,
+        options(pure, nomem, nostack, preserves_flags)
+    );
+    acc
+}
+
+/// 16 bytes of packed nibbles -> low nibbles (elements 0..16) and high
+/// nibbles (16..32), each 0..=15.
+#[cfg(target_arch = "aarch64")]
+#[inline(always)]
+pub(super) unsafe fn nibbles_neon(p: *const u8) -> [std::arch::aarch64::int8x16_t; 2] {
+    use std::arch::aarch64::*;
+    let q = vld1q_u8(p);
+    [
+        vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0F))),
+        vreinterpretq_s8_u8(vshrq_n_u8::<4>(q)),
+    ]
+}
