@@ -172,6 +172,23 @@ impl ImageTokens {
         })
     }
 
+    /// `from_config` for the model in `files`. A GGUF text model without
+    /// a vision config is told where its tower is: llama.cpp writes it to a
+    /// separate mmproj file, which `--mmproj` adds.
+    pub fn for_files(files: &ModelFiles) -> CliResult<ImageTokens> {
+        let gguf = files
+            .path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
+        if gguf && files.config.get("vision_config").is_none() {
+            return Err(CliError(format!(
+                "error: {} is a GGUF text model; images and videos need its vision tower, the mmproj GGUF llama.cpp's converter writes beside it (convert_hf_to_gguf.py --mmproj): pass it with --mmproj FILE",
+                files.path.display()
+            )));
+        }
+        ImageTokens::from_config(&files.config)
+    }
+
     /// Placeholder tokens image `grid` takes: one per merged patch.
     pub fn count(&self, grid: [i64; 3]) -> usize {
         let m = self.merge.max(1);
@@ -313,7 +330,7 @@ fn to_images(p: mllm_converter::image_preprocess::ImagePatches) -> CliResult<Ima
 /// Decodes and preprocesses image files for the model in `files`, with the
 /// model's image tokens.
 pub fn from_files(files: &ModelFiles, paths: &[String]) -> CliResult<(Images, ImageTokens)> {
-    let spec = ImageTokens::from_config(&files.config)?;
+    let spec = ImageTokens::for_files(files)?;
     if spec.tiled {
         let decoded = paths
             .iter()
@@ -332,7 +349,7 @@ pub fn from_decoded(
     files: &ModelFiles,
     images: &[mllm_converter::image_preprocess::RgbImage],
 ) -> CliResult<(Images, ImageTokens)> {
-    let spec = ImageTokens::from_config(&files.config)?;
+    let spec = ImageTokens::for_files(files)?;
     if spec.tiled {
         return Ok((tiled_images::preprocess(files, images)?, spec));
     }
@@ -345,7 +362,7 @@ pub fn from_decoded(
 /// that size would be (for `mllm bench --image-size`).
 pub fn synthetic(files: &ModelFiles, side: usize) -> CliResult<(Images, ImageTokens)> {
     use mllm_converter::image_preprocess::{preprocess_images, RgbImage};
-    let spec = ImageTokens::from_config(&files.config)?;
+    let spec = ImageTokens::for_files(files)?;
     let data = (0..side * side * 3)
         .map(|i| ((i * 2_654_435_761usize) >> 13) as u8)
         .collect();

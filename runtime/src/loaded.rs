@@ -25,7 +25,15 @@ pub fn load(script: &str, model_path: &str) -> Result<Loaded> {
 }
 
 pub fn load_with(script: &str, model_path: &str, opts: LoadOptions) -> Result<Loaded> {
-    let files = model_files::open_with(model_path, opts)?;
+    from_files(script, model_files::open_with(model_path, opts)?, opts)
+}
+
+/// `load_with` on files already opened (a GGUF with its `--mmproj`, say).
+pub fn from_files(
+    script: &str,
+    files: model_files::ModelFiles,
+    opts: LoadOptions,
+) -> Result<Loaded> {
     let model = model_files::load_model(&files, Some(script))?;
     let mut runner = Runner::new(model);
     runner.exec.check_numerics = opts.check_numerics;

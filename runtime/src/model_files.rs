@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use mllm_backends::weights::WeightSource;
 use mllm_converter::chat_template::ChatTemplate;
-use mllm_converter::gguf::{GgufFile, GgufWeights};
+use mllm_converter::gguf::{GgufFile, GgufWeights, VisionLanguage};
 use mllm_converter::tokenizer::{GgufVocab, Tokenizer};
 use mllm_converter::{HfModelDir, SafetensorsDir};
 use serde_json::Value as Json;
@@ -151,6 +151,10 @@ pub enum Backend {
     #[default]
     Cpu,
     OpenCl,
+    /// Qualcomm's QNN runtime (the `qnn` feature): exported graphs, not ops.
+    Qnn,
+    /// Huawei's AscendCL (the `ascend` feature): exported graphs, not ops.
+    Ascend,
 }
 
 impl Backend {
@@ -158,6 +162,18 @@ impl Backend {
         match self {
             Backend::Cpu => "cpu",
             Backend::OpenCl => "opencl",
+            Backend::Qnn => "qnn",
+            Backend::Ascend => "ascend",
+        }
+    }
+
+    /// The NPU runtime that runs exported graphs (`crate::npu`), for the
+    /// backends that are one.
+    pub fn npu(self) -> Option<crate::npu::Vendor> {
+        match self {
+            Backend::Qnn => Some(crate::npu::Vendor::Qnn),
+            Backend::Ascend => Some(crate::npu::Vendor::Ascend),
+            _ => None,
         }
     }
 }
@@ -167,10 +183,11 @@ impl std::str::FromStr for Backend {
     fn from_str(s: &str) -> Result<Backend, String> {
         // check_name knows which names exist and which are not built.
         mllm_backends::backend::check_name(s)?;
-        Ok(if s == "opencl" {
-            Backend::OpenCl
-        } else {
-            Backend::Cpu
+        Ok(match s {
+            "opencl" => Backend::OpenCl,
+            "qnn" => Backend::Qnn,
+            "ascend" => Backend::Ascend,
+            _ => Backend::Cpu,
         })
     }
 }
@@ -197,7 +214,25 @@ pub fn open_without_weights(path: &str) -> CliResult<ModelFiles> {
 }
 
 pub fn open_with(path: &str, opts: LoadOptions) -> CliResult<ModelFiles> {
-    let mut files = open_files(path, opts)?;
+    open_with_mmproj(path, None, opts)
+}
+
+/// `open_with` for a GGUF text model and, with `mmproj`, the vision tower
+/// llama.cpp writes beside it (`--mmproj FILE`, llama.cpp's flag): the two
+/// load as one vision-language model (`mllm_converter::gguf::VisionLanguage`).
+pub fn open_with_mmproj(
+    path: &str,
+    mmproj: Option<&str>,
+    opts: LoadOptions,
+) -> CliResult<ModelFiles> {
+    if opts.backend.npu().is_some() {
+        // An NPU runs exported graphs (`crate::npu`), not a model's ops.
+        return Err(CliError(format!(
+            "error: --backend {} runs exported graphs, with `mllm run --model EXPORT_DIR` only (docs/npu_runtime.md)",
+            opts.backend.name()
+        )));
+    }
+    let mut files = open_files(path, mmproj, opts)?;
     if opts.backend != Backend::Cpu || opts.device != 0 {
         files.backend = mllm_backends::backend::by_name(opts.backend.name(), opts.device)
             .map_err(|e| CliError(format!("error: --backend {}: {e}", opts.backend.name())))?;
@@ -205,16 +240,23 @@ pub fn open_with(path: &str, opts: LoadOptions) -> CliResult<ModelFiles> {
     Ok(files)
 }
 
-fn open_files(path: &str, opts: LoadOptions) -> CliResult<ModelFiles> {
+fn open_files(path: &str, mmproj: Option<&str>, opts: LoadOptions) -> CliResult<ModelFiles> {
     let p = Path::new(path);
-    if p.is_file() && mllm_converter::mllm_format::is_mllm_file(p) {
+    let mllm = p.is_file() && mllm_converter::mllm_format::is_mllm_file(p);
+    let gguf = !mllm
+        && p.is_file()
+        && p.extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
+    if mmproj.is_some() && !gguf {
+        return Err(CliError(format!(
+            "error: --mmproj goes with a GGUF text model (--model TEXT.gguf); {path} is not one (a Hugging Face directory or .mllm file holds its vision tower itself)"
+        )));
+    }
+    if mllm {
         return open_mllm(p, opts);
     }
-    if p.is_file()
-        && p.extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
-    {
-        return open_gguf(p, opts);
+    if gguf {
+        return open_gguf(p, mmproj, opts);
     }
     if p.is_dir() && !p.join("config.json").is_file() && p.join("tokenizer.json").is_file() {
         return open_tokenizer_dir(p);
@@ -315,8 +357,14 @@ fn open_hf(dir: &Path) -> CliResult<ModelFiles> {
     })
 }
 
-fn open_gguf(path: &Path, opts: LoadOptions) -> CliResult<ModelFiles> {
+fn open_gguf(path: &Path, mmproj: Option<&str>, opts: LoadOptions) -> CliResult<ModelFiles> {
     let g = GgufFile::open(path)?;
+    if g.architecture() == Some("clip") {
+        return Err(CliError(format!(
+            "error: {} is an mmproj file (a vision tower, `clip`): pass it with --mmproj, and the text model's GGUF with --model",
+            path.display()
+        )));
+    }
     let config = mllm_converter::gguf::hf_config(&g)?;
     let tokenizer = match GgufVocab::from_gguf(&g) {
         Ok(v) => Some(Tokenizer::from_gguf_vocab(&v)?),
@@ -340,17 +388,33 @@ fn open_gguf(path: &Path, opts: LoadOptions) -> CliResult<ModelFiles> {
     };
     let mut eos = ids_of(config.get("eos_token_id"));
     add_tokenizer_eos(&mut eos, tokenizer.as_ref());
-    let mut weights = Box::new(GgufWeights::new(g)?);
-    weights.set_dequantize(opts.dequantize);
+    let mut text = GgufWeights::new(g)?;
+    text.set_dequantize(opts.dequantize);
+    let origin = format!("the metadata of {}", path.display());
+    let (config, config_origin, weights, preprocessor_config): (_, _, Box<dyn WeightSource>, _) =
+        match mmproj {
+            None => (config, origin, Box::new(text), None),
+            Some(mm) => {
+                let mut vl = VisionLanguage::pair(text, config, GgufFile::open(Path::new(mm))?)?;
+                vl.weights.set_dequantize(opts.dequantize);
+                let origin = format!("{origin} and its mmproj {mm}");
+                (
+                    vl.config,
+                    origin,
+                    Box::new(vl.weights),
+                    Some(vl.preprocessor_config),
+                )
+            }
+        };
     Ok(ModelFiles {
         path: path.to_path_buf(),
         config,
-        config_origin: format!("the metadata of {}", path.display()),
+        config_origin,
         weights,
         tokenizer: tokenizer.map(std::sync::Arc::new),
         chat_template,
         eos,
-        preprocessor_config: None,
+        preprocessor_config,
         video_preprocessor_config: None,
         backend: cpu(),
     })

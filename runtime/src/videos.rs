@@ -102,7 +102,7 @@ pub fn with_videos(
     let (mut imgs, spec) = match images {
         Some(x) => x,
         None => {
-            let spec = ImageTokens::from_config(&files.config)?;
+            let spec = ImageTokens::for_files(files)?;
             (Images::none(), spec)
         }
     };

@@ -25,6 +25,8 @@ use worker::{ModelHandle, WorkerConfig, DRAINING};
 pub struct ModelSpec {
     pub name: String,
     pub path: String,
+    /// The vision tower of a GGUF `path` (`--mmproj`): llama.cpp's mmproj file.
+    pub mmproj: Option<String>,
 }
 
 impl ModelSpec {
@@ -34,6 +36,7 @@ impl ModelSpec {
                 return ModelSpec {
                     name: name.to_string(),
                     path: path.to_string(),
+                    mmproj: None,
                 };
             }
         }
@@ -51,7 +54,36 @@ impl ModelSpec {
         ModelSpec {
             name,
             path: arg.to_string(),
+            mmproj: None,
         }
+    }
+
+    /// Gives each `--mmproj [NAME=]FILE` to its model: NAME picks one by
+    /// name; a bare FILE needs exactly one model.
+    pub fn attach_mmproj(specs: &mut [ModelSpec], args: &[String]) -> Result<(), String> {
+        for arg in args {
+            let (name, file) = match arg.split_once('=') {
+                Some((n, f)) if !n.is_empty() && !n.contains(['/', '\\']) => (Some(n), f),
+                _ => (None, arg.as_str()),
+            };
+            let spec = match name {
+                Some(n) => specs.iter_mut().find(|s| s.name == n).ok_or_else(|| {
+                    format!("--mmproj {arg}: no model is named `{n}` (name models with --model NAME=PATH)")
+                })?,
+                None if specs.len() == 1 => &mut specs[0],
+                None => {
+                    return Err(format!(
+                        "--mmproj {arg}: {} models are served; say which with --mmproj NAME=FILE",
+                        specs.len()
+                    ))
+                }
+            };
+            if spec.mmproj.is_some() {
+                return Err(format!("--mmproj: model `{}` has two", spec.name));
+            }
+            spec.mmproj = Some(file.to_string());
+        }
+        Ok(())
     }
 }
 
@@ -94,6 +126,7 @@ pub fn run(cfg: ServerConfig, on_listen: impl FnOnce(SocketAddr)) -> Result<(), 
             spec.name.clone(),
             WorkerConfig {
                 path: spec.path.clone(),
+                mmproj: spec.mmproj.clone(),
                 script: cfg.script.clone(),
                 slots: cfg.parallel.max(1),
                 ctx_size: cfg.ctx_size,

@@ -22,13 +22,18 @@ fn greedy_generation_matches_transformers() {
     greedy_matches("gemma3", CASES);
 }
 
-/// q4_k measures 0.979 here (q8_0 0.9994): Gemma's norms after the
-/// attention and the MLP write every block into the residual stream at unit
-/// scale, so with random (not trained) norm gains each layer's rounding
-/// error reaches the logits undamped; keeping either layer at f32 gives
-/// 0.982 / 0.996, i.e. the loss is spread over every matrix, not one
-/// mishandled tensor. The bound guards that figure.
+/// q4_k measures 0.980 here (q8_0 0.9994), short of the 0.99 other
+/// families meet, and the gap is this fixture's, not the format's: Gemma's
+/// norms after the attention and the MLP write every block into the
+/// residual stream at unit scale, so with random (not trained) norm gains
+/// each layer's rounding error reaches the logits undamped. llama.cpp on
+/// the same fixture (its converter, f32 GGUF -> llama-quantize) gives 0.961
+/// at Q4_K_M, whose q6_k set is a subset of our recipe's, and 0.983 with
+/// our recipe's types; our engine reproduces both figures from its files,
+/// so kernels and dequantization agree, and from our own K-quant fit (as
+/// accurate as llama.cpp's: 0.0715 vs 0.0713 relative RMS error here)
+/// Q4_K_M's types give 0.967. The bound guards the figure.
 #[test]
 fn conversion_keeps_logits_close() {
-    conversion_keeps_cosine_above("gemma3", "quant_scaled_f32", 0.975);
+    conversion_keeps_cosine_above("gemma3", "quant_scaled_f32", 0.978);
 }

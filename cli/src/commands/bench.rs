@@ -15,6 +15,8 @@ use crate::{CliError, CliResult};
 pub struct BenchArgs {
     pub script: Option<String>,
     pub model: String,
+    /// The vision tower of a GGUF `model` (`--mmproj`): llama.cpp's mmproj file.
+    pub mmproj: Option<String>,
     pub prompt: Vec<usize>,
     pub gen: Vec<usize>,
     /// Context tokens computed (untimed) before each test, as llama-bench's `-d`.
@@ -87,7 +89,7 @@ fn ids(n: usize, vocab: usize, salt: usize) -> Vec<u32> {
 
 pub fn run(a: BenchArgs) -> CliResult<()> {
     let t0 = Instant::now();
-    let files = model_files::open_with(&a.model, a.load)?;
+    let files = model_files::open_with_mmproj(&a.model, a.mmproj.as_deref(), a.load)?;
     let model = load_model(&files, a.script.as_deref())?;
     let load_secs = t0.elapsed().as_secs_f64();
     let vocab = files

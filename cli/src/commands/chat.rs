@@ -21,6 +21,8 @@ use crate::{CliError, CliResult};
 pub struct ChatArgs {
     pub script: Option<String>,
     pub model: String,
+    /// The vision tower of a GGUF `model` (`--mmproj`): llama.cpp's mmproj file.
+    pub mmproj: Option<String>,
     pub system: Option<String>,
     /// Images shown with the first message.
     pub images: Vec<String>,
@@ -35,7 +37,7 @@ pub struct ChatArgs {
 static GENERATING: AtomicBool = AtomicBool::new(false);
 
 pub fn run(a: ChatArgs) -> CliResult<()> {
-    let files = model_files::open_with(&a.model, a.load)?;
+    let files = model_files::open_with_mmproj(&a.model, a.mmproj.as_deref(), a.load)?;
     let tok = files.tokenizer()?;
     if files.chat_template.is_none() {
         return Err(CliError(format!(

@@ -34,7 +34,14 @@ pub fn human_bytes(n: u64) -> String {
 
 /// Converts `src` to `out` at type `ty`, with an optional recipe file;
 /// `verify` re-reads the written file and checks every tensor's CRC.
-pub fn run(src: &str, out: &str, ty: &str, recipe: Option<&str>, verify: bool) -> CliResult<()> {
+pub fn run(
+    src: &str,
+    mmproj: Option<&str>,
+    out: &str,
+    ty: &str,
+    recipe: Option<&str>,
+    verify: bool,
+) -> CliResult<()> {
     let (src_p, out_p) = (Path::new(src), Path::new(out));
     let started = Instant::now();
     let tty = std::io::stderr().is_terminal();
@@ -67,6 +74,7 @@ pub fn run(src: &str, out: &str, ty: &str, recipe: Option<&str>, verify: bool) -
     }
     let summary = mllm_format::convert_cancellable(
         src_p,
+        mmproj.map(Path::new),
         out_p,
         ty,
         recipe.map(Path::new),

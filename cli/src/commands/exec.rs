@@ -8,14 +8,16 @@ use std::time::Instant;
 
 use mllm_backends::Tensor;
 use mllm_interpreter::KvCache;
-use mllm_runtime::images::read_images;
-use mllm_runtime::{load_with, model_files};
+use mllm_runtime::images::{read_images, ImageTokens};
+use mllm_runtime::{model_files, Loaded};
 
 use crate::{CliError, CliResult};
 
 pub struct ExecArgs {
     pub script: String,
     pub model: String,
+    /// The vision tower of a GGUF `model` (`--mmproj`): llama.cpp's mmproj file.
+    pub mmproj: Option<String>,
     pub input_ids: Vec<i32>,
     pub logits_out: Option<String>,
     pub max_new_tokens: usize,
@@ -57,9 +59,19 @@ pub fn write_logits(path: &str, logits: &Tensor) -> CliResult<()> {
     Ok(())
 }
 
+/// `mllm_runtime::load_with` with the model's mmproj, if any; a prompt
+/// with images on a model that takes none stops here, before any work.
+fn load(a: &ExecArgs) -> CliResult<Loaded> {
+    let files = model_files::open_with_mmproj(&a.model, a.mmproj.as_deref(), a.load)?;
+    if a.pixel_values.is_some() {
+        ImageTokens::for_files(&files)?;
+    }
+    mllm_runtime::loaded::from_files(&a.script, files, a.load)
+}
+
 pub fn run(a: ExecArgs) -> CliResult<()> {
     let t0 = Instant::now();
-    let mut m = load_with(&a.script, &a.model, a.load)?;
+    let mut m = load(&a)?;
     let load_s = t0.elapsed().as_secs_f64();
     let cache = KvCache::with_dtype(a.load.kv.0).map_err(|e| CliError(format!("error: {e}")))?;
     let cache = Rc::new(RefCell::new(cache));

@@ -2,7 +2,10 @@
 //! (config.json + model.safetensors) with a real architecture's sizes and
 //! seeded random weights, so speed can be measured without downloading a
 //! model. Tensors are generated and written one at a time (the file is
-//! never held in memory).
+//! never held in memory). `--layout published` writes the tensor shapes of
+//! the published checkpoint where they differ from the script's, so other
+//! engines' converters (llama.cpp's) read the directory as they would the
+//! real one.
 
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -201,6 +204,44 @@ pub const PRESETS: &[&str] = &[
     "deepseek-ocr2",
 ];
 
+/// Which tensor shapes `run` writes: the script's parameter table, or the
+/// published checkpoint's where those differ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    Script,
+    Published,
+}
+
+impl Layout {
+    pub fn parse(s: &str) -> CliResult<Layout> {
+        match s {
+            "script" => Ok(Layout::Script),
+            "published" => Ok(Layout::Published),
+            other => Err(CliError(format!(
+                "error: --layout {other}: use script or published"
+            ))),
+        }
+    }
+}
+
+/// The published checkpoint's shape of `name` when it differs from the
+/// script's `shape`; `None` where they agree. Published Qwen3-VL-MoE
+/// checkpoints store the fused expert stacks transposed: gate_up_proj
+/// [E, H, 2I] and down_proj [E, I, H] where the script declares [E, 2I, H]
+/// and [E, H, I]; our loader and `convert` take either (the values are
+/// independent noise, so only the shape differs).
+fn published_shape(model_type: &str, name: &str, shape: &[usize]) -> Option<Vec<usize>> {
+    let fused = name.ends_with("experts.gate_up_proj") || name.ends_with("experts.down_proj");
+    match (model_type, shape) {
+        ("qwen3_vl_moe", &[e, a, b]) if fused => Some(vec![e, b, a]),
+        _ => None,
+    }
+}
+
+/// Model types whose published layout `published_shape` knows (where it
+/// differs from the script's).
+const PUBLISHED_LAYOUTS: &[&str] = &["qwen3_vl_moe"];
+
 /// The mean of a 1-D tensor's random values: RMSNorms that scale by
 /// (1 + w) (Gemma's; Qwen3.5's but for the DeltaNet's gated norm) sit near
 /// 0, everything else (norms scaling by w, Qwen3.5's A_log and dt_bias)
@@ -243,13 +284,23 @@ pub fn run(
     dtype: &str,
     seed: u64,
     layers: Option<u64>,
+    layout: &str,
 ) -> CliResult<()> {
+    let layout = Layout::parse(layout)?;
     let Some(mut config) = preset(preset_name) else {
         return Err(CliError(format!(
             "error: unknown preset `{preset_name}`; presets: {}",
             PRESETS.join(", ")
         )));
     };
+    let top_type = config["model_type"].as_str().unwrap_or("").to_string();
+    if layout == Layout::Published && !PUBLISHED_LAYOUTS.contains(&top_type.as_str()) {
+        // Saying so beats writing the script's layout under another name.
+        return Err(CliError(format!(
+            "error: --layout published: known only for qwen3-vl-30b-a3b (transposed expert \
+             stacks); preset `{preset_name}` is written in its script's layout"
+        )));
+    }
     if let Some(n) = layers {
         match config.get_mut("text_config") {
             Some(text) => text["num_hidden_layers"] = json!(n),
@@ -276,7 +327,14 @@ pub fn run(
     });
     std::fs::write(dir.join("config.json"), serde_json::to_string_pretty(&cfg)?)?;
     // The tensors the architecture's script declares for this config.
-    let list = mllm_runtime::model_files::parameter_table(&config)?;
+    let mut list = mllm_runtime::model_files::parameter_table(&config)?;
+    if layout == Layout::Published {
+        for (name, shape) in &mut list {
+            if let Some(s) = published_shape(&top_type, name, shape) {
+                *shape = s;
+            }
+        }
+    }
     // The safetensors header first (offsets are known from the shapes), then the data.
     let mut header = serde_json::Map::new();
     let mut offset = 0usize;
@@ -425,6 +483,47 @@ mod tests {
                 _ => {}
             }
         }
+    }
+
+    /// `--layout published` transposes exactly Qwen3-VL-MoE's two fused
+    /// expert stacks (llama.cpp's converter reads gate_up_proj as [E, H, 2I])
+    /// and is refused for presets it would not change.
+    #[test]
+    fn published_layout_transposes_only_qwen3_vl_moe_expert_stacks() {
+        let config = preset("qwen3-vl-30b-a3b").expect("preset");
+        let table = mllm_runtime::model_files::parameter_table(&config).expect("table");
+        let moved: Vec<(String, Vec<usize>)> = table
+            .iter()
+            .filter_map(|(n, s)| published_shape("qwen3_vl_moe", n, s).map(|p| (n.clone(), p)))
+            .collect();
+        assert_eq!(moved.len(), 2 * 48, "{moved:?}");
+        let find = |t: &str| moved.iter().find(|(n, _)| n == t).map(|(_, s)| s.clone());
+        let l0 = "model.language_model.layers.0.mlp.experts";
+        assert_eq!(
+            find(&format!("{l0}.gate_up_proj")),
+            Some(vec![128, 2048, 1536])
+        );
+        assert_eq!(find(&format!("{l0}.down_proj")), Some(vec![128, 768, 2048]));
+        let qwen3_moe = "model.layers.0.mlp.experts.gate_up_proj";
+        assert_eq!(
+            published_shape("qwen3_moe", qwen3_moe, &[128, 1536, 2048]),
+            None
+        );
+        let dir = tempfile::tempdir().expect("tmp");
+        let out = dir.path().join("m");
+        let err = run(
+            "qwen3-30b-a3b",
+            out.to_str().expect("utf-8"),
+            "bf16",
+            0,
+            Some(1),
+            "published",
+        )
+        .expect_err("qwen3-30b-a3b has no other layout");
+        assert!(err.0.contains("--layout published"), "{}", err.0);
+        assert!(!out.exists(), "nothing is written for a refused layout");
+        assert!(Layout::parse("hf").is_err());
+        assert_eq!(Layout::parse("published").ok(), Some(Layout::Published));
     }
 
     #[test]

@@ -73,6 +73,8 @@ impl SamplingArgs {
 pub struct RunArgs {
     pub script: Option<String>,
     pub model: String,
+    /// The vision tower of a GGUF `model` (`--mmproj`): llama.cpp's mmproj file.
+    pub mmproj: Option<String>,
     pub prompt: String,
     /// Image files shown with the prompt, in order (vision-language models).
     pub images: Vec<String>,
@@ -87,8 +89,11 @@ pub struct RunArgs {
 }
 
 pub fn run(a: RunArgs) -> CliResult<()> {
+    if let Some(vendor) = a.load.backend.npu() {
+        return super::run_npu::run(&a, vendor);
+    }
     let t0 = Instant::now();
-    let files = model_files::open_with(&a.model, a.load)?;
+    let files = model_files::open_with_mmproj(&a.model, a.mmproj.as_deref(), a.load)?;
     let tok = files.tokenizer()?;
     let model = load_model(&files, a.script.as_deref())?;
     let load_secs = t0.elapsed().as_secs_f64();
@@ -109,22 +114,8 @@ pub fn run(a: RunArgs) -> CliResult<()> {
             a.sampling.enable_thinking,
         )?;
         tok.encode(&text, false)?
-    } else if a.raw || files.chat_template.is_none() {
-        if !a.raw {
-            eprintln!(
-                "note: {} has no chat template; sending the prompt as plain text",
-                files.path.display()
-            );
-        }
-        tok.encode(&a.prompt, true)?
     } else {
-        let mut msgs = vec![];
-        if let Some(s) = &a.system {
-            msgs.push(Message::new("system", s));
-        }
-        msgs.push(Message::new("user", &a.prompt));
-        let text = prompt::render(&files, &msgs, true, a.sampling.enable_thinking)?;
-        tok.encode(&text, false)?
+        text_prompt_ids(&files, tok, &a)?
     };
     let mut engine = Engine::new(model, files.max_context());
     engine.configure(&a.load)?;
@@ -155,4 +146,30 @@ pub fn run(a: RunArgs) -> CliResult<()> {
     println!();
     eprintln!("{}", stats.summary(Some(load_secs)));
     Ok(())
+}
+
+/// A text-only prompt's ids: through the chat template (with `--system`),
+/// or as plain text with `--raw` or when the model has no template (said
+/// once on stderr). `run_npu` shares it.
+pub(crate) fn text_prompt_ids(
+    files: &model_files::ModelFiles,
+    tok: &mllm_converter::tokenizer::Tokenizer,
+    a: &RunArgs,
+) -> CliResult<Vec<u32>> {
+    if a.raw || files.chat_template.is_none() {
+        if !a.raw {
+            eprintln!(
+                "note: {} has no chat template; sending the prompt as plain text",
+                files.path.display()
+            );
+        }
+        return Ok(tok.encode(&a.prompt, true)?);
+    }
+    let mut msgs = vec![];
+    if let Some(s) = &a.system {
+        msgs.push(Message::new("system", s));
+    }
+    msgs.push(Message::new("user", &a.prompt));
+    let text = prompt::render(files, &msgs, true, a.sampling.enable_thinking)?;
+    Ok(tok.encode(&text, false)?)
 }

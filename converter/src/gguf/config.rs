@@ -20,8 +20,10 @@ const ARCHITECTURES: &[(&str, &str, &str)] = &[
     ("gemma3", "Gemma3ForCausalLM", "gemma3_text"),
     ("qwen35", "Qwen3_5ForCausalLM", "qwen3_5_text"),
     ("qwen35moe", "Qwen3_5MoeForCausalLM", "qwen3_5_moe_text"),
-    // The text decoder alone (the vision tower is a separate mmproj file):
-    // Qwen3-MoE's, see config_family.rs.
+    // The text decoders alone (the vision tower is a separate mmproj file;
+    // with it, mmproj.rs makes the VL model): Qwen3's and Qwen3-MoE's, see
+    // config_family.rs.
+    ("qwen3vl", "Qwen3ForCausalLM", "qwen3"),
     ("qwen3vlmoe", "Qwen3MoeForCausalLM", "qwen3_moe"),
     // DeepSeek-OCR 2's text decoder (vision in the mmproj file): the text
     // entry of models/deepseek_ocr2.mdl, see config_deepseek.rs.

@@ -37,6 +37,8 @@ pub(super) fn add(arch: &str, m: &dyn Meta, c: &mut Map<String, Value>) -> Resul
         // sections' interleaved slots, e.g. pair 6 of [2, 3, 3] or 61-62 of
         // the published [24, 20, 20], a 4th position that is 0 for text,
         // where transformers rotates them with the text position.)
+        // (Dense Qwen3-VL's text decoder, `qwen3vl`, is Qwen3's likewise:
+        // nothing to add.)
         "qwen3moe" | "qwen3vlmoe" => f.qwen3moe(),
         "qwen35" => f.qwen35(false),
         "qwen35moe" => f.qwen35(true),

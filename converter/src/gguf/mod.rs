@@ -4,13 +4,18 @@
 //! tensors under Hugging Face names (names.rs holds the one mapping table;
 //! fixes.rs undoes what llama.cpp's converter did to the values),
 //! dequantizing quantized ones with `mllm_backends::quant`; `hf_config`
-//! turns its metadata into a config.json-style object (config.rs).
+//! turns its metadata into a config.json-style object (config.rs);
+//! `VisionLanguage` joins a text GGUF with its `mmproj` file (the vision
+//! tower llama.cpp writes apart) into one VL model (mmproj.rs,
+//! mmproj_weights.rs).
 
 mod config;
 mod config_deepseek;
 mod config_family;
 mod config_qwen35;
 mod fixes;
+mod mmproj;
+mod mmproj_weights;
 mod names;
 mod reader;
 mod types;
@@ -27,6 +32,8 @@ use crate::error::{ConvertError, Result};
 use crate::file_bytes::FileBytes;
 
 pub use config::hf_config;
+pub use mmproj::VisionLanguage;
+pub use mmproj_weights::{MmprojWeights, VisionLanguageWeights};
 pub use names::{gguf_name, gguf_name_for, hf_name, hf_name_for};
 pub use types::GgmlType;
 pub use value::MetaValue;

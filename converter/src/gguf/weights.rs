@@ -152,8 +152,14 @@ impl GgufWeights {
 }
 
 /// Items per row (outermost index) of a GGUF tensor in PyTorch order.
+/// The reader bounds the whole product only when no dimension is 0: a
+/// tensor of 0 rows may declare rows too long to count (found by fuzzing),
+/// and such rows hold nothing, so they count 0 here.
 fn row_len(t: &GgufTensorInfo) -> usize {
-    t.shape.iter().skip(1).product()
+    let rest = t.shape.get(1..).unwrap_or(&[]);
+    rest.iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .unwrap_or(0)
 }
 
 impl WeightSource for GgufWeights {
@@ -240,5 +246,27 @@ impl WeightSource for GgufWeights {
                     .map_err(|err| fail(err.to_string()))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tensor of 0 rows whose rows are too long to count (fuzzing found
+    /// one; the multiplication overflowed): its rows count 0 values.
+    #[test]
+    fn rows_of_an_empty_tensor_do_not_overflow() {
+        let t = |shape: Vec<usize>| GgufTensorInfo {
+            name: "t".into(),
+            shape,
+            ggml_type: crate::gguf::GgmlType::from_id(0).expect("f32"),
+            offset: 0,
+            len: 0,
+        };
+        assert_eq!(row_len(&t(vec![0, 1 << 40, 1 << 40])), 0);
+        assert_eq!(row_len(&t(vec![3, 4, 5])), 20);
+        assert_eq!(row_len(&t(vec![7])), 1);
+        assert_eq!(row_len(&t(vec![])), 1);
     }
 }

@@ -55,14 +55,24 @@ pub fn convert(
     recipe: Option<&Path>,
     progress: impl FnMut(usize, usize),
 ) -> Result<ConvertSummary> {
-    convert_cancellable(src, out, quant, recipe, progress, &AtomicBool::new(false))
+    convert_cancellable(
+        src,
+        None,
+        out,
+        quant,
+        recipe,
+        progress,
+        &AtomicBool::new(false),
+    )
 }
 
 /// `convert` that stops when `cancel` is set (Ctrl-C): checked before each
 /// window of tensors, it ends the conversion with an error, and the
 /// temporary file is removed, so nothing is left at `out`.
+/// `mmproj`: llama.cpp's vision tower file, joined to a GGUF text `src`.
 pub fn convert_cancellable(
     src: &Path,
+    mmproj: Option<&Path>,
     out: &Path,
     quant: &str,
     recipe: Option<&Path>,
@@ -83,13 +93,13 @@ pub fn convert_cancellable(
             Recipe::parse(&text, &p.display().to_string(), ty).map_err(ConvertError::Unsupported)?
         }
     };
-    if same_file(src, out) {
+    if same_file(src, out) || mmproj.is_some_and(|m| same_file(m, out)) {
         return Err(ConvertError::Unsupported(format!(
             "{} is the source; choose another output path",
             out.display()
         )));
     }
-    let source = SourceModel::open(src)?;
+    let source = SourceModel::open_with_mmproj(src, mmproj)?;
     let weights = source.weights();
     let mut planned = vec![];
     let mut fallbacks = vec![];

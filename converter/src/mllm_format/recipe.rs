@@ -80,8 +80,9 @@ impl Recipe {
     /// The default rules for `ty`: the embeddings and the output projection,
     /// to which quality is most sensitive, at q8_0 for the 32-wide 4-bit
     /// types and q6_k for the K-quants; q4_k also keeps attention values and
-    /// MLP down projections at q6_k (as llama.cpp's Q4_K_M does); everything
-    /// else at `ty`. w4a16 keeps those two at q8_0 as well; w8a8 (8 bits
+    /// MLP down projections at q6_k (llama.cpp's Q4_K_M does so in the first
+    /// and last eighth of the layers and every third one between; it keeps
+    /// untied embeddings at q4_k); everything else at `ty`. w4a16 keeps those two at q8_0 as well; w8a8 (8 bits
     /// already) applies everywhere. Below 8 bits, vision towers get q8_0.
     pub fn default_rules(ty: StoredType) -> Vec<Rule> {
         use QuantType as Q;

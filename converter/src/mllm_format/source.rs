@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 use super::types::StoredType;
 use crate::error::{ConvertError, Result};
-use crate::gguf::{hf_config, GgufFile, GgufWeights};
+use crate::gguf::{hf_config, GgufFile, GgufWeights, VisionLanguage, VisionLanguageWeights};
 use crate::pytorch::PytorchCheckpoint;
 use crate::safetensors_dir::SafetensorsDir;
 use crate::tokenizer::GgufVocab;
@@ -24,6 +24,8 @@ enum Weights {
     Safetensors(SafetensorsDir),
     Pytorch(PytorchCheckpoint),
     Gguf(GgufWeights),
+    /// A text GGUF with its mmproj (`--mmproj`), under the VL model's names.
+    GgufPair(VisionLanguageWeights),
 }
 
 pub struct SourceModel {
@@ -114,6 +116,20 @@ fn safetensors_header(p: &Path) -> Result<Vec<u8>> {
 }
 
 impl SourceModel {
+    /// `open`, with llama.cpp's mmproj file joined to a GGUF text model.
+    pub fn open_with_mmproj(src: &Path, mmproj: Option<&Path>) -> Result<SourceModel> {
+        let Some(mm) = mmproj else {
+            return Self::open(src);
+        };
+        if !(src.is_file() && is_gguf(src)) {
+            return Err(ConvertError::Unsupported(format!(
+                "--mmproj goes with a GGUF text model; {} is not one (a Hugging Face directory holds its vision tower itself)",
+                src.display()
+            )));
+        }
+        Self::open_gguf(src, Some(mm))
+    }
+
     pub fn open(src: &Path) -> Result<SourceModel> {
         if !src.exists() {
             return Err(ConvertError::NotFound(format!(
@@ -122,7 +138,7 @@ impl SourceModel {
             )));
         }
         if src.is_file() && is_gguf(src) {
-            return Self::open_gguf(src);
+            return Self::open_gguf(src, None);
         }
         let dir = if src.is_dir() {
             src.to_path_buf()
@@ -197,7 +213,7 @@ impl SourceModel {
         })
     }
 
-    fn open_gguf(src: &Path) -> Result<SourceModel> {
+    fn open_gguf(src: &Path, mmproj: Option<&Path>) -> Result<SourceModel> {
         let g = GgufFile::open(src)?;
         let config = hf_config(&g)?;
         let (tokenizer_json, tokenizer_config) = if g.meta("tokenizer.ggml.tokens").is_some() {
@@ -227,8 +243,25 @@ impl SourceModel {
             .map(str::to_string);
         let b = g.owner();
         let header = &b.bytes()[..g.data_start().min(b.bytes().len())];
-        let header_crc32 = crc32fast::hash(header);
-        let files = vec![(src.to_path_buf(), file_size(src)?)];
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(header);
+        let mut files = vec![(src.to_path_buf(), file_size(src)?)];
+        let text = GgufWeights::new(g)?;
+        let (config, preprocessor_config, weights) = match mmproj {
+            None => (config, None, Weights::Gguf(text)),
+            Some(mm) => {
+                let mf = GgufFile::open(mm)?;
+                let b = mf.owner();
+                crc.update(&b.bytes()[..mf.data_start().min(b.bytes().len())]);
+                files.push((mm.to_path_buf(), file_size(mm)?));
+                let vl = VisionLanguage::pair(text, config, mf)?;
+                (
+                    vl.config,
+                    Some(vl.preprocessor_config),
+                    Weights::GgufPair(vl.weights),
+                )
+            }
+        };
         Ok(SourceModel {
             format: "gguf",
             path: src.to_path_buf(),
@@ -237,10 +270,10 @@ impl SourceModel {
             tokenizer_json,
             tokenizer_config,
             chat_template,
-            preprocessor_config: None,
+            preprocessor_config,
             files,
-            header_crc32,
-            weights: Weights::Gguf(GgufWeights::new(g)?),
+            header_crc32: crc.finalize(),
+            weights,
         })
     }
 
@@ -249,6 +282,7 @@ impl SourceModel {
             Weights::Safetensors(w) => w,
             Weights::Pytorch(w) => w,
             Weights::Gguf(w) => w,
+            Weights::GgufPair(w) => w,
         }
     }
 
@@ -262,19 +296,21 @@ impl SourceModel {
     }
 
     fn gguf_block_type(&self, name: &str) -> Option<QuantType> {
-        let Weights::Gguf(w) = &self.weights else {
-            return None;
-        };
-        w.block_type(name)
+        match &self.weights {
+            Weights::Gguf(w) => w.block_type(name),
+            Weights::GgufPair(w) => w.block_type(name),
+            _ => None,
+        }
     }
 
     /// The blocks of a GGUF block tensor in Hugging Face row order (rows
     /// llama.cpp moved put back, as `GgufWeights::load` does for values).
     pub fn raw_blocks(&self, name: &str) -> Option<Vec<u8>> {
-        let Weights::Gguf(w) = &self.weights else {
-            return None;
-        };
-        w.blocks(name)
+        match &self.weights {
+            Weights::Gguf(w) => w.blocks(name),
+            Weights::GgufPair(w) => w.blocks(name),
+            _ => None,
+        }
     }
 
     /// The metadata object of FORMAT.md, less the recipe.

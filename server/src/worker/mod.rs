@@ -122,6 +122,8 @@ pub struct ModelHandle {
 #[derive(Clone, Debug)]
 pub struct WorkerConfig {
     pub path: String,
+    /// The mmproj GGUF beside a GGUF `path` (`--mmproj`).
+    pub mmproj: Option<String>,
     pub script: Option<String>,
     pub slots: usize,
     pub ctx_size: Option<usize>,

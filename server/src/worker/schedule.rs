@@ -45,7 +45,8 @@ impl Worker {
         metrics: Arc<ModelMetrics>,
         inflight: Arc<AtomicUsize>,
     ) -> Result<Worker, String> {
-        let files = model_files::open_with(&cfg.path, cfg.load).map_err(|e| engine_message(&e))?;
+        let files = model_files::open_with_mmproj(&cfg.path, cfg.mmproj.as_deref(), cfg.load)
+            .map_err(|e| engine_message(&e))?;
         files.tokenizer().map_err(|e| engine_message(&e))?;
         let model = model_files::load_model(&files, cfg.script.as_deref())
             .map_err(|e| engine_message(&e))?;
