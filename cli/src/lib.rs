@@ -24,7 +24,9 @@ pub struct LoadFlags {
     /// otherwise decode through a captured graph).
     #[arg(long)]
     pub eager: bool,
-    /// The backend ops run on: cpu, or opencl (see `mllm devices`).
+    /// The backend ops run on: cpu, or opencl (see `mllm devices`); qnn and
+    /// ascend (builds with those features) run exported graphs with
+    /// `run --model EXPORT_DIR` (docs/npu_runtime.md).
     #[arg(long, default_value = "cpu")]
     pub backend: mllm_runtime::model_files::Backend,
     /// The backend's device, numbered as `mllm devices` lists them.

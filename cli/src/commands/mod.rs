@@ -11,6 +11,7 @@ pub mod graph;
 pub mod inspect;
 pub mod random_checkpoint;
 pub mod run;
+pub mod run_npu;
 pub mod serve;
 pub mod template;
 pub mod test_backend;
