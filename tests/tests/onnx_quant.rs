@@ -104,9 +104,21 @@ fn kept_quantized_weights_match_the_quantized_kernels() {
         );
         assert!(worst >= 0.999, "{}: cosine {worst} < 0.999", run.name);
         if run.name.starts_with("w8a8") {
-            // Same codes, scales and int8 activations: only summation order.
+            // Same codes, scales and int8 activations, but onnxruntime's
+            // QuantizeLinear divides by the scale where the CPU multiplies
+            // by its reciprocal (as llama.cpp does), and the steps sum in
+            // other orders: an activation within an ulp of a rounding
+            // boundary can land one int8 step away. The no-cache prompt has
+            // none on the machines seen (max-abs ~1e-6); the cached plan's
+            // longer sequence had one on an Intel Xeon (2e-2 max-abs, cosine
+            // 0.99997; an AMD EPYC gave 3e-6). So: max-abs without a cache,
+            // and a cosine 10x tighter than the other types' with one.
             let err = max_abs(&out.logits, want);
-            assert!(err <= 1e-4, "{}: w8a8 max-abs {err}", run.name);
+            if run.name.ends_with("no-cache") {
+                assert!(err <= 1e-4, "{}: w8a8 max-abs {err}", run.name);
+            } else {
+                assert!(worst >= 0.9999, "{}: w8a8 cosine {worst}", run.name);
+            }
         }
     }
 }
