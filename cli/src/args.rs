@@ -15,6 +15,16 @@ pub(crate) struct Cli {
     pub(crate) cmd: Cmd,
 }
 
+/// `--mmproj FILE`, declared once for the commands that load one model
+/// (exec, run, chat, bench); serve and convert word it for their own use.
+#[derive(clap::Args)]
+pub(crate) struct MmprojFlag {
+    /// With a GGUF --model: its vision tower, the mmproj GGUF llama.cpp's
+    /// converter writes beside it (`convert_hf_to_gguf.py --mmproj`).
+    #[arg(long)]
+    pub(crate) mmproj: Option<String>,
+}
+
 #[derive(Subcommand)]
 pub(crate) enum Cmd {
     /// Parse and check scripts; print every diagnostic.
@@ -29,10 +39,8 @@ pub(crate) enum Cmd {
         /// Model directory: config.json and *.safetensors.
         #[arg(long)]
         model: String,
-        /// With a GGUF --model: its vision tower, the mmproj GGUF llama.cpp's
-        /// converter writes beside it (`convert_hf_to_gguf.py --mmproj`).
-        #[arg(long)]
-        mmproj: Option<String>,
+        #[command(flatten)]
+        mmproj: MmprojFlag,
         /// Comma-separated prompt token ids.
         #[arg(long)]
         input_ids: String,
@@ -64,10 +72,8 @@ pub(crate) enum Cmd {
         /// A GGUF file or a Hugging Face model directory.
         #[arg(long, short = 'm')]
         model: String,
-        /// With a GGUF --model: its vision tower, the mmproj GGUF llama.cpp's
-        /// converter writes beside it (`convert_hf_to_gguf.py --mmproj`).
-        #[arg(long)]
-        mmproj: Option<String>,
+        #[command(flatten)]
+        mmproj: MmprojFlag,
         #[arg(long, short = 'p')]
         prompt: String,
         /// A system message for the chat template.
@@ -103,10 +109,8 @@ pub(crate) enum Cmd {
         script: Option<String>,
         #[arg(long, short = 'm')]
         model: String,
-        /// With a GGUF --model: its vision tower, the mmproj GGUF llama.cpp's
-        /// converter writes beside it (`convert_hf_to_gguf.py --mmproj`).
-        #[arg(long)]
-        mmproj: Option<String>,
+        #[command(flatten)]
+        mmproj: MmprojFlag,
         #[arg(long)]
         system: Option<String>,
         /// An image shown with the first message (repeatable); `/image PATH`
@@ -200,10 +204,8 @@ pub(crate) enum Cmd {
         script: Option<String>,
         #[arg(long, short = 'm')]
         model: String,
-        /// With a GGUF --model: its vision tower, the mmproj GGUF llama.cpp's
-        /// converter writes beside it (`convert_hf_to_gguf.py --mmproj`).
-        #[arg(long)]
-        mmproj: Option<String>,
+        #[command(flatten)]
+        mmproj: MmprojFlag,
         /// Prompt lengths to time (comma-separated).
         #[arg(long, short = 'p', value_delimiter = ',', default_value = "512")]
         n_prompt: Vec<usize>,

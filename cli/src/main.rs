@@ -44,7 +44,7 @@ fn run(cli: Cli) -> i32 {
                 Ok(ids) => commands::exec::run(commands::exec::ExecArgs {
                     script,
                     model,
-                    mmproj,
+                    mmproj: mmproj.mmproj,
                     input_ids: ids,
                     logits_out,
                     max_new_tokens,
@@ -73,7 +73,7 @@ fn run(cli: Cli) -> i32 {
             commands::run::run(commands::run::RunArgs {
                 script,
                 model,
-                mmproj,
+                mmproj: mmproj.mmproj,
                 prompt,
                 images,
                 videos,
@@ -100,7 +100,7 @@ fn run(cli: Cli) -> i32 {
             commands::chat::run(commands::chat::ChatArgs {
                 script,
                 model,
-                mmproj,
+                mmproj: mmproj.mmproj,
                 system,
                 images,
                 videos,
@@ -221,7 +221,7 @@ fn run(cli: Cli) -> i32 {
             commands::bench::run(commands::bench::BenchArgs {
                 script,
                 model,
-                mmproj,
+                mmproj: mmproj.mmproj,
                 prompt: n_prompt,
                 gen: n_gen,
                 depth,

@@ -254,6 +254,98 @@ pub struct GenRequest<'a> {
     pub images: Option<(&'a crate::images::Images, &'a crate::images::ImageTokens)>,
 }
 
+/// What the sampling loop steps: the engine (eager or compiled steps) or
+/// the NPU host loop over exported graphs.
+pub(crate) trait Decoder {
+    /// The tokens the cache holds (the sampler's repetition history).
+    fn history(&self) -> &[u32];
+    /// Appends `token`; the logits after it, or None when it cannot take
+    /// another token (generation then ends as if at the length limit).
+    fn advance(&mut self, token: u32) -> CliResult<Option<Vec<f32>>>;
+    /// An EOS token was sampled (it is not shown).
+    fn eos(&mut self, _token: u32) -> CliResult<()> {
+        Ok(())
+    }
+}
+
+impl Decoder for Engine {
+    fn history(&self) -> &[u32] {
+        &self.seq.cached
+    }
+
+    fn advance(&mut self, token: u32) -> CliResult<Option<Vec<f32>>> {
+        self.step(token).map(Some)
+    }
+
+    /// Keeps the cache consistent with what a template will render next.
+    fn eos(&mut self, token: u32) -> CliResult<()> {
+        self.step(token).map(|_| ())
+    }
+}
+
+/// What the sampling loop produced.
+pub(crate) struct Decoded {
+    pub generated: Vec<u32>,
+    pub text: String,
+    pub reason: StopReason,
+}
+
+/// The sampling loop after a prompt whose last logits are `logits`:
+/// sample, stop at EOS, stream text through the stop strings, step.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn decode_loop(
+    dec: &mut dyn Decoder,
+    mut logits: Vec<f32>,
+    sampler: &mut Sampler,
+    max_new_tokens: usize,
+    eos: &[u32],
+    stops: Vec<String>,
+    detok: &mut dyn FnMut(u32) -> CliResult<String>,
+    out: &mut dyn FnMut(&str),
+    interrupt: &AtomicBool,
+) -> CliResult<Decoded> {
+    let mut filter = StopFilter::new(stops);
+    let mut generated = vec![];
+    let mut reason = StopReason::MaxTokens;
+    while generated.len() < max_new_tokens {
+        if interrupt.swap(false, Ordering::SeqCst) {
+            reason = StopReason::Interrupted;
+            break;
+        }
+        let token = sampler
+            .sample(&logits, dec.history())
+            .map_err(|e| CliError(format!("error: {e}")))?;
+        if eos.contains(&token) {
+            reason = StopReason::Eos;
+            dec.eos(token)?;
+            break;
+        }
+        generated.push(token);
+        let (shown, stopped) = filter.push(&detok(token)?);
+        out(&shown);
+        if stopped {
+            reason = StopReason::StopString;
+            break;
+        }
+        if generated.len() == max_new_tokens {
+            break;
+        }
+        match dec.advance(token)? {
+            Some(next) => logits = next,
+            None => break,
+        }
+    }
+    if reason != StopReason::StopString {
+        let rest = filter.finish();
+        out(&rest);
+    }
+    Ok(Decoded {
+        generated,
+        text: filter.emitted,
+        reason,
+    })
+}
+
 /// Runs prompt + generation. `detok` turns each new token into a text chunk
 /// (an incremental decoder that never splits a character); `out` receives
 /// the text to show.
@@ -266,53 +358,31 @@ pub fn generate(
     interrupt: &AtomicBool,
 ) -> CliResult<GenStats> {
     let t0 = Instant::now();
-    let mut logits = match req.images {
+    let logits = match req.images {
         Some((images, spec)) => engine.feed_images(req.prompt, images, spec)?,
         None => engine.feed(req.prompt)?,
     };
     let prompt_secs = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
-    let mut filter = StopFilter::new(req.stops);
-    let mut generated = vec![];
-    let mut reason = StopReason::MaxTokens;
-    while generated.len() < req.max_new_tokens {
-        if interrupt.swap(false, Ordering::SeqCst) {
-            reason = StopReason::Interrupted;
-            break;
-        }
-        let token = sampler
-            .sample(&logits, &engine.seq.cached)
-            .map_err(|e| CliError(format!("error: {e}")))?;
-        if req.eos.contains(&token) {
-            reason = StopReason::Eos;
-            // Keep the cache consistent with what a template will render next.
-            engine.step(token)?;
-            break;
-        }
-        generated.push(token);
-        let (shown, stopped) = filter.push(&detok(token)?);
-        out(&shown);
-        if stopped {
-            reason = StopReason::StopString;
-            break;
-        }
-        if generated.len() == req.max_new_tokens {
-            break;
-        }
-        logits = engine.step(token)?;
-    }
-    if reason != StopReason::StopString {
-        let rest = filter.finish();
-        out(&rest);
-    }
+    let d = decode_loop(
+        engine,
+        logits,
+        sampler,
+        req.max_new_tokens,
+        req.eos,
+        req.stops,
+        detok,
+        out,
+        interrupt,
+    )?;
     Ok(GenStats {
         prompt_tokens: req.prompt.len(),
         prompt_computed: engine.seq.last_computed,
         prompt_secs,
-        generated,
+        generated: d.generated,
         gen_secs: t1.elapsed().as_secs_f64(),
-        text: filter.emitted,
-        reason,
+        text: d.text,
+        reason: d.reason,
     })
 }
 

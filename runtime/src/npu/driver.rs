@@ -9,14 +9,14 @@
 //! vendor's runtime, or the CPU reference (`reference.rs`), is the graph.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use mllm_backends::npu::{HostData, StaticGraph};
 use mllm_interpreter::Sampler;
 
 use super::io::GraphIo;
-use crate::engine::{GenStats, StopFilter, StopReason};
+use crate::engine::{decode_loop, Decoder, GenStats};
 use crate::{Error, Result};
 
 /// One graph with what io.json says of it, and its output buffers (made
@@ -288,9 +288,25 @@ pub struct NpuRequest<'a> {
     pub stops: Vec<String>,
 }
 
-/// Prompt + generation over the host loop (the cache starts empty), as
-/// `engine::generate` does it for eager and compiled steps: sampled
-/// tokens, EOS, stop strings, streamed text.
+impl Decoder for HostLoop {
+    fn history(&self) -> &[u32] {
+        &self.tokens
+    }
+
+    fn advance(&mut self, token: u32) -> Result<Option<Vec<f32>>> {
+        if self.past_len() >= self.context() {
+            eprintln!(
+                "note: the graphs' cache of {} rows is full; stopping (export with a larger --context)",
+                self.context()
+            );
+            return Ok(None);
+        }
+        self.feed(&[token]).map(Some)
+    }
+}
+
+/// Prompt + generation over the host loop (the cache starts empty), through
+/// the sampling loop `engine::generate` runs for eager and compiled steps.
 pub fn generate(
     host: &mut HostLoop,
     sampler: &mut Sampler,
@@ -301,52 +317,27 @@ pub fn generate(
 ) -> Result<GenStats> {
     host.reset();
     let t0 = Instant::now();
-    let mut logits = host.feed(req.prompt)?;
+    let logits = host.feed(req.prompt)?;
     let prompt_secs = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
-    let mut filter = StopFilter::new(req.stops);
-    let mut generated = vec![];
-    let mut reason = StopReason::MaxTokens;
-    while generated.len() < req.max_new_tokens {
-        if interrupt.swap(false, Ordering::SeqCst) {
-            reason = StopReason::Interrupted;
-            break;
-        }
-        let token = sampler.sample(&logits, &host.tokens).map_err(err)?;
-        if req.eos.contains(&token) {
-            reason = StopReason::Eos;
-            break;
-        }
-        generated.push(token);
-        let (shown, stopped) = filter.push(&detok(token)?);
-        out(&shown);
-        if stopped {
-            reason = StopReason::StopString;
-            break;
-        }
-        if generated.len() == req.max_new_tokens {
-            break;
-        }
-        if host.past_len() >= host.context() {
-            eprintln!(
-                "note: the graphs' cache of {} rows is full; stopping (export with a larger --context)",
-                host.context()
-            );
-            break;
-        }
-        logits = host.feed(&[token])?;
-    }
-    if reason != StopReason::StopString {
-        let rest = filter.finish();
-        out(&rest);
-    }
+    let d = decode_loop(
+        host,
+        logits,
+        sampler,
+        req.max_new_tokens,
+        req.eos,
+        req.stops,
+        detok,
+        out,
+        interrupt,
+    )?;
     Ok(GenStats {
         prompt_tokens: req.prompt.len(),
         prompt_computed: req.prompt.len(),
         prompt_secs,
-        generated,
+        generated: d.generated,
         gen_secs: t1.elapsed().as_secs_f64(),
-        text: filter.emitted,
-        reason,
+        text: d.text,
+        reason: d.reason,
     })
 }

@@ -112,6 +112,21 @@ fn gemm_scalar<const KIND: u8>(w: &[u8], nr: usize, act: &ActQ8, out: &mut [f32]
 pub(super) fn gemm<const KIND: u8>(isa: Isa, w: &[u8], nr: usize, act: &ActQ8, out: &mut [f32]) {
     let (m, nb) = (act.m, act.blocks_per_row());
     assert!(nr.is_multiple_of(ROWS) && w.len() == nr * nb * type_size(KIND) && out.len() == m * nr);
+    // The tiles' shared arguments; `asum` is the per-block activation term
+    // each ISA's tile starts from.
+    #[cfg(target_arch = "x86_64")]
+    let out_ptr = out.as_mut_ptr();
+    #[cfg(target_arch = "x86_64")]
+    let ctx = |asum: *const i32| Ctx {
+        w: w.as_ptr(),
+        row_bytes: nb * type_size(KIND),
+        nb,
+        aq: act.qs.as_ptr(),
+        ad: act.d.as_ptr(),
+        asum,
+        out: out_ptr,
+        nr,
+    };
     match isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512Vnni => {
@@ -122,20 +137,10 @@ pub(super) fn gemm<const KIND: u8>(isa: Isa, w: &[u8], nr: usize, act: &ActQ8, o
                 Q8_0 => act.neg128.as_ptr(),
                 _ => act.sum.as_ptr(),
             };
-            let ctx = Ctx {
-                w: w.as_ptr(),
-                row_bytes: nb * type_size(KIND),
-                nb,
-                aq: act.qs.as_ptr(),
-                ad: act.d.as_ptr(),
-                asum,
-                out: out.as_mut_ptr(),
-                nr,
-            };
             // SAFETY: the tiles read groups g < nr / 16 of `w` and rows
             // i..i+C < m of the activations and write those cells of
             // `out` (sizes checked above); the CPU has the features.
-            unsafe { x86::run::<KIND>(&ctx, m) }
+            unsafe { x86::run::<KIND>(&ctx(asum), m) }
         }
         // AVX2: half a group (8 rows, one 256-bit vector) per tile
         // (`x16_avx2.rs`); Q8_0 takes signed codes there (no offset term).
@@ -146,18 +151,8 @@ pub(super) fn gemm<const KIND: u8>(isa: Isa, w: &[u8], nr: usize, act: &ActQ8, o
             } else {
                 act.sum.as_ptr()
             };
-            let ctx = Ctx {
-                w: w.as_ptr(),
-                row_bytes: nb * type_size(KIND),
-                nb,
-                aq: act.qs.as_ptr(),
-                ad: act.d.as_ptr(),
-                asum,
-                out: out.as_mut_ptr(),
-                nr,
-            };
             // SAFETY: as for the 512-bit arm.
-            unsafe { x16_avx2::run::<KIND>(&ctx, m) }
+            unsafe { x16_avx2::run::<KIND>(&ctx(asum), m) }
         }
         _ => gemm_scalar::<KIND>(w, nr, act, out),
     }
