@@ -57,6 +57,7 @@ impl From<LoadFlags> for mllm_runtime::model_files::LoadOptions {
             kv: f.kv_type,
             no_verify: f.no_verify,
             check_numerics: f.check_numerics,
+            skip_tokenizer: false,
         }
     }
 }

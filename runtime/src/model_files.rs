@@ -119,6 +119,12 @@ pub struct LoadOptions {
     /// Stop at the first NaN or infinity an op produces (every step then
     /// runs eagerly, so each op is seen with its script line).
     pub check_numerics: bool,
+    /// Build no tokenizer (so no EOS ids from it, and a chat template
+    /// without its tokens):
+    /// for `bench`, which feeds synthetic ids as llama-bench does. The
+    /// tokenizers crate's BPE tables keep ~16 MiB resident for SmolLM2's
+    /// 49k-token vocabulary and ~50 MiB for Qwen3's 151k.
+    pub skip_tokenizer: bool,
 }
 
 /// The KV cache's dtype (`--kv-type f32|f16|q8_0`).
@@ -262,7 +268,7 @@ fn open_files(path: &str, mmproj: Option<&str>, opts: LoadOptions) -> CliResult<
         return open_tokenizer_dir(p);
     }
     if p.is_dir() {
-        return open_hf(p);
+        return open_hf(p, opts.skip_tokenizer);
     }
     if p.is_file() {
         return Err(CliError(format!(
@@ -320,10 +326,10 @@ impl WeightSource for NoWeights {
     }
 }
 
-fn open_hf(dir: &Path) -> CliResult<ModelFiles> {
+fn open_hf(dir: &Path, skip_tokenizer: bool) -> CliResult<ModelFiles> {
     let hf = HfModelDir::open(dir)?;
     let tok_path = dir.join("tokenizer.json");
-    let tokenizer = if tok_path.is_file() {
+    let tokenizer = if tok_path.is_file() && !skip_tokenizer {
         Some(Tokenizer::from_file(&tok_path)?)
     } else {
         None
@@ -366,10 +372,14 @@ fn open_gguf(path: &Path, mmproj: Option<&str>, opts: LoadOptions) -> CliResult<
         )));
     }
     let config = mllm_converter::gguf::hf_config(&g)?;
-    let tokenizer = match GgufVocab::from_gguf(&g) {
-        Ok(v) => Some(Tokenizer::from_gguf_vocab(&v)?),
-        Err(_) if g.meta("tokenizer.ggml.tokens").is_none() => None,
-        Err(e) => return Err(e.into()),
+    let tokenizer = if opts.skip_tokenizer {
+        None
+    } else {
+        match GgufVocab::from_gguf(&g) {
+            Ok(v) => Some(Tokenizer::from_gguf_vocab(&v)?),
+            Err(_) if g.meta("tokenizer.ggml.tokens").is_none() => None,
+            Err(e) => return Err(e.into()),
+        }
     };
     crate::memory::return_freed_heap();
     let chat_template = match (
@@ -440,7 +450,7 @@ fn open_mllm(path: &Path, opts: LoadOptions) -> CliResult<ModelFiles> {
     }
     f.set_dequantize(opts.dequantize);
     let origin = format!("the metadata of {}", path.display());
-    let tokenizer = match f.tokenizer_json() {
+    let tokenizer = match f.tokenizer_json().filter(|_| !opts.skip_tokenizer) {
         Some(json) => Some(Tokenizer::from_json_str(json, &origin)?),
         None => None,
     };

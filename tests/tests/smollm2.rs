@@ -232,3 +232,24 @@ fn a_prompt_longer_than_the_context_is_refused() {
         .feed(&[1, 2, 3])
         .unwrap_or_else(|e| panic!("{}", e.0));
 }
+
+/// `bench` opens models with `skip_tokenizer`: no tokenizer is built (it
+/// holds ~16 MiB here), and the model still loads and computes the same
+/// logits as a default open.
+#[test]
+fn skip_tokenizer_builds_none_and_loads_the_same_model() {
+    let opts = model_files::LoadOptions {
+        skip_tokenizer: true,
+        ..Default::default()
+    };
+    let bare = model_files::open_with(&gguf_path(), opts).unwrap_or_else(|e| panic!("{}", e.0));
+    assert!(bare.tokenizer.is_none());
+    let full = files();
+    assert!(full.tokenizer.is_some());
+    let ids = [1, 9690, 198, 2683, 359, 253];
+    let logits = |f: &ModelFiles| {
+        let m = load_model(f, None).unwrap_or_else(|e| panic!("{}", e.0));
+        data(&full_logits(&m, &ids))
+    };
+    assert_eq!(logits(&bare), logits(&full));
+}

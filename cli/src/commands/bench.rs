@@ -89,7 +89,12 @@ fn ids(n: usize, vocab: usize, salt: usize) -> Vec<u32> {
 
 pub fn run(a: BenchArgs) -> CliResult<()> {
     let t0 = Instant::now();
-    let files = model_files::open_with_mmproj(&a.model, a.mmproj.as_deref(), a.load)?;
+    // Synthetic ids need no tokenizer (see `skip_tokenizer` for its memory).
+    let load = model_files::LoadOptions {
+        skip_tokenizer: true,
+        ..a.load
+    };
+    let files = model_files::open_with_mmproj(&a.model, a.mmproj.as_deref(), load)?;
     let model = load_model(&files, a.script.as_deref())?;
     let load_secs = t0.elapsed().as_secs_f64();
     let vocab = files
