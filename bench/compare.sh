@@ -31,7 +31,10 @@
 #                     no AVX-VNNI; built on first use) and runs mllm with
 #                     MLLM_QLINEAR_ISA=avx2, so an AVX-512 machine times what
 #                     an AVX2-only CPU would run (VISION=1 then uses that
-#                     build's llama-mtmd-cli too)
+#                     build's llama-mtmd-cli too); ISA=avx512 builds
+#                     llama.cpp with AVX-512 VNNI/BF16 and no AMX
+#                     (.cache/llama-build-V-avx512), the default on CPUs
+#                     that list AMX
 #   MLLM_KV           mllm's --kv-type (f16, llama-bench's default cache type)
 #   MLLM              the mllm binary (target/release/mllm)
 #   LLAMA_CPP_PY      llama-cpp-python version whose sdist vendors llama.cpp
@@ -77,8 +80,23 @@ BUILD="$CACHE/llama-build-$LLAMA_CPP_PY"
 # ggml's x86 switches for a CPU without AVX-512 or AVX-VNNI (Haswell to
 # Alder Lake's efficiency cores); GGML_NATIVE=OFF so -march=native cannot
 # bring them back.
+# A native build on a CPU that lists AMX (Sapphire Rapids and later) uses
+# ggml's AMX tiles for Q4_0/Q8_0 matmuls; on a VM that lists the flags
+# without granting the tile state they die with SIGILL (`tilezero`, seen on
+# an Intel Xeon VM), and mllm has no AMX path either: such CPUs get the
+# AVX-512 build (ISA=avx512), which is what both engines then run.
+if [[ -z "$ISA" ]] && grep -qw amx_tile /proc/cpuinfo 2>/dev/null; then
+    echo "== this CPU lists AMX: comparing with llama.cpp's AVX-512 build (ISA=avx512), not AMX" >&2
+    ISA=avx512
+fi
 case "$ISA" in
     "") ISA_FLAGS=(-DGGML_NATIVE=ON) ;;
+    avx512)
+        ISA_FLAGS=(-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_BMI2=ON
+            -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX_VNNI=ON -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON
+            -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF
+            -DGGML_AMX_BF16=OFF)
+        BUILD="$BUILD-avx512" ;;
     avx2)
         ISA_FLAGS=(-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_BMI2=ON
             -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF
@@ -86,7 +104,7 @@ case "$ISA" in
             -DGGML_AMX_BF16=OFF)
         BUILD="$BUILD-avx2"
         export MLLM_QLINEAR_ISA=avx2 ;;
-    *) echo "compare.sh: unknown ISA '$ISA' (known: avx2, or unset for the best this CPU has)" >&2; exit 1 ;;
+    *) echo "compare.sh: unknown ISA '$ISA' (known: avx2, avx512, or unset for the best this CPU has)" >&2; exit 1 ;;
 esac
 LLAMA_BENCH="$BUILD/bin/llama-bench"
 LLAMA_QUANTIZE="$BUILD/bin/llama-quantize"
