@@ -190,3 +190,45 @@ fn gguf_zero_dimension_behind_huge_ones_has_no_elements() {
         }
     }
 }
+
+/// `tokenizer_json` (a 20-minute campaign): a tokenizer whose decoded text
+/// never settled made the stream decoder's window grow with every id, and
+/// each step decodes the whole window: quadratic, 16 s under the fuzzer for
+/// the ~2,000 ids of this input. The window is now flushed past 256 held
+/// ids. The input is the fuzzer's own (committed as a corpus file).
+#[test]
+fn tokenizer_json_stream_window_stays_bounded() {
+    let data = include_bytes!(
+        "../../tests/fuzz/corpus/tokenizer_json/regression-stream-window-never-settles"
+    );
+    let sep = b"\n%%part%%\n";
+    let at = data
+        .windows(sep.len())
+        .position(|w| w == sep)
+        .expect("two parts");
+    let json = std::str::from_utf8(&data[..at]).expect("utf-8 json");
+    // Six copies of the fuzzer's text: quadratic work then shows as ~36x
+    // (seconds), linear as 6x (a fraction of one).
+    let text = String::from_utf8_lossy(&data[at + sep.len()..]).repeat(6);
+    let tok = Tokenizer::from_json_str(json, "fuzz.json").expect("it loads");
+    let raw: Vec<u32> = text.bytes().map(u32::from).collect();
+    let mut streams = vec![raw];
+    for special in [false, true] {
+        streams.push(tok.encode(&text, special).expect("it encodes"));
+    }
+    let t0 = std::time::Instant::now();
+    for ids in &streams {
+        let mut stream = tok.stream_decoder(false);
+        for &id in ids {
+            let _ = stream.step(id);
+        }
+        let _ = stream.flush();
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    // Linear decoding takes well under 0.5 s even in a debug build.
+    assert!(
+        secs < 2.0,
+        "streaming {} ids took {secs:.2} s",
+        streams.iter().map(Vec::len).sum::<usize>()
+    );
+}

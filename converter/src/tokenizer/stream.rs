@@ -54,6 +54,13 @@ const MAX_HELD_REPLACEMENTS: usize = 3;
 /// of exactness for absurdly long runs of invalid bytes.
 const MAX_CONTEXT: usize = 64;
 
+/// A window that holds more ids than this while its text is still held
+/// back is flushed (held characters become U+FFFD, as `flush` writes them):
+/// each step decodes the whole window, so a text that never settles (a
+/// byte run that never completes, decoders revising what is out) would
+/// make decoding quadratic (a fuzzed tokenizer: 16 s under ASan).
+const MAX_WINDOW: usize = 256;
+
 /// The tokenizer a decoder reads: borrowed (a command's loop), or shared
 /// (a server's request, which outlives any borrow of the model's files).
 enum TokRef<'t> {
@@ -130,6 +137,8 @@ impl<'t> StreamDecoder<'t> {
         self.text = text;
         if self.out == self.text {
             self.slide();
+        } else if self.ids.len() > MAX_WINDOW {
+            chunk.push_str(&self.flush());
         }
         Ok(chunk)
     }
