@@ -19,6 +19,7 @@ pub mod runner;
 pub mod sequence;
 pub mod tiled_images;
 pub mod videos;
+pub mod weight_check;
 
 pub use engine::{generate, Engine, GenRequest, GenStats, StopReason};
 pub use loaded::{load, load_with, Loaded};

@@ -12,6 +12,7 @@ use mllm_converter::tokenizer::{GgufVocab, Tokenizer};
 use mllm_converter::{HfModelDir, SafetensorsDir};
 use serde_json::Value as Json;
 
+use crate::weight_check::WeightCheck;
 use crate::{Error as CliError, Result as CliResult};
 
 pub struct ModelFiles {
@@ -32,6 +33,9 @@ pub struct ModelFiles {
     pub video_preprocessor_config: Option<Json>,
     /// The backend the model's weights go to (`--backend`, `--device`).
     pub backend: mllm_backends::SharedBackend,
+    /// A `.mllm` file's checksums, checked while the weights are prepared
+    /// (`weights_verified`).
+    pub check: WeightCheck,
 }
 
 fn cpu() -> mllm_backends::SharedBackend {
@@ -302,6 +306,7 @@ fn open_tokenizer_dir(dir: &Path) -> CliResult<ModelFiles> {
         preprocessor_config: None,
         video_preprocessor_config: None,
         backend: cpu(),
+        check: WeightCheck::none(),
     })
 }
 
@@ -360,6 +365,7 @@ fn open_hf(dir: &Path, skip_tokenizer: bool) -> CliResult<ModelFiles> {
         preprocessor_config: mllm_converter::image_preprocess::image_processor_settings(dir)?,
         video_preprocessor_config: read_json(&dir.join("video_preprocessor_config.json"))?,
         backend: cpu(),
+        check: WeightCheck::none(),
     })
 }
 
@@ -427,12 +433,13 @@ fn open_gguf(path: &Path, mmproj: Option<&str>, opts: LoadOptions) -> CliResult<
         preprocessor_config,
         video_preprocessor_config: None,
         backend: cpu(),
+        check: WeightCheck::none(),
     })
 }
 
 /// A `.mllm` file whose tensor checksums do not match: which tensors, and
 /// what to do about it.
-fn damaged(path: &Path, e: mllm_converter::ConvertError) -> CliError {
+fn damaged(path: &Path, e: String) -> CliError {
     CliError(format!(
         "error: {} is damaged (its data differs from what was written): {e}\n\
          download or convert it again; `--no-verify` skips this check, and the model may then print garbage",
@@ -441,13 +448,15 @@ fn damaged(path: &Path, e: mllm_converter::ConvertError) -> CliError {
 }
 
 /// A self-contained .mllm file: config, tokenizer, template and EOS ids
-/// come from its metadata; its tensor checksums are verified unless
-/// `no_verify`.
+/// come from its metadata; its tensor checksums are checked on a thread of
+/// their own unless `no_verify` (`ModelFiles::weights_verified` waits).
 fn open_mllm(path: &Path, opts: LoadOptions) -> CliResult<ModelFiles> {
     let mut f = mllm_converter::mllm_format::MllmFile::open(path)?;
-    if !opts.no_verify {
-        f.verify().map_err(|e| damaged(path, e))?;
-    }
+    let check = if opts.no_verify {
+        WeightCheck::none()
+    } else {
+        WeightCheck::start(f.checksums())
+    };
     f.set_dequantize(opts.dequantize);
     let origin = format!("the metadata of {}", path.display());
     let tokenizer = match f.tokenizer_json().filter(|_| !opts.skip_tokenizer) {
@@ -483,10 +492,17 @@ fn open_mllm(path: &Path, opts: LoadOptions) -> CliResult<ModelFiles> {
         preprocessor_config,
         video_preprocessor_config: None,
         backend: cpu(),
+        check,
     })
 }
 
 impl ModelFiles {
+    /// Waits for the checksum check of a `.mllm` file (started when it was
+    /// opened): an error names the damaged tensors and what to do.
+    pub fn weights_verified(&self) -> CliResult<()> {
+        self.check.wait().map_err(|e| damaged(&self.path, e))
+    }
+
     pub fn tokenizer(&self) -> CliResult<&Tokenizer> {
         self.tokenizer.as_deref().ok_or_else(|| {
             CliError(format!("error: {} has no tokenizer (tokenizer.json, or a vocabulary in the GGUF); pass token ids to `mllm exec` instead", self.path.display()))
@@ -554,7 +570,7 @@ pub fn load_model_with(
             .to_string(),
     };
     let prog = std::rc::Rc::new(crate::assets::check_script(&script)?);
-    mllm_interpreter::Model::load(
+    let loaded = mllm_interpreter::Model::load(
         prog.clone(),
         &files.config,
         &files.config_origin,
@@ -577,5 +593,8 @@ pub fn load_model_with(
             if n == 1 { "" } else { "s" }
         ));
         CliError(out.join("\n"))
-    })
+    });
+    // Before the first forward; a damaged file also explains a failed load.
+    files.weights_verified()?;
+    loaded
 }

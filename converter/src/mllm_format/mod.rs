@@ -11,6 +11,7 @@
 //!   `.mllm` out; `experts`: transposed expert stacks written in the
 //!   layout the scripts declare.
 
+mod checksums;
 mod convert;
 mod experts;
 mod kquant;
@@ -21,6 +22,7 @@ mod source;
 pub mod types;
 mod writer;
 
+pub use checksums::Checksums;
 pub use convert::{convert, convert_cancellable, convert_types, ConvertSummary};
 pub use kquant::quantize;
 pub use reader::{MllmFile, TensorEntry};

@@ -11,9 +11,9 @@ use std::sync::Arc;
 use mllm_backends::quant::{self, QuantType};
 use mllm_backends::weights::{TensorInfo, WeightSource};
 use mllm_backends::{ByteOwner, DType, Tensor};
-use rayon::prelude::*;
 use serde_json::{Map, Value};
 
+use super::checksums::Checksums;
 use super::layout::{self, Header, HEADER_LEN, MAX_ALIGNMENT, MAX_SECTION, MIN_ALIGNMENT};
 use super::recipe::Recipe;
 use super::types::StoredType;
@@ -203,97 +203,23 @@ impl MllmFile {
         let t = self.tensor(name).ok_or_else(|| {
             ConvertError::NotFound(format!("{}: no tensor `{name}`", self.path.display()))
         })?;
-        self.check_crc(t).map_err(ConvertError::Corrupt)
+        super::checksums::check_crc(&self.path, t, self.tensor_bytes(t))
+            .map_err(ConvertError::Corrupt)
     }
 
     /// Checks every tensor's CRC (in parallel, large tensors in pieces;
     /// reads the whole file) and names every damaged tensor.
     pub fn verify(&self) -> Result<()> {
-        // A mapped file is checked through positioned reads of the file:
-        // the bytes come from the page cache without becoming resident in
-        // this process (reading the mapping added ~150 MB of file pages to
-        // the resident set of a Qwen3-0.6B q4_0 load, pages of tensors the
-        // CPU then repacks or reads only in part).
-        #[cfg(unix)]
-        if let FileBytes::Mapped(m) = &*self.storage {
-            if let Ok(f) = std::fs::File::open(&self.path) {
-                if f.metadata().is_ok_and(|md| md.len() == m.len() as u64) {
-                    return self.report(
-                        self.tensors
-                            .par_iter()
-                            .filter_map(|t| self.check_crc_read(&f, t).err())
-                            .collect(),
-                    );
-                }
-            }
-        }
-        self.report(
-            self.tensors
-                .par_iter()
-                .filter_map(|t| self.check_crc(t).err())
-                .collect(),
-        )
+        self.checksums().verify()
     }
 
-    fn report(&self, mut bad: Vec<String>) -> Result<()> {
-        if bad.is_empty() {
-            return Ok(());
-        }
-        bad.sort();
-        let n = bad.len();
-        bad.truncate(20);
-        Err(ConvertError::Corrupt(format!(
-            "{} damaged tensor{}:\n  {}",
-            n,
-            if n == 1 { "" } else { "s" },
-            bad.join("\n  ")
-        )))
-    }
-
-    fn check_crc(&self, t: &TensorEntry) -> std::result::Result<(), String> {
-        self.crc_matches(t, parallel_crc(self.tensor_bytes(t)))
-    }
-
-    /// `check_crc` reading the tensor's bytes from `f` (the mapped file).
-    #[cfg(unix)]
-    fn check_crc_read(
-        &self,
-        f: &std::fs::File,
-        t: &TensorEntry,
-    ) -> std::result::Result<(), String> {
-        use std::os::unix::fs::FileExt;
-        let pieces: Vec<std::result::Result<crc32fast::Hasher, String>> = (0..t.byte_len)
-            .step_by(CRC_PIECE)
-            .collect::<Vec<_>>()
-            .into_par_iter()
-            .map_init(Vec::new, |buf: &mut Vec<u8>, at| {
-                let len = CRC_PIECE.min(t.byte_len - at);
-                buf.resize(len, 0);
-                f.read_exact_at(buf, (t.offset + at) as u64).map_err(|e| {
-                    format!("{}: reading tensor `{}`: {e}", self.path.display(), t.name)
-                })?;
-                let mut h = crc32fast::Hasher::new();
-                h.update(buf);
-                Ok(h)
-            })
-            .collect();
-        let mut all = crc32fast::Hasher::new();
-        for p in pieces {
-            all.combine(&p?);
-        }
-        self.crc_matches(t, all.finalize())
-    }
-
-    fn crc_matches(&self, t: &TensorEntry, crc: u32) -> std::result::Result<(), String> {
-        if crc == t.crc32 {
-            Ok(())
-        } else {
-            Err(format!(
-                "{}: tensor `{}` has checksum {crc:08x}, the table says {:08x}",
-                self.path.display(),
-                t.name,
-                t.crc32
-            ))
+    /// What `verify` reads, detached from this handle so that the check can
+    /// run on its own thread while the weights are prepared.
+    pub fn checksums(&self) -> Checksums {
+        Checksums {
+            path: self.path.clone(),
+            storage: self.storage.clone(),
+            tensors: self.tensors.clone(),
         }
     }
 
@@ -332,34 +258,6 @@ impl MllmFile {
             StoredType::Quant(_) => DType::F32,
         }
     }
-}
-
-/// Bytes per piece when a tensor's CRC is computed in parallel: large
-/// enough that combining is free, small enough that one big tensor (an
-/// embedding table) keeps every thread busy, and that the buffer a piece
-/// is read into stays in L2 for the CRC that follows (4 MiB pieces went
-/// through memory twice: +0.47 s on a 2.28 GB Qwen3-VL-2B q8_0 load, vs
-/// ~+0.12-0.28 s at 256 KiB on the same busy machine).
-const CRC_PIECE: usize = 256 << 10;
-
-/// CRC-32 of `bytes`, pieces hashed in parallel and combined in order.
-fn parallel_crc(bytes: &[u8]) -> u32 {
-    if bytes.len() <= CRC_PIECE {
-        return crc32fast::hash(bytes);
-    }
-    let parts: Vec<crc32fast::Hasher> = bytes
-        .par_chunks(CRC_PIECE)
-        .map(|c| {
-            let mut h = crc32fast::Hasher::new();
-            h.update(c);
-            h
-        })
-        .collect();
-    let mut all = crc32fast::Hasher::new();
-    for p in &parts {
-        all.combine(p);
-    }
-    all.finalize()
 }
 
 /// Checks that the sections fit the file and each other; returns the end
@@ -524,22 +422,5 @@ impl WeightSource for MllmFile {
             }
             StoredType::Quant(q) => self.load_quantized(t, q).map_err(fail),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{parallel_crc, CRC_PIECE};
-
-    #[test]
-    fn pieces_hashed_in_parallel_combine_to_the_whole_crc() {
-        let data: Vec<u8> = (0..3 * CRC_PIECE + 12_345)
-            .map(|i| (i * 31 % 251) as u8)
-            .collect();
-        assert_eq!(parallel_crc(&data), crc32fast::hash(&data));
-        assert_eq!(parallel_crc(&data[..1000]), crc32fast::hash(&data[..1000]));
-        let mut damaged = data.clone();
-        damaged[2 * CRC_PIECE + 7] ^= 1;
-        assert_ne!(parallel_crc(&damaged), crc32fast::hash(&data));
     }
 }
