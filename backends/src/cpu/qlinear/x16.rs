@@ -158,11 +158,36 @@ pub(super) fn gemm<const KIND: u8>(isa: Isa, w: &[u8], nr: usize, act: &ActQ8, o
     }
 }
 
+/// Decode tiles (one or two activation rows) read each weight byte once
+/// with too little work between their loads for the hardware prefetcher
+/// alone (which also stops at 4 KiB pages) to keep the stream at the
+/// memory's speed, so they also prefetch the bytes this far ahead of the
+/// block they read. Qwen3-0.6B decode on an AVX-512 Xeon VM (same run,
+/// best of 4-5, ~12 GB/s per core): Q4_0 1 thread 20.5 -> 24-27 tok/s,
+/// 2 threads 33 -> 44-47; Q8_0 14.9 -> 17-19 and 27 -> 31-34. Distances
+/// of 2-6 KiB measured alike; 1 KiB gained half as much.
+#[cfg(target_arch = "x86_64")]
+pub(super) const PREFETCH_AHEAD: usize = 4096;
+
+/// Prefetches the `len` bytes at `p + ahead` (a prefetch never faults).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(super) unsafe fn prefetch_block(p: *const u8, len: usize, ahead: usize) {
+    use std::arch::x86_64::*;
+    if ahead == 0 {
+        return;
+    }
+    let at = p.wrapping_add(ahead);
+    for line in (0..len).step_by(64) {
+        _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(line) as *const i8);
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::{head, type_size, Ctx, Q4_0, Q4_1, Q8_0, ROWS};
+    use super::{head, prefetch_block, type_size, Ctx, PREFETCH_AHEAD, Q4_0, Q4_1, Q8_0, ROWS};
 
     /// One 16-row group `g` against activation rows `i..i + C`.
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
@@ -172,8 +197,10 @@ mod x86 {
         let base = ctx.w.add(g * nb * gb);
         let mut facc = [_mm512_setzero_ps(); C];
         let mut fmin = [_mm512_setzero_ps(); C];
+        let ahead = if C <= 2 { PREFETCH_AHEAD } else { 0 };
         for b in 0..nb {
             let p = base.add(b * gb);
+            prefetch_block(p, gb, ahead);
             let scales = _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i));
             let codes = p.add(head(KIND) * ROWS);
             let mut ia = [[_mm512_setzero_si512(); 2]; C];

@@ -22,7 +22,7 @@
 use std::arch::x86_64::*;
 
 use super::block32::Ctx;
-use super::x16::{head, type_size, Q4_0, Q4_1, Q8_0};
+use super::x16::{head, prefetch_block, type_size, PREFETCH_AHEAD, Q4_0, Q4_1, Q8_0};
 use crate::quant::packed::ROWS;
 
 /// Rows of a tile: half a group.
@@ -43,8 +43,11 @@ unsafe fn tile<const KIND: u8, const C: usize, const H: usize>(
     let mask = _mm256_set1_epi8(0x0F);
     let mut facc = [[_mm256_setzero_ps(); C]; H];
     let mut fmin = [[_mm256_setzero_ps(); C]; H];
+    // Decode tiles take both halves of a group (see `run`).
+    let ahead = if H == 2 { PREFETCH_AHEAD } else { 0 };
     for b in 0..nb {
         let p = base.add(b * gb);
+        prefetch_block(p, gb, ahead);
         for hh in 0..H {
             let h = h0 + hh;
             let (facc, fmin) = (&mut facc[hh], &mut fmin[hh]);
