@@ -14,12 +14,14 @@ unsafe fn hsum_i32(v: __m256i) -> i32 {
     _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 1)))
 }
 
-/// One-row tiles: fetch the same super-block of the next row (see
-/// block32). A prefetch never faults, wherever it points.
+/// One-row tiles: fetch the same super-block 8 rows ahead (one row ahead
+/// kept too few lines in flight: see `k_zmm`, where 8 rows took the LM
+/// head from 1.3x to ~0.85x the time per byte of the Q4_0 tiles). A
+/// prefetch never faults, wherever it points.
 #[inline(always)]
 unsafe fn prefetch_next_row<const R: usize>(p: *const u8, row_bytes: usize, size: usize) {
     if R == 1 {
-        let next = p.wrapping_add(row_bytes);
+        let next = p.wrapping_add(8 * row_bytes);
         for line in (0..size).step_by(64) {
             _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(line) as *const i8);
         }
