@@ -437,16 +437,6 @@ fn open_gguf(path: &Path, mmproj: Option<&str>, opts: LoadOptions) -> CliResult<
     })
 }
 
-/// A `.mllm` file whose tensor checksums do not match: which tensors, and
-/// what to do about it.
-fn damaged(path: &Path, e: String) -> CliError {
-    CliError(format!(
-        "error: {} is damaged (its data differs from what was written): {e}\n\
-         download or convert it again; `--no-verify` skips this check, and the model may then print garbage",
-        path.display()
-    ))
-}
-
 /// A self-contained .mllm file: config, tokenizer, template and EOS ids
 /// come from its metadata; its tensor checksums are checked on a thread of
 /// their own unless `no_verify` (`ModelFiles::weights_verified` waits).
@@ -500,7 +490,7 @@ impl ModelFiles {
     /// Waits for the checksum check of a `.mllm` file (started when it was
     /// opened): an error names the damaged tensors and what to do.
     pub fn weights_verified(&self) -> CliResult<()> {
-        self.check.wait().map_err(|e| damaged(&self.path, e))
+        self.check.wait_for(&self.path)
     }
 
     pub fn tokenizer(&self) -> CliResult<&Tokenizer> {

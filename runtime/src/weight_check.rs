@@ -4,6 +4,7 @@
 //! file (repacking its blocks) keeps ~1.2 of 2 cores busy for ~2.5 s; the
 //! CRCs of its 2.3 GB took another ~0.5 s when they ran first.
 
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -55,5 +56,17 @@ impl WeightCheck {
         };
         *state = State::Done(answer.clone());
         answer
+    }
+
+    /// `wait`, with the message a user of the file at `path` gets: which
+    /// tensors are damaged, and what to do about it.
+    pub fn wait_for(&self, path: &Path) -> crate::Result<()> {
+        self.wait().map_err(|e| {
+            crate::Error(format!(
+                "error: {} is damaged (its data differs from what was written): {e}\n\
+                 download or convert it again; `--no-verify` skips this check, and the model may then print garbage",
+                path.display()
+            ))
+        })
     }
 }
