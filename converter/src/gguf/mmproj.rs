@@ -9,10 +9,12 @@
 //! processor settings, and one weight source under transformers' names
 //! (mmproj_weights.rs). Read for Qwen3-VL's tower (projector type
 //! `qwen3vl_merger`), which dense Qwen3-VL, Qwen3-VL-MoE and Qwen3.5 (dense
-//! and MoE, without DeepStack) share.
+//! and MoE, without DeepStack) share, and DeepSeek-OCR 2's
+//! (`deepseekocr2`, mmproj_deepseek.rs).
 
 use serde_json::{json, Map, Value};
 
+use super::mmproj_deepseek;
 use super::mmproj_weights::{MmprojWeights, VisionLanguageWeights};
 use super::{GgufFile, GgufWeights, MetaValue};
 use crate::error::{ConvertError, Result};
@@ -70,21 +72,28 @@ impl VisionLanguage {
         let tf = text.file();
         let tpath = tf.path().display().to_string();
         let arch = tf.architecture().unwrap_or("");
+        let projector = projector_type(&mmproj)?;
+        let deepseek = mmproj_deepseek::TEXT_ARCH;
+        match (arch == deepseek, projector == mmproj_deepseek::PROJECTOR) {
+            (true, true) => return mmproj_deepseek::pair(text, text_config, mmproj),
+            (false, false) => {}
+            (true, false) | (false, true) => {
+                return Err(ConvertError::Unsupported(format!(
+                    "{tpath} (a `{arch}` text model) and {} (projector `{projector}`) are not a pair: DeepSeek-OCR 2's `{}` mmproj goes with its `{deepseek}` text model",
+                    mmproj.path().display(),
+                    mmproj_deepseek::PROJECTOR
+                )))
+            }
+        }
         let Some(&(_, class, model_type)) = VL_FAMILIES.iter().find(|f| f.0 == arch) else {
             let known: Vec<&str> = VL_FAMILIES.iter().map(|f| f.0).collect();
             return Err(ConvertError::Unsupported(format!(
-                "{tpath}: a `{arch}` text model takes no mmproj here (mmproj pairs are read for {})",
+                "{tpath}: a `{arch}` text model takes no mmproj here (mmproj pairs are read for {}, {deepseek})",
                 known.join(", ")
             )));
         };
         let tower = Tower::read(&mmproj)?;
-        let hidden = text_config["hidden_size"].as_u64().unwrap_or(0);
-        if tower.projection_dim != hidden {
-            return Err(ConvertError::Corrupt(format!(
-                "{}: the projector outputs {} values per token (clip.vision.projection_dim) but the text model {tpath} is {hidden} wide: not its mmproj",
-                tower.path, tower.projection_dim
-            )));
-        }
+        check_width(&tower.path, tower.projection_dim, &text_config, &tpath)?;
         let mut c = Map::new();
         c.insert("architectures".into(), json!([class]));
         c.insert("model_type".into(), json!(model_type));
@@ -185,36 +194,94 @@ struct Tower {
     pixels: Option<(u64, u64)>,
 }
 
+/// The projector type of mmproj file `g`, refusing a file that is no
+/// mmproj.
+fn projector_type(g: &GgufFile) -> Result<&str> {
+    let path = g.path().display();
+    let arch = g.architecture().unwrap_or("none");
+    if arch != "clip" {
+        return Err(ConvertError::Unsupported(format!(
+            "{path}: not an mmproj file (general.architecture is `{arch}`, an mmproj's is `clip`); --model takes the text GGUF and --mmproj the vision GGUF llama.cpp's converter writes with --mmproj"
+        )));
+    }
+    Ok(g.meta("clip.projector_type")
+        .or_else(|| g.meta("clip.vision.projector_type"))
+        .and_then(MetaValue::as_str)
+        .unwrap_or("none"))
+}
+
+/// Refuses an mmproj (`path`) whose projector's output is not the text
+/// model's width.
+pub(super) fn check_width(
+    path: &str,
+    projection_dim: u64,
+    text_config: &Value,
+    tpath: &str,
+) -> Result<()> {
+    let hidden = text_config["hidden_size"].as_u64().unwrap_or(0);
+    if projection_dim != hidden {
+        return Err(ConvertError::Corrupt(format!(
+            "{path}: the projector outputs {projection_dim} values per token (clip.vision.projection_dim) but the text model {tpath} is {hidden} wide: not its mmproj"
+        )));
+    }
+    Ok(())
+}
+
+/// `clip.vision.{key}` as a positive integer; `default` when absent, or an
+/// error if there is none.
+pub(super) fn clip_count(
+    g: &GgufFile,
+    key: &str,
+    default: Option<u64>,
+    corrupt: &dyn Fn(String) -> ConvertError,
+) -> Result<u64> {
+    let full = format!("clip.vision.{key}");
+    match (g.meta(&full), default) {
+        (Some(v), _) => v
+            .as_u64()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| corrupt(format!("{full} should be a positive integer, found {v:?}"))),
+        (None, Some(d)) => Ok(d),
+        (None, None) => Err(corrupt(format!("metadata {full} is missing"))),
+    }
+}
+
+/// Three per-channel numbers (`clip.vision.{key}`), each as its f32's
+/// shortest decimal (0.5, 0.48145466).
+pub(super) fn clip_triple(
+    g: &GgufFile,
+    key: &str,
+    corrupt: &dyn Fn(String) -> ConvertError,
+) -> Result<Value> {
+    let full = format!("clip.vision.{key}");
+    let v: Vec<f64> = g
+        .meta(&full)
+        .and_then(MetaValue::as_array)
+        .map(|a| a.iter().filter_map(MetaValue::as_f64).collect())
+        .unwrap_or_default();
+    if v.len() != 3 || v.iter().any(|x| !x.is_finite()) {
+        return Err(corrupt(format!(
+            "{full} should be 3 numbers (per RGB channel)"
+        )));
+    }
+    Ok(json!(v
+        .iter()
+        .map(|&x| format!("{}", x as f32).parse::<f64>().unwrap_or(x))
+        .collect::<Vec<f64>>()))
+}
+
 impl Tower {
     fn read(g: &GgufFile) -> Result<Tower> {
         let path = g.path().display().to_string();
         let corrupt = |m: String| ConvertError::Corrupt(format!("{path}: {m}"));
-        let arch = g.architecture().unwrap_or("none");
-        if arch != "clip" {
-            return Err(ConvertError::Unsupported(format!(
-                "{path}: not an mmproj file (general.architecture is `{arch}`, an mmproj's is `clip`); --model takes the text GGUF and --mmproj the vision GGUF llama.cpp's converter writes with --mmproj"
-            )));
-        }
-        let projector = g
-            .meta("clip.projector_type")
-            .or_else(|| g.meta("clip.vision.projector_type"))
-            .and_then(MetaValue::as_str)
-            .unwrap_or("none");
+        let projector = projector_type(g)?;
         if projector != QWEN3VL_PROJECTOR {
             return Err(ConvertError::Unsupported(format!(
-                "{path}: projector type `{projector}` is not supported (mmproj files of Qwen3-VL, `{QWEN3VL_PROJECTOR}`, are)"
+                "{path}: projector type `{projector}` is not supported (mmproj files of Qwen3-VL, `{QWEN3VL_PROJECTOR}`, and DeepSeek-OCR 2, `{}`, are)",
+                mmproj_deepseek::PROJECTOR
             )));
         }
-        let u = |key: &str, default: Option<u64>| -> Result<u64> {
-            let full = format!("clip.vision.{key}");
-            match (g.meta(&full), default) {
-                (Some(v), _) => v.as_u64().filter(|&n| n > 0).ok_or_else(|| {
-                    corrupt(format!("{full} should be a positive integer, found {v:?}"))
-                }),
-                (None, Some(d)) => Ok(d),
-                (None, None) => Err(corrupt(format!("metadata {full} is missing"))),
-            }
-        };
+        let u = |key: &str, default: Option<u64>| clip_count(g, key, default, &corrupt);
         let depth = u("block_count", None)?;
         let hidden = u("embedding_length", None)?;
         let heads = u("attention.head_count", None)?;
@@ -264,24 +331,7 @@ impl Tower {
             .ok_or_else(|| {
                 corrupt("no tensor v.position_embd.weight (the learned positions)".into())
             })?;
-        let triple = |key: &str| -> Result<Value> {
-            let full = format!("clip.vision.{key}");
-            let v: Vec<f64> = g
-                .meta(&full)
-                .and_then(MetaValue::as_array)
-                .map(|a| a.iter().filter_map(MetaValue::as_f64).collect())
-                .unwrap_or_default();
-            if v.len() != 3 {
-                return Err(corrupt(format!(
-                    "{full} should be 3 numbers (per RGB channel)"
-                )));
-            }
-            // f32 values as their shortest decimal (0.5, 0.48145466).
-            Ok(json!(v
-                .iter()
-                .map(|&x| format!("{}", x as f32).parse::<f64>().unwrap_or(x))
-                .collect::<Vec<f64>>()))
-        };
+        let triple = |key: &str| clip_triple(g, key, &corrupt);
         let pixels = match (
             g.meta("clip.vision.image_min_pixels"),
             g.meta("clip.vision.image_max_pixels"),

@@ -1,11 +1,12 @@
 //! The tensors of a llama.cpp vision-language pair under transformers'
-//! names. `MmprojWeights`: an mmproj file's Qwen3-VL tower at
-//! `model.visual.*` (names from gguf-py's MMPROJ table and conversion/
-//! qwen3vl.py, read backwards); the one layout change the converter made,
-//! the Conv3d patch kernel split along time into 2-D kernels
-//! `v.patch_embd.weight`, `.weight.1`, is undone by stacking them again.
+//! names. `MmprojWeights`: an mmproj file's tower under the checkpoint's
+//! names: Qwen3-VL's at `model.visual.*` (names from gguf-py's MMPROJ table
+//! and conversion/qwen3vl.py, read backwards; the one layout change the
+//! converter made, the Conv3d patch kernel split along time into 2-D
+//! kernels `v.patch_embd.weight`, `.weight.1`, is undone by stacking them
+//! again), or another tower's map (DeepSeek-OCR 2's: mmproj_deepseek.rs).
 //! `VisionLanguageWeights`: that tower beside the text GGUF's decoder,
-//! moved under `model.language_model.` as the VL checkpoints name it.
+//! moved under `model.language_model.` where the VL checkpoint names it so.
 
 use mllm_backends::weights::{TensorInfo, WeightSource};
 use mllm_backends::{DType, Tensor};
@@ -79,23 +80,40 @@ fn hf_name(g: &str, deepstack: &[usize]) -> Option<String> {
 }
 
 /// Where a vision tensor comes from.
-enum Source {
+pub(super) enum Source {
     /// One mmproj tensor (its GGUF name) as it is.
     Tensor(String),
+    /// One mmproj tensor with its values as one row (the converter stored
+    /// a 1-D parameter as [1, n]).
+    Flat(String),
     /// The patch kernel: this many 2-D slices stacked along time.
     Kernel(usize),
 }
 
-/// An mmproj file's Qwen3-VL tower under `model.visual.*`.
+/// An mmproj file's tower under the checkpoint's names.
 pub struct MmprojWeights {
     file: GgufWeights,
-    /// HF name (without `model.visual.`) -> source, sorted.
+    /// HF name -> source, sorted.
     map: std::collections::BTreeMap<String, Source>,
 }
 
 impl MmprojWeights {
-    /// Maps every tensor of `file`; one with no place in the tower (or a
-    /// DeepStack merger of a block `deepstack` does not list) is refused.
+    /// `file`'s tensors under the names of `map` (HF name -> source).
+    pub(super) fn from_map(
+        file: GgufWeights,
+        map: std::collections::BTreeMap<String, Source>,
+    ) -> MmprojWeights {
+        MmprojWeights { file, map }
+    }
+
+    /// Whether `name` is one of the tower's tensors.
+    fn has(&self, name: &str) -> bool {
+        self.map.contains_key(name)
+    }
+
+    /// Qwen3-VL's tower at `model.visual.*`: maps every tensor of `file`;
+    /// one with no place in the tower (or a DeepStack merger of a block
+    /// `deepstack` does not list) is refused.
     pub fn new(file: GgufFile, deepstack: &[usize]) -> Result<MmprojWeights> {
         let path = file.path().display().to_string();
         let file = GgufWeights::new(file)?;
@@ -117,7 +135,7 @@ impl MmprojWeights {
             } else {
                 Source::Tensor(g)
             };
-            map.insert(hf, src);
+            map.insert(format!("{VISUAL}{hf}"), src);
         }
         Ok(MmprojWeights { file, map })
     }
@@ -170,12 +188,16 @@ impl WeightSource for MmprojWeights {
     }
 
     fn names(&self) -> Vec<String> {
-        self.map.keys().map(|k| format!("{VISUAL}{k}")).collect()
+        self.map.keys().cloned().collect()
     }
 
     fn info(&self, name: &str) -> Option<TensorInfo> {
-        match self.map.get(name.strip_prefix(VISUAL)?)? {
+        match self.map.get(name)? {
             Source::Tensor(g) => self.file.info(g),
+            Source::Flat(g) => self.file.info(g).map(|i| TensorInfo {
+                shape: vec![i.shape.iter().product()],
+                ..i
+            }),
             Source::Kernel(n) => Some(TensorInfo {
                 dtype: DType::F32,
                 shape: self.kernel_shape(*n).ok()?,
@@ -184,28 +206,49 @@ impl WeightSource for MmprojWeights {
     }
 
     fn load(&self, name: &str) -> std::result::Result<Tensor, String> {
-        let src = name
-            .strip_prefix(VISUAL)
-            .and_then(|k| self.map.get(k))
+        let src = self
+            .map
+            .get(name)
             .ok_or_else(|| format!("no tensor `{name}`"))?;
         match src {
             Source::Tensor(g) => self.file.load(g),
+            Source::Flat(g) => {
+                let t = self.file.load(g)?;
+                let n = t.shape().iter().product();
+                t.reshaped(vec![n]).map_err(|e| e.to_string())
+            }
             Source::Kernel(n) => self.load_kernel(*n),
         }
     }
 }
 
-/// A text GGUF and its mmproj under one VL checkpoint's names:
-/// `model.visual.*` from the mmproj, `model.language_model.*` from the
-/// text file's `model.*`, `lm_head.*` as the text file names it.
+/// A text GGUF and its mmproj under one VL checkpoint's names: the
+/// tower's from the mmproj; the text file's `model.*` under `text_prefix`
+/// when the checkpoint nests its decoder (Qwen-VL's
+/// `model.language_model.*`), else as they are; `lm_head.*` as the text
+/// file names it.
 pub struct VisionLanguageWeights {
     text: GgufWeights,
     vision: MmprojWeights,
+    text_prefix: Option<&'static str>,
 }
 
 impl VisionLanguageWeights {
+    /// Qwen-VL's layout: the decoder under `model.language_model.`.
     pub fn new(text: GgufWeights, vision: MmprojWeights) -> VisionLanguageWeights {
-        VisionLanguageWeights { text, vision }
+        Self::with_text_prefix(text, vision, Some(LANGUAGE))
+    }
+
+    pub(super) fn with_text_prefix(
+        text: GgufWeights,
+        vision: MmprojWeights,
+        text_prefix: Option<&'static str>,
+    ) -> VisionLanguageWeights {
+        VisionLanguageWeights {
+            text,
+            vision,
+            text_prefix,
+        }
     }
 
     /// `GgufWeights::set_dequantize` for both files.
@@ -215,30 +258,30 @@ impl VisionLanguageWeights {
     }
 
     /// The text file's name for `name`.
-    fn text_name(name: &str) -> String {
-        match name.strip_prefix(LANGUAGE) {
+    fn text_name(&self, name: &str) -> String {
+        match self.text_prefix.and_then(|p| name.strip_prefix(p)) {
             Some(rest) => format!("model.{rest}"),
             None => name.to_string(),
         }
     }
 
-    fn is_vision(name: &str) -> bool {
-        name.starts_with(VISUAL)
+    fn is_vision(&self, name: &str) -> bool {
+        self.vision.has(name)
     }
 
     /// `GgufWeights::block_type` of a text tensor (conversion copies its
     /// blocks as they are); vision tensors go through their values, since
     /// the mmproj's patch kernel is rebuilt from two tensors.
     pub fn block_type(&self, name: &str) -> Option<mllm_backends::quant::QuantType> {
-        (!Self::is_vision(name))
-            .then(|| self.text.block_type(&Self::text_name(name)))
+        (!self.is_vision(name))
+            .then(|| self.text.block_type(&self.text_name(name)))
             .flatten()
     }
 
     /// `GgufWeights::blocks` of a text tensor.
     pub fn blocks(&self, name: &str) -> Option<Vec<u8>> {
-        (!Self::is_vision(name))
-            .then(|| self.text.blocks(&Self::text_name(name)))
+        (!self.is_vision(name))
+            .then(|| self.text.blocks(&self.text_name(name)))
             .flatten()
     }
 }
@@ -253,9 +296,9 @@ impl WeightSource for VisionLanguageWeights {
             .text
             .names()
             .into_iter()
-            .map(|n| match n.strip_prefix("model.") {
-                Some(rest) => format!("{LANGUAGE}{rest}"),
-                None => n,
+            .map(|n| match (self.text_prefix, n.strip_prefix("model.")) {
+                (Some(p), Some(rest)) => format!("{p}{rest}"),
+                _ => n,
             })
             .chain(self.vision.names())
             .collect();
@@ -264,17 +307,17 @@ impl WeightSource for VisionLanguageWeights {
     }
 
     fn info(&self, name: &str) -> Option<TensorInfo> {
-        if Self::is_vision(name) {
+        if self.is_vision(name) {
             return self.vision.info(name);
         }
-        self.text.info(&Self::text_name(name))
+        self.text.info(&self.text_name(name))
     }
 
     fn load(&self, name: &str) -> std::result::Result<Tensor, String> {
-        if Self::is_vision(name) {
+        if self.is_vision(name) {
             return self.vision.load(name);
         }
-        self.text.load(&Self::text_name(name))
+        self.text.load(&self.text_name(name))
     }
 }
 

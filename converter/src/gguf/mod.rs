@@ -7,7 +7,7 @@
 //! turns its metadata into a config.json-style object (config.rs);
 //! `VisionLanguage` joins a text GGUF with its `mmproj` file (the vision
 //! tower llama.cpp writes apart) into one VL model (mmproj.rs,
-//! mmproj_weights.rs).
+//! mmproj_deepseek.rs, mmproj_weights.rs).
 
 mod config;
 mod config_deepseek;
@@ -15,6 +15,7 @@ mod config_family;
 mod config_qwen35;
 mod fixes;
 mod mmproj;
+mod mmproj_deepseek;
 mod mmproj_weights;
 mod names;
 mod reader;

@@ -138,3 +138,12 @@ pub fn full_logits(model: &mllm_interpreter::Model, ids: &[i32]) -> Tensor {
     mllm_runtime::engine::run_forward(model, &mut exec, &new_cache(), ids, 0, false)
         .unwrap_or_else(|e| panic!("{}", e.0))
 }
+
+/// Config values compared as a transformers config means them: numbers as
+/// f64 (1e-6 written either way), anything else as JSON, null never equal.
+pub fn same_json(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b && !a.is_null(),
+    }
+}
