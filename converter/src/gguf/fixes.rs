@@ -13,6 +13,7 @@
 //!   k1v0 k0v1 k1v1), for ggml's broadcasting: rows of the V part of
 //!   `in_proj_qkv` and of the conv, of `in_proj_z`, `in_proj_a`, `in_proj_b`,
 //!   elements of `A_log` and `dt_bias`, columns of `out_proj`.
+//! * Any MoE with a gated shared expert: the gate stored 1-D (see `fix`).
 
 use super::names::QWEN35_ARCHS;
 use super::{GgufFile, GgufTensorInfo};
@@ -176,6 +177,13 @@ impl Fixer {
         {
             fix.value = ValueFix::MinusOne;
         }
+        // The shared-expert gate [1, hidden] (Qwen2-MoE, Qwen3.5-MoE): ggml
+        // shapes drop trailing 1s, so files hold it as [1, hidden] (the
+        // converter's) or [hidden] (llama-quantize's output), and
+        // llama.cpp's loaders take either.
+        if part == Some("ffn_gate_inp_shexp.weight") && t.shape.len() == 1 {
+            fix.shape = Some(vec![1, t.shape[0]]);
+        }
         let rows = t.shape.first().copied().unwrap_or(1);
         if let Some((n_head, n_head_kv)) = self.heads {
             let heads = match part {
@@ -276,6 +284,28 @@ fn block_part(name: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_one_dimensional_shared_expert_gate_gets_its_row_back() {
+        let fixer = Fixer {
+            arch: "qwen35moe".into(),
+            path: "f.gguf".into(),
+            heads: None,
+            deltanet: None,
+        };
+        let info = |name: &str, shape: Vec<usize>| GgufTensorInfo {
+            name: name.into(),
+            shape,
+            ggml_type: super::super::GgmlType::from_id(0).expect("f32"),
+            offset: 0,
+            len: 0,
+        };
+        let gate = "blk.3.ffn_gate_inp_shexp.weight";
+        let fix = |t| fixer.fix(&t).expect("fix").shape;
+        assert_eq!(fix(info(gate, vec![2048])), Some(vec![1, 2048]));
+        assert_eq!(fix(info(gate, vec![1, 2048])), None);
+        assert_eq!(fix(info("blk.3.ffn_gate_inp.weight", vec![2048])), None);
+    }
 
     /// llama.cpp's `_reorder_v_heads` as its Python writes it: view
     /// [hk, r, d], swap the first two, flatten. Ours must be its inverse.
