@@ -412,7 +412,9 @@ mod tests {
         /// Every vector path == the recurrent twin: both forms (t below
         /// and from CHUNKED_FROM), widths around the vector lengths (4,
         /// 8, 16 lanes; 4-vector blocks up to 64 columns plus tails), odd
-        /// chunk sizes, grouped heads.
+        /// chunk sizes, grouped heads; decays up to 1 per token, or up to
+        /// 90, whose products within a chunk go subnormal (the paths flush
+        /// them, `denormals`; the twin does not).
         #[test]
         fn vector_paths_match_recurrent(
             t in 1usize..40,
@@ -421,9 +423,13 @@ mod tests {
             dk in 1usize..70,
             dv in 1usize..140,
             chunk in 1usize..20,
+            strong in any::<bool>(),
             seed in any::<u64>(),
         ) {
-            let c = case(Dims { t, hk, hv: hk * rep, dk, dv }, seed);
+            let mut c = case(Dims { t, hk, hv: hk * rep, dk, dv }, seed);
+            if strong {
+                c.g.iter_mut().for_each(|g| *g *= 90.0);
+            }
             let want = recurrent_ref(c.d, &c.inputs());
             for p in delta_simd::paths() {
                 assert_close(&gated_delta_rule_on(p, c.d, &c.inputs(), chunk), &want, 5e-4)?;

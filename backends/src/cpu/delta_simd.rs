@@ -100,6 +100,8 @@ pub(super) unsafe fn head(
     out: *mut f32,
     sc: &mut Scratch,
 ) {
+    // Strong decays make subnormal products here (see `denormals`).
+    let _ftz = super::denormals::FlushToZero::new();
     match p {
         #[cfg(target_arch = "x86_64")]
         Path::Avx512 => head_avx512(d, x, h, chunk, out, sc),

@@ -12,6 +12,7 @@ mod compute;
 pub mod conv1d;
 pub mod delta_rule;
 pub mod delta_simd;
+pub mod denormals;
 pub mod elementwise;
 pub mod fused;
 pub mod gather;
