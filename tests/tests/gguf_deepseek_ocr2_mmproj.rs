@@ -20,7 +20,6 @@ use mllm_backends::weights::WeightSource;
 use mllm_runtime::engine::Engine;
 use mllm_runtime::images;
 use mllm_runtime::model_files::{self, load_model, ModelFiles};
-use safetensors::SafeTensors;
 use serde_json::Value;
 
 const CASE: &str = "deepseek_ocr2/gguf_shaped";
@@ -193,34 +192,6 @@ fn pair_tensors_equal_the_checkpoint() {
     assert!(vision > 250, "only {vision} vision tensors");
 }
 
-struct Ref(Vec<u8>);
-
-impl Ref {
-    fn open() -> Ref {
-        Ref(std::fs::read(dir().join("reference.safetensors")).expect("reference"))
-    }
-    fn bytes(&self, name: &str) -> Vec<[u8; 4]> {
-        let st = SafeTensors::deserialize(&self.0).expect("safetensors");
-        let t = st.tensor(name).unwrap_or_else(|_| panic!("{name}"));
-        t.data()
-            .chunks_exact(4)
-            .map(|b| [b[0], b[1], b[2], b[3]])
-            .collect()
-    }
-    fn f32s(&self, name: &str) -> Vec<f32> {
-        self.bytes(name)
-            .into_iter()
-            .map(f32::from_le_bytes)
-            .collect()
-    }
-    fn u32s(&self, name: &str) -> Vec<u32> {
-        self.bytes(name)
-            .into_iter()
-            .map(u32::from_le_bytes)
-            .collect()
-    }
-}
-
 fn image_path(case: &str) -> String {
     let rel = json("reference.json")["cases"][case]["image"]
         .as_str()
@@ -232,7 +203,7 @@ fn image_path(case: &str) -> String {
 /// The prompt's ids, its last rows' logits (the reference keeps the last
 /// 32: they read every image row), and with `greedy` the greedy ids.
 fn check(files: &ModelFiles, case: &str, greedy: bool) -> Vec<f32> {
-    let r = Ref::open();
+    let r = RefFile::open(&dir().join("reference.safetensors"));
     let tok = files.tokenizer().unwrap_or_else(|e| panic!("{}", e.0));
     let (imgs, spec) =
         images::from_files(files, &[image_path(case)]).unwrap_or_else(|e| panic!("{}", e.0));
@@ -270,16 +241,11 @@ fn check(files: &ModelFiles, case: &str, greedy: bool) -> Vec<f32> {
         return tail.to_vec();
     }
     let mut engine = Engine::new(model, files.max_context());
-    let mut logits = engine
+    let logits = engine
         .feed_images(&ids, &imgs, &spec)
         .unwrap_or_else(|e| panic!("{}", e.0));
     let want_ids = r.u32s(&format!("{case}.greedy"));
-    let mut got = vec![];
-    while got.len() < want_ids.len() {
-        let t = mllm_interpreter::sampler::argmax(&logits) as u32;
-        got.push(t);
-        logits = engine.step(t).unwrap_or_else(|e| panic!("{}", e.0));
-    }
+    let got = engine_greedy(&mut engine, logits, want_ids.len());
     assert_eq!(got, want_ids, "{case}: greedy ids");
     tail.to_vec()
 }

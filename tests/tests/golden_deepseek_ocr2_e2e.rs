@@ -15,7 +15,6 @@ use common::*;
 use mllm_runtime::engine::Engine;
 use mllm_runtime::images;
 use mllm_runtime::model_files::{self, load_model, ModelFiles};
-use safetensors::SafeTensors;
 
 fn dir() -> PathBuf {
     root().join("tests/fixtures/deepseek_ocr2/e2e")
@@ -24,30 +23,6 @@ fn dir() -> PathBuf {
 fn info() -> serde_json::Value {
     let text = std::fs::read_to_string(dir().join("reference.json")).expect("reference.json");
     serde_json::from_str(&text).expect("json")
-}
-
-struct Ref(Vec<u8>);
-
-impl Ref {
-    fn open() -> Ref {
-        Ref(std::fs::read(dir().join("reference.safetensors")).expect("reference"))
-    }
-    fn f32s(&self, name: &str) -> Vec<f32> {
-        let st = SafeTensors::deserialize(&self.0).expect("safetensors");
-        let t = st.tensor(name).unwrap_or_else(|_| panic!("{name}"));
-        t.data()
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect()
-    }
-    fn u32s(&self, name: &str) -> Vec<u32> {
-        let st = SafeTensors::deserialize(&self.0).expect("safetensors");
-        let t = st.tensor(name).unwrap_or_else(|_| panic!("{name}"));
-        t.data()
-            .chunks_exact(4)
-            .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u32)
-            .collect()
-    }
 }
 
 fn image_path(case: &str) -> String {
@@ -60,7 +35,7 @@ fn image_path(case: &str) -> String {
 
 /// Prompt ids, prefill logits (<= 1e-4) and greedy ids of each case.
 fn check(files: &ModelFiles, cases: &[&str]) {
-    let r = Ref::open();
+    let r = RefFile::open(&dir().join("reference.safetensors"));
     let prompt = "Free OCR .";
     let tok = files.tokenizer().unwrap_or_else(|e| panic!("{}", e.0));
     let model = load_model(files, None).unwrap_or_else(|e| panic!("{}", e.0));
@@ -97,13 +72,7 @@ fn check(files: &ModelFiles, cases: &[&str]) {
         assert!(err <= 1e-4, "{case}: logits differ by {err}");
 
         let want_ids = r.u32s(&format!("{case}.greedy"));
-        let mut logits = logits;
-        let mut got = vec![];
-        while got.len() < want_ids.len() {
-            let t = mllm_interpreter::sampler::argmax(&logits) as u32;
-            got.push(t);
-            logits = engine.step(t).unwrap_or_else(|e| panic!("{}", e.0));
-        }
+        let got = engine_greedy(&mut engine, logits, want_ids.len());
         assert_eq!(got, want_ids, "{case}: greedy ids");
     }
 }
@@ -121,7 +90,7 @@ fn images_through_the_whole_model_match_transformers() {
 fn every_prompt_row_matches_transformers() {
     let files = model_files::open(dir().join("model").to_str().expect("utf-8"))
         .unwrap_or_else(|e| panic!("{}", e.0));
-    let r = Ref::open();
+    let r = RefFile::open(&dir().join("reference.safetensors"));
     let (imgs, spec) =
         images::from_files(&files, &[image_path("tiles")]).unwrap_or_else(|e| panic!("{}", e.0));
     let ids: Vec<i32> = r

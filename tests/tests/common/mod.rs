@@ -147,3 +147,48 @@ pub fn same_json(a: &serde_json::Value, b: &serde_json::Value) -> bool {
         _ => a == b && !a.is_null(),
     }
 }
+
+/// A reference safetensors file read by tensor name: f32 values, or i32
+/// token ids as u32.
+pub struct RefFile(Vec<u8>);
+
+impl RefFile {
+    pub fn open(path: &std::path::Path) -> RefFile {
+        RefFile(std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+    }
+    fn words(&self, name: &str) -> Vec<[u8; 4]> {
+        let st = safetensors::SafeTensors::deserialize(&self.0).expect("safetensors");
+        let t = st.tensor(name).unwrap_or_else(|_| panic!("{name}"));
+        t.data()
+            .chunks_exact(4)
+            .map(|b| [b[0], b[1], b[2], b[3]])
+            .collect()
+    }
+    pub fn f32s(&self, name: &str) -> Vec<f32> {
+        self.words(name)
+            .into_iter()
+            .map(f32::from_le_bytes)
+            .collect()
+    }
+    pub fn u32s(&self, name: &str) -> Vec<u32> {
+        self.words(name)
+            .into_iter()
+            .map(u32::from_le_bytes)
+            .collect()
+    }
+}
+
+/// `n` greedy ids from an engine whose prompt gave `logits`: argmax, step.
+pub fn engine_greedy(
+    engine: &mut mllm_runtime::engine::Engine,
+    mut logits: Vec<f32>,
+    n: usize,
+) -> Vec<u32> {
+    let mut got = vec![];
+    while got.len() < n {
+        let t = mllm_interpreter::sampler::argmax(&logits) as u32;
+        got.push(t);
+        logits = engine.step(t).unwrap_or_else(|e| panic!("{}", e.0));
+    }
+    got
+}
