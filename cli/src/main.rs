@@ -119,6 +119,12 @@ fn run(cli: Cli) -> i32 {
             ctx_size,
             queue,
             api_key,
+            api_key_file,
+            allowed_local_media_path,
+            allowed_host,
+            cors_origin,
+            ssl_cert_file,
+            ssl_key_file,
             shutdown_grace,
             threads,
             load,
@@ -132,6 +138,16 @@ fn run(cli: Cli) -> i32 {
                 eprintln!("error: {e}");
                 return 2;
             }
+            let keys =
+                mllm_server::security::ApiKeys::new(api_key.as_deref(), api_key_file.as_deref());
+            let tls = mllm_server::tls::TlsFiles::from_flags(ssl_cert_file, ssl_key_file);
+            let (api_keys, tls) = match (keys, tls) {
+                (Ok(k), Ok(t)) => (k, t),
+                (Err(e), _) | (_, Err(e)) => {
+                    eprintln!("error: {e}");
+                    return 2;
+                }
+            };
             commands::serve::run(mllm_server::ServerConfig {
                 models,
                 script,
@@ -140,7 +156,11 @@ fn run(cli: Cli) -> i32 {
                 parallel,
                 ctx_size,
                 queue,
-                api_key,
+                api_keys,
+                allowed_local_media: allowed_local_media_path,
+                allowed_hosts: allowed_host,
+                cors_origins: cors_origin,
+                tls,
                 load: load.into(),
                 shutdown_grace,
             })

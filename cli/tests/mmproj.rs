@@ -306,6 +306,9 @@ fn serve_with_mmproj_answers_as_run() {
     let want = text(&run.stdout);
     let want = want.strip_suffix('\n').unwrap_or(&want).to_string();
     let named = format!("vl={model}");
+    let images_dir = std::path::Path::new(&img)
+        .parent()
+        .expect("the image's folder");
     let srv = Server::start(&[
         "--model",
         &named,
@@ -313,6 +316,8 @@ fn serve_with_mmproj_answers_as_run() {
         &format!("vl={proj}"),
         "-t",
         "2",
+        "--allowed-local-media-path",
+        images_dir.to_str().expect("utf-8"),
     ]);
     let body = json!({ "model": "vl", "temperature": 0, "max_tokens": 6, "messages": [
         { "role": "user", "content": [

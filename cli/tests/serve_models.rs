@@ -36,7 +36,17 @@ fn serve_takes_images_as_data_uris_and_paths() {
     let want = text(&out.stdout);
     let want = want.strip_suffix('\n').unwrap_or(&want).to_string();
 
-    let srv = Server::start(&["--model", model, "--parallel", "2", "-t", "2"]);
+    let images_dir = f.join("run_images");
+    let srv = Server::start(&[
+        "--model",
+        model,
+        "--parallel",
+        "2",
+        "-t",
+        "2",
+        "--allowed-local-media-path",
+        images_dir.to_str().expect("utf-8"),
+    ]);
     let addr = srv.addr.as_str();
     let png = std::fs::read(img).expect("png");
     let uri = format!(

@@ -4,13 +4,16 @@
 //! by their `model` field, join and leave the running set at token
 //! boundaries, and stream back as server-sent events. The engine's threads
 //! never run on the async executor, and a request's failure (even a panic)
-//! stays that request's.
+//! stays that request's. What a caller on the network may do beyond that
+//! (hosts, origins, local files, keys, TLS) is `security`'s and `tls`'s.
 
 pub mod api;
 pub mod metrics;
+pub mod security;
+pub mod tls;
 pub mod worker;
 
-use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -101,18 +104,37 @@ pub struct ServerConfig {
     pub ctx_size: Option<usize>,
     /// Requests that may wait for a slot, per model, beyond which a 503.
     pub queue: usize,
-    pub api_key: Option<String>,
+    /// `--api-key` and `--api-key-file`: requests must carry one.
+    pub api_keys: security::ApiKeys,
+    /// `--allowed-local-media-path`: directories whose files requests may
+    /// name as images (none by default).
+    pub allowed_local_media: Vec<PathBuf>,
+    /// `--allowed-host`: names besides addresses and localhost.
+    pub allowed_hosts: Vec<String>,
+    /// `--cors-origin`: web origins that may call the server.
+    pub cors_origins: Vec<String>,
+    /// `--ssl-cert-file` and `--ssl-key-file`.
+    pub tls: Option<tls::TlsFiles>,
     pub load: LoadOptions,
     /// Seconds running streams get to finish after SIGINT/SIGTERM.
     pub shutdown_grace: u64,
 }
 
 /// Loads every model, then serves until SIGINT/SIGTERM. `on_listen`
-/// receives the bound address (port 0 picks a free one).
-pub fn run(cfg: ServerConfig, on_listen: impl FnOnce(SocketAddr)) -> Result<(), String> {
+/// receives the URL served, `http://ADDR` or `https://ADDR` (port 0 picks
+/// a free one).
+pub fn run(cfg: ServerConfig, on_listen: impl FnOnce(&str)) -> Result<(), String> {
     if cfg.models.is_empty() {
         return Err("mllm serve needs at least one --model".into());
     }
+    // The network flags are checked before minutes of model loading.
+    let policies = security::Policies {
+        hosts: security::HostPolicy::new(&cfg.host, &cfg.allowed_hosts)?,
+        cors: security::CorsPolicy::new(&cfg.cors_origins, cfg.api_keys.required())?,
+        tls: cfg.tls.is_some(),
+    };
+    let media = security::LocalMedia::new(&cfg.allowed_local_media)?;
+    let tls_config = cfg.tls.as_ref().map(tls::server_config).transpose()?;
     let mut handles = Vec::new();
     for spec in &cfg.models {
         if handles.iter().any(|h: &ModelHandle| h.name == spec.name) {
@@ -147,7 +169,9 @@ pub fn run(cfg: ServerConfig, on_listen: impl FnOnce(SocketAddr)) -> Result<(), 
     }
     let state = Arc::new(api::AppState {
         models: handles,
-        api_key: cfg.api_key.clone(),
+        api_keys: cfg.api_keys.clone(),
+        policies,
+        media: Arc::new(media),
         http_requests: AtomicU64::new(0),
     });
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -163,33 +187,52 @@ pub fn run(cfg: ServerConfig, on_listen: impl FnOnce(SocketAddr)) -> Result<(), 
         let local = listener
             .local_addr()
             .map_err(|e| format!("cannot read the bound address: {e}"))?;
-        on_listen(local);
         let app = api::router(state);
-        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
-            shutdown_signal().await;
-            DRAINING.store(true, Ordering::SeqCst);
-            let _ = stop_tx.send(true);
-            eprintln!("stopping: finishing the answers in progress (new requests get 503)");
-        });
         let grace = Duration::from_secs(cfg.shutdown_grace);
-        let deadline = async move {
-            let mut rx = stop_rx;
-            while !*rx.borrow() {
-                if rx.changed().await.is_err() {
-                    std::future::pending::<()>().await;
-                }
+        match tls_config {
+            Some(tc) => {
+                let listener = tls::TlsListener::spawn(listener, tc)
+                    .map_err(|e| format!("cannot start TLS on {addr}: {e}"))?;
+                on_listen(&format!("https://{local}"));
+                serve(listener, app, grace).await
             }
-            tokio::time::sleep(grace).await;
-        };
-        tokio::select! {
-            r = serve => r.map_err(|e| format!("the server failed: {e}")),
-            _ = deadline => {
-                eprintln!("stopping: answers still running after {}s were cut off", grace.as_secs());
-                Ok(())
+            None => {
+                on_listen(&format!("http://{local}"));
+                serve(listener, app, grace).await
             }
         }
     })
+}
+
+/// Serves until a signal, then gives running answers `grace` to finish.
+async fn serve<L>(listener: L, app: axum::Router, grace: Duration) -> Result<(), String>
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
+        shutdown_signal().await;
+        DRAINING.store(true, Ordering::SeqCst);
+        let _ = stop_tx.send(true);
+        eprintln!("stopping: finishing the answers in progress (new requests get 503)");
+    });
+    let deadline = async move {
+        let mut rx = stop_rx;
+        while !*rx.borrow() {
+            if rx.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+        tokio::time::sleep(grace).await;
+    };
+    tokio::select! {
+        r = serve => r.map_err(|e| format!("the server failed: {e}")),
+        _ = deadline => {
+            eprintln!("stopping: answers still running after {}s were cut off", grace.as_secs());
+            Ok(())
+        }
+    }
 }
 
 async fn shutdown_signal() {

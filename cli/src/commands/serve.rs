@@ -4,8 +4,8 @@
 use crate::{CliError, CliResult};
 
 pub fn run(cfg: mllm_server::ServerConfig) -> CliResult<()> {
-    mllm_server::run(cfg, |addr| {
-        eprintln!("mllm serve: listening on http://{addr} (Ctrl-C stops)");
+    mllm_server::run(cfg, |url| {
+        eprintln!("mllm serve: listening on {url} (Ctrl-C stops)");
     })
     .map_err(|e| CliError(format!("error: {e}")))
 }

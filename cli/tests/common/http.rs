@@ -41,11 +41,19 @@ fn send(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &s
     let mut s = TcpStream::connect(addr).expect("connect to the server");
     s.set_read_timeout(Some(Duration::from_secs(300)))
         .expect("timeout");
+    // A caller's own `Host` replaces the address (the rebinding tests).
+    let host = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("host"))
+        .map_or(addr, |(_, v)| *v);
     let mut req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
         body.len()
     );
-    for (k, v) in headers {
+    for (k, v) in headers
+        .iter()
+        .filter(|(k, _)| !k.eq_ignore_ascii_case("host"))
+    {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
     req.push_str("\r\n");
@@ -156,7 +164,8 @@ impl Server {
             };
             log.push_str(&l);
             log.push('\n');
-            if let Some(rest) = l.split("listening on http://").nth(1) {
+            let url = l.split("listening on http://").nth(1);
+            if let Some(rest) = url.or_else(|| l.split("listening on https://").nth(1)) {
                 break rest
                     .split_whitespace()
                     .next()

@@ -47,6 +47,20 @@ impl ApiError {
         )
     }
 
+    /// 403: the request is refused whoever sends it (a cross-origin page).
+    pub fn forbidden(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::FORBIDDEN, "permission_error", message)
+    }
+
+    /// 421: the request names a host this server does not answer to.
+    pub fn misdirected(message: impl Into<String>) -> ApiError {
+        ApiError::new(
+            StatusCode::MISDIRECTED_REQUEST,
+            "invalid_request_error",
+            message,
+        )
+    }
+
     pub fn not_found(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::NOT_FOUND, "not_found_error", message)
     }

@@ -4,6 +4,7 @@
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -16,6 +17,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use super::error::ApiError;
 use super::request::{self, GenParams, ImageSource, Message, Prompt};
 use super::Shared;
+use crate::security::LocalMedia;
 use crate::worker::{Event, GenJob, ModelHandle, PreparedPrompt, TokenLogprob, Usage, DRAINING};
 
 #[derive(Clone, Copy, PartialEq)]
@@ -62,7 +64,7 @@ async fn chat_inner(s: Shared, body: Bytes) -> Result<Response, ApiError> {
     let messages = req.messages()?;
     let enable_thinking = req.enable_thinking()?;
     let model = s.model(req.common.model.as_deref())?;
-    let images = decode_images(&messages).await?;
+    let images = decode_images(&messages, s.media.clone()).await?;
     if !images.is_empty() && !model.info.vision {
         return Err(ApiError::bad_request(format!(
             "model `{}` does not take images; send text only",
@@ -116,9 +118,11 @@ fn meta(kind: Kind, model: &ModelHandle, include_usage: bool, params: &GenParams
     }
 }
 
-/// Decodes the images of a conversation off the async threads.
+/// Decodes the images of a conversation off the async threads; local
+/// paths only where `--allowed-local-media-path` allows them.
 async fn decode_images(
     messages: &[Message],
+    media: Arc<LocalMedia>,
 ) -> Result<Vec<mllm_converter::image_preprocess::RgbImage>, ApiError> {
     let sources: Vec<ImageSource> = messages.iter().flat_map(|m| m.images.clone()).collect();
     if sources.is_empty() {
@@ -126,15 +130,20 @@ async fn decode_images(
     }
     tokio::task::spawn_blocking(move || {
         use mllm_converter::image_preprocess::{decode_bytes, decode_file};
+        let unusable = |e| ApiError::bad_request(format!("a message's image cannot be used: {e}"));
         sources
             .iter()
             .enumerate()
             .map(|(i, s)| match s {
-                ImageSource::Bytes(b) => decode_bytes(b, &format!("image {}", i + 1)),
-                ImageSource::File(p) => decode_file(std::path::Path::new(p)),
+                ImageSource::Bytes(b) => {
+                    decode_bytes(b, &format!("image {}", i + 1)).map_err(unusable)
+                }
+                ImageSource::File(p) => {
+                    let path = media.resolve(p).map_err(|e| e.with_param("messages"))?;
+                    decode_file(&path).map_err(unusable)
+                }
             })
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| ApiError::bad_request(format!("a message's image cannot be used: {e}")))
     })
     .await
     .map_err(|e| ApiError::internal(format!("image decoding failed: {e}")))?

@@ -1,5 +1,6 @@
 //! The HTTP surface: routes, the API key check, and routing a request to
-//! its model.
+//! its model. The network policies (hosts, origins, local files) are
+//! `crate::security`'s.
 
 pub mod error;
 mod generate;
@@ -16,6 +17,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 
+use crate::security::{self, ApiKeys, LocalMedia, Policies};
 use crate::worker::ModelHandle;
 use error::ApiError;
 
@@ -24,7 +26,9 @@ pub const MAX_BODY_BYTES: usize = 64 << 20;
 
 pub struct AppState {
     pub models: Vec<ModelHandle>,
-    pub api_key: Option<String>,
+    pub api_keys: ApiKeys,
+    pub policies: Policies,
+    pub media: Arc<LocalMedia>,
     pub http_requests: AtomicU64,
 }
 
@@ -78,6 +82,10 @@ pub fn router(state: Shared) -> Router {
         .merge(api)
         .fallback(|| async { ApiError::not_found("no such endpoint") })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            security::guard,
+        ))
         .layer(middleware::from_fn_with_state(state.clone(), count))
         .with_state(state)
 }
@@ -87,26 +95,19 @@ async fn count(State(s): State<Shared>, req: Request, next: Next) -> Response {
     next.run(req).await
 }
 
-/// With `--api-key`, every endpoint but `/health` wants `Bearer KEY`.
+/// With `--api-key`/`--api-key-file`, every endpoint but `/health` wants
+/// `Bearer KEY`.
 async fn auth(State(s): State<Shared>, req: Request, next: Next) -> Response {
-    if let Some(key) = &s.api_key {
+    if s.api_keys.required() {
         let given = req
             .headers()
             .get(AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim);
-        if !given.is_some_and(|g| constant_time_eq(g.as_bytes(), key.as_bytes())) {
+        if !given.is_some_and(|g| s.api_keys.accepts(g)) {
             return ApiError::unauthorized().into_response();
         }
     }
     next.run(req).await
-}
-
-/// Compares without an early exit, so timing does not reveal the key.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }

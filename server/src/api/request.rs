@@ -275,7 +275,8 @@ impl ChatRequest {
     }
 
     /// The conversation: text parts joined, images taken from data URIs
-    /// (`data:image/png;base64,...`) or local files (`file://` or a path).
+    /// (`data:image/png;base64,...`) or local files (`file://` or a path;
+    /// whether one may be read is `security::LocalMedia`'s to say).
     pub fn messages(&self) -> Result<Vec<Message>, ApiError> {
         let mut out = Vec::with_capacity(self.messages.len());
         for (i, m) in self.messages.iter().enumerate() {
@@ -356,12 +357,9 @@ fn image_source(url: &str) -> Result<ImageSource, ApiError> {
             })?;
         return Ok(ImageSource::Bytes(bytes));
     }
-    if let Some(path) = url.strip_prefix("file://") {
-        return Ok(ImageSource::File(path.to_string()));
-    }
     if url.starts_with("http://") || url.starts_with("https://") {
         return Err(ApiError::bad_request(
-            "image URLs over the network are not fetched: send the image as a data URI (data:image/png;base64,...) or a local file path",
+            "image URLs over the network are not fetched: send the image as a data URI (data:image/png;base64,...)",
         ));
     }
     Ok(ImageSource::File(url.to_string()))
