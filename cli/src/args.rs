@@ -192,6 +192,11 @@ pub(crate) enum Cmd {
         /// Seconds running answers get to finish after SIGINT/SIGTERM.
         #[arg(long, default_value_t = 30)]
         shutdown_grace: u64,
+        /// The request log on stderr, one line per request: `text` or
+        /// `json` (method, path, status, milliseconds, prompt and
+        /// generated tokens).
+        #[arg(long, default_value = "text", value_name = "FORMAT")]
+        log_format: mllm_server::access_log::LogFormat,
         #[arg(long, short = 't')]
         threads: Option<usize>,
         #[command(flatten)]

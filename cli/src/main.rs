@@ -126,6 +126,7 @@ fn run(cli: Cli) -> i32 {
             ssl_cert_file,
             ssl_key_file,
             shutdown_grace,
+            log_format,
             threads,
             load,
         } => {
@@ -163,6 +164,7 @@ fn run(cli: Cli) -> i32 {
                 tls,
                 load: load.into(),
                 shutdown_grace,
+                log_format,
             })
         }
         Cmd::Convert {

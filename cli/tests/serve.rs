@@ -83,7 +83,9 @@ fn serve_answers_as_run_does_alone_and_under_load() {
     let model = smollm2();
     let srv = Server::start(&["--model", &model, "--parallel", "4", "-t", "2"]);
     let addr = srv.addr.as_str();
-    assert!(srv.log.contains("4 slots"), "{}", srv.log);
+    // SmolLM2's own context is 8192; a slot gets at most 4096 by default.
+    assert!(srv.log.contains("4 slots of 4096 tokens"), "{}", srv.log);
+    assert!(srv.log.contains("MiB"), "no KV memory in {}", srv.log);
 
     let health = get(addr, "/health");
     assert_eq!(
@@ -235,6 +237,25 @@ fn serve_answers_as_run_does_alone_and_under_load() {
         .filter_map(|t| t.parse().ok())
         .collect();
     assert_eq!(ids, want_ids, "server and CLI tokenize differently");
+    // The `text` spelling too; a body without either names the field.
+    let r = post(
+        addr,
+        "/tokenize",
+        &json!({ "text": "Hello world" }).to_string(),
+    );
+    assert_eq!(r.json()["tokens"], json!(ids), "{}", r.body);
+    let r = post(addr, "/tokenize", r#"{"add_special": true}"#);
+    assert_eq!(r.status, 400);
+    let msg = r.json()["error"]["message"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(msg.contains("missing field `content`"), "{msg}");
+    assert!(!msg.contains("not valid JSON"), "{msg}");
+    // A wrong method is a 405 in OpenAI's error shape.
+    let r = get(addr, "/v1/chat/completions");
+    assert_eq!(r.status, 405, "{}", r.body);
+    assert_eq!(r.json()["error"]["code"], 405, "{}", r.body);
     let back = post(addr, "/detokenize", &json!({ "tokens": ids }).to_string()).json();
     assert_eq!(back["content"], "Hello world");
     let tpl = post(
@@ -274,12 +295,14 @@ fn serve_answers_as_run_does_alone_and_under_load() {
         400,
         "n = 1",
     );
-    bad(
-        r#"{"model":"nope","messages":[{"role":"user","content":"x"}]}"#,
+    // With one model loaded, any name is served by it (as llama-server).
+    let r = post(
+        addr,
         "/v1/chat/completions",
-        404,
-        &name,
+        r#"{"model":"gpt-4","messages":[{"role":"user","content":"x"}],"max_tokens":1}"#,
     );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["model"], name.as_str());
     bad(
         r#"{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]}]}"#,
         "/v1/chat/completions",
@@ -303,7 +326,7 @@ fn serve_answers_as_run_does_alone_and_under_load() {
         &json!({ "prompt": long }).to_string(),
         "/v1/completions",
         400,
-        "context is 8192 tokens",
+        "context is 4096 tokens",
     );
     assert_eq!(get(addr, "/v2/nothing").status, 404);
 
@@ -352,24 +375,26 @@ fn serve_refuses_bad_keys_and_overload_cancels_leavers_and_drains_on_sigterm() {
         json!({ "model": "small", "messages": [{ "role": "user", "content": "Tell me a long story." }], "temperature": 0, "max_tokens": n, "stream": true }).to_string()
     };
 
-    // Keys: /health is open, the rest wants the key.
+    // Keys: /health and the model list are open (as llama-server's), the
+    // rest wants the key.
     assert_eq!(get(addr, "/health").status, 200);
-    let r = get(addr, "/v1/models");
+    assert_eq!(get(addr, "/v1/models").json()["data"][0]["id"], "small");
+    let r = get(addr, "/metrics");
     assert_eq!(r.status, 401, "{}", r.body);
     assert_eq!(r.json()["error"]["type"], "authentication_error");
     assert_eq!(
         request(
             addr,
             "GET",
-            "/v1/models",
+            "/metrics",
             &[("Authorization", "Bearer wrong")],
             ""
         )
         .status,
         401
     );
-    let r = request(addr, "GET", "/v1/models", &auth, "");
-    assert_eq!(r.json()["data"][0]["id"], "small");
+    let r = request(addr, "GET", "/metrics", &auth, "");
+    assert_eq!(r.status, 200, "{}", r.body);
 
     // One slot and one place in the queue: of five requests at once, some
     // are turned away with 503 and Retry-After, and the others complete.

@@ -386,3 +386,75 @@ fn tls_with_the_official_client() {
         srv.log
     );
 }
+
+/// One log line per request, the key never in it: plain and streamed
+/// answers with their token counts (JSON), and a refused request (text).
+#[test]
+fn each_request_is_logged() {
+    let m = model();
+    let srv = Server::start(&[
+        "--model",
+        &m,
+        "-t",
+        "1",
+        "--log-format",
+        "json",
+        "--api-key",
+        "k-9",
+    ]);
+    let a = srv.addr.as_str();
+    let auth = [("Authorization", "Bearer k-9")];
+    for stream in [false, true] {
+        let body = json!({ "max_tokens": 3, "temperature": 0, "stream": stream,
+            "messages": [{ "role": "user", "content": "Hello" }] });
+        let r = request(a, "POST", "/v1/chat/completions", &auth, &body.to_string());
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    let r = request(
+        a,
+        "GET",
+        "/metrics",
+        &[("Authorization", "Bearer nope")],
+        "",
+    );
+    assert_eq!(r.status, 401);
+    let log = srv.log_after("\"status\":401");
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let chats: Vec<_> = lines
+        .iter()
+        .filter(|l| l["path"] == "/v1/chat/completions")
+        .collect();
+    assert_eq!(chats.len(), 2, "{log}");
+    for l in chats {
+        assert_eq!(
+            (l["method"].as_str(), l["status"].as_u64()),
+            (Some("POST"), Some(200)),
+            "{l}"
+        );
+        assert_eq!(l["generated_tokens"], 3, "{l}");
+        assert!(l["prompt_tokens"].as_u64().is_some_and(|p| p > 0), "{l}");
+        assert!(l["ms"].as_f64().is_some_and(|ms| ms > 0.0), "{l}");
+    }
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["path"] == "/metrics" && l["status"] == 401),
+        "{log}"
+    );
+    assert!(
+        !log.contains("k-9") && !log.contains("nope"),
+        "a key was logged:\n{log}"
+    );
+
+    let text_srv = Server::start(&["--model", &m, "-t", "1"]);
+    let r = get(text_srv.addr.as_str(), "/v2/nothing");
+    assert_eq!(r.status, 404);
+    let log = text_srv.log_after("/v2/nothing");
+    assert!(
+        log.lines().any(|l| l.starts_with("GET /v2/nothing 404 ")),
+        "{log}"
+    );
+}

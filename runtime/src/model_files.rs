@@ -499,12 +499,32 @@ impl ModelFiles {
         })
     }
 
-    /// The model's context length, from its config.
+    /// The model's context length, from its config (a vision-language
+    /// model's is its `text_config`'s).
     pub fn max_context(&self) -> Option<usize> {
-        self.config
-            .get("max_position_embeddings")
+        self.text_key("max_position_embeddings")
             .and_then(|v| v.as_u64())
             .map(|v| v as usize)
+    }
+
+    /// A key of the language model's config: top level, else `text_config`.
+    fn text_key(&self, key: &str) -> Option<&serde_json::Value> {
+        self.config
+            .get(key)
+            .or_else(|| self.config.get("text_config").and_then(|t| t.get(key)))
+    }
+
+    /// The bytes one sequence's KV cache takes at `context` tokens when its
+    /// elements take `elem_bytes` bytes (every layer counted as attention,
+    /// so a bound for hybrid models); `None` when the config does not say.
+    pub fn kv_bytes_at(&self, context: usize, elem_bytes: f64) -> Option<usize> {
+        let n = |k: &str| self.text_key(k).and_then(|v| v.as_u64()).map(|v| v as usize);
+        let layers = n("num_hidden_layers")?;
+        let heads = n("num_attention_heads")?;
+        let kv_heads = n("num_key_value_heads").unwrap_or(heads);
+        let head_dim = n("head_dim").or_else(|| Some(n("hidden_size")? / heads.max(1)))?;
+        let elems = 2 * layers * kv_heads * head_dim * context;
+        Some((elems as f64 * elem_bytes) as usize)
     }
 }
 

@@ -7,6 +7,7 @@
 //! stays that request's. What a caller on the network may do beyond that
 //! (hosts, origins, local files, keys, TLS) is `security`'s and `tls`'s.
 
+pub mod access_log;
 pub mod api;
 pub mod metrics;
 pub mod security;
@@ -118,6 +119,8 @@ pub struct ServerConfig {
     pub load: LoadOptions,
     /// Seconds running streams get to finish after SIGINT/SIGTERM.
     pub shutdown_grace: u64,
+    /// The request log's lines: text or JSON.
+    pub log_format: access_log::LogFormat,
 }
 
 /// Loads every model, then serves until SIGINT/SIGTERM. `on_listen`
@@ -157,12 +160,19 @@ pub fn run(cfg: ServerConfig, on_listen: impl FnOnce(&str)) -> Result<(), String
             },
         )
         .map_err(|e| format!("cannot serve {}: {e}", spec.path))?;
+        let slots = h.metrics.slots;
+        let kv = h.info.kv_bytes.map_or(String::new(), |b| {
+            format!(
+                ", KV cache up to {:.0} MiB",
+                (b * slots) as f64 / (1u64 << 20) as f64
+            )
+        });
         eprintln!(
-            "loaded `{}` from {} in {:.2}s ({} slots of {} tokens)",
+            "loaded `{}` from {} in {:.2}s ({slots} slot{} of {} tokens{kv}; -c and -np change them)",
             h.name,
             spec.path,
             t0.elapsed().as_secs_f64(),
-            h.metrics.slots,
+            if slots == 1 { "" } else { "s" },
             h.info.context
         );
         handles.push(h);
@@ -173,6 +183,7 @@ pub fn run(cfg: ServerConfig, on_listen: impl FnOnce(&str)) -> Result<(), String
         policies,
         media: Arc::new(media),
         http_requests: AtomicU64::new(0),
+        log_format: cfg.log_format,
     });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

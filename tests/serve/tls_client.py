@@ -103,7 +103,9 @@ def _():
 @check("a wrong key over TLS is a 401")
 def _():
     try:
-        client(key="not-the-key").models.list()
+        client(key="not-the-key").chat.completions.create(
+            model="any", messages=CHAT, max_tokens=2
+        )
     except openai.AuthenticationError as e:
         assert e.status_code == 401, e
         return str(e.body.get("message", ""))[:60] if isinstance(e.body, dict) else None

@@ -135,6 +135,8 @@ pub struct Server {
     pub addr: String,
     /// What the server printed on stderr before it listened.
     pub log: String,
+    /// What it printed after (the request log), as it comes.
+    later: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
 impl Server {
@@ -174,8 +176,35 @@ impl Server {
             }
         };
         // Keep draining stderr so the server never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines.by_ref() {});
-        Server { child, addr, log }
+        let later = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = later.clone();
+        std::thread::spawn(move || {
+            for l in lines.by_ref().map_while(Result::ok) {
+                if let Ok(mut s) = sink.lock() {
+                    s.push_str(&l);
+                    s.push('\n');
+                }
+            }
+        });
+        Server {
+            child,
+            addr,
+            log,
+            later,
+        }
+    }
+
+    /// The lines printed since it listened, waiting up to 10 s for a line
+    /// that contains `needle` (a log line is written as its answer ends).
+    pub fn log_after(&self, needle: &str) -> String {
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let s = self.later.lock().map(|s| s.clone()).unwrap_or_default();
+            if s.contains(needle) || std::time::Instant::now() > until {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Sends SIGTERM and waits for the exit status.

@@ -61,6 +61,15 @@ impl ApiError {
         )
     }
 
+    /// 405: the endpoint exists, the method does not.
+    pub fn method_not_allowed(message: impl Into<String>) -> ApiError {
+        ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "invalid_request_error",
+            message,
+        )
+    }
+
     pub fn not_found(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::NOT_FOUND, "not_found_error", message)
     }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -17,6 +17,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use super::error::ApiError;
 use super::request::{self, GenParams, ImageSource, Message, Prompt};
 use super::Shared;
+use crate::access_log::Tokens;
 use crate::security::LocalMedia;
 use crate::worker::{Event, GenJob, ModelHandle, PreparedPrompt, TokenLogprob, Usage, DRAINING};
 
@@ -29,6 +30,8 @@ enum Kind {
 /// What every response of one request repeats.
 #[derive(Clone)]
 struct Meta {
+    /// Where the request log finds the answer's token counts.
+    tokens: Tokens,
     kind: Kind,
     id: String,
     model: String,
@@ -45,19 +48,27 @@ fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-pub async fn chat(State(s): State<Shared>, body: Bytes) -> Response {
-    chat_inner(s, body)
+pub async fn chat(
+    State(s): State<Shared>,
+    Extension(t): Extension<Tokens>,
+    body: Bytes,
+) -> Response {
+    chat_inner(s, t, body)
         .await
         .unwrap_or_else(|e| e.into_response())
 }
 
-pub async fn completion(State(s): State<Shared>, body: Bytes) -> Response {
-    completion_inner(s, body)
+pub async fn completion(
+    State(s): State<Shared>,
+    Extension(t): Extension<Tokens>,
+    body: Bytes,
+) -> Response {
+    completion_inner(s, t, body)
         .await
         .unwrap_or_else(|e| e.into_response())
 }
 
-async fn chat_inner(s: Shared, body: Bytes) -> Result<Response, ApiError> {
+async fn chat_inner(s: Shared, tokens: Tokens, body: Bytes) -> Result<Response, ApiError> {
     refuse_when_draining()?;
     let req = request::parse_chat(&body)?;
     let params = req.params()?;
@@ -76,11 +87,17 @@ async fn chat_inner(s: Shared, body: Bytes) -> Result<Response, ApiError> {
         images,
         enable_thinking,
     };
-    let meta = meta(Kind::Chat, model, req.common.include_usage(), &params);
+    let meta = meta(
+        Kind::Chat,
+        model,
+        req.common.include_usage(),
+        &params,
+        tokens,
+    );
     answer(model, prompt, params, meta, req.common.stream).await
 }
 
-async fn completion_inner(s: Shared, body: Bytes) -> Result<Response, ApiError> {
+async fn completion_inner(s: Shared, tokens: Tokens, body: Bytes) -> Result<Response, ApiError> {
     refuse_when_draining()?;
     let req = request::parse_completion(&body)?;
     let params = req.params()?;
@@ -90,7 +107,13 @@ async fn completion_inner(s: Shared, body: Bytes) -> Result<Response, ApiError> 
         Prompt::Chat { .. } => return Err(ApiError::internal("a completion is not a chat")),
     };
     let model = s.model(req.common.model.as_deref())?;
-    let meta = meta(Kind::Completion, model, req.common.include_usage(), &params);
+    let meta = meta(
+        Kind::Completion,
+        model,
+        req.common.include_usage(),
+        &params,
+        tokens,
+    );
     answer(model, prompt, params, meta, req.common.stream).await
 }
 
@@ -101,7 +124,13 @@ fn refuse_when_draining() -> Result<(), ApiError> {
     Ok(())
 }
 
-fn meta(kind: Kind, model: &ModelHandle, include_usage: bool, params: &GenParams) -> Meta {
+fn meta(
+    kind: Kind,
+    model: &ModelHandle,
+    include_usage: bool,
+    params: &GenParams,
+    tokens: Tokens,
+) -> Meta {
     let n = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     let prefix = if kind == Kind::Chat {
         "chatcmpl"
@@ -109,6 +138,7 @@ fn meta(kind: Kind, model: &ModelHandle, include_usage: bool, params: &GenParams
         "cmpl"
     };
     Meta {
+        tokens,
         kind,
         id: format!("{prefix}-{n}"),
         model: model.name.clone(),
@@ -196,6 +226,8 @@ async fn collect(mut rx: UnboundedReceiver<Event>, meta: Meta) -> Result<Respons
                 finish_reason,
                 usage,
             }) => {
+                meta.tokens
+                    .set(usage.prompt_tokens, usage.completion_tokens);
                 let choice = match meta.kind {
                     Kind::Chat => json!({
                         "index": 0,
@@ -381,6 +413,9 @@ impl Streamer {
                 finish_reason,
                 usage,
             }) => {
+                self.meta
+                    .tokens
+                    .set(usage.prompt_tokens, usage.completion_tokens);
                 let last = self.chunk(json!({}), None, Some(finish_reason));
                 self.out.push_back(last);
                 if self.meta.include_usage {

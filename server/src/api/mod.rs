@@ -7,7 +7,7 @@ mod generate;
 mod misc;
 pub mod request;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use axum::extract::{DefaultBodyLimit, Request, State};
@@ -17,6 +17,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 
+use crate::access_log::{self, LogFormat};
 use crate::security::{self, ApiKeys, LocalMedia, Policies};
 use crate::worker::ModelHandle;
 use error::ApiError;
@@ -30,16 +31,21 @@ pub struct AppState {
     pub policies: Policies,
     pub media: Arc<LocalMedia>,
     pub http_requests: AtomicU64,
+    pub log_format: LogFormat,
 }
 
 pub type Shared = Arc<AppState>;
 
 impl AppState {
-    /// The model a request names; with one model loaded, naming none (or
-    /// any OpenAI default a client sends) is fine only when it is absent.
+    /// The model a request names. With one model loaded, any name (or
+    /// none) is served by it, as llama-server does, so clients that send
+    /// their own default (`gpt-4o-mini`) work; with several, an unknown
+    /// name is a 404 listing them.
     pub fn model(&self, name: Option<&str>) -> Result<&ModelHandle, ApiError> {
+        if let [only] = self.models.as_slice() {
+            return Ok(only);
+        }
         match name {
-            None | Some("") if self.models.len() == 1 => Ok(&self.models[0]),
             None | Some("") => Err(ApiError::bad_request(format!(
                 "`model` is required when several models are loaded: one of {}",
                 self.names()
@@ -70,33 +76,39 @@ pub fn router(state: Shared) -> Router {
         .route("/chat/completions", post(generate::chat))
         .route("/v1/completions", post(generate::completion))
         .route("/completions", post(generate::completion))
-        .route("/v1/models", get(misc::models))
-        .route("/models", get(misc::models))
         .route("/tokenize", post(misc::tokenize))
         .route("/detokenize", post(misc::detokenize))
         .route("/apply-template", post(misc::apply_template))
         .route("/metrics", get(misc::metrics))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth));
-    Router::new()
+    // Open without a key, as llama-server: liveness and what is served.
+    let open = Router::new()
         .route("/health", get(misc::health))
-        .merge(api)
+        .route("/v1/models", get(misc::models))
+        .route("/models", get(misc::models));
+    open.merge(api)
         .fallback(|| async { ApiError::not_found("no such endpoint") })
+        .method_not_allowed_fallback(|req: Request| async move {
+            ApiError::method_not_allowed(format!(
+                "{} is not a method of {}: see the API's endpoints in the README",
+                req.method(),
+                req.uri().path()
+            ))
+        })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             security::guard,
         ))
-        .layer(middleware::from_fn_with_state(state.clone(), count))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            access_log::log_requests,
+        ))
         .with_state(state)
 }
 
-async fn count(State(s): State<Shared>, req: Request, next: Next) -> Response {
-    s.http_requests.fetch_add(1, Ordering::Relaxed);
-    next.run(req).await
-}
-
-/// With `--api-key`/`--api-key-file`, every endpoint but `/health` wants
-/// `Bearer KEY`.
+/// With `--api-key`/`--api-key-file`, every endpoint but `/health` and
+/// the model list wants `Bearer KEY`.
 async fn auth(State(s): State<Shared>, req: Request, next: Next) -> Response {
     if s.api_keys.required() {
         let given = req

@@ -156,8 +156,11 @@ fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
-        if path == "." || inner.is_syntax() || inner.is_eof() {
+        if inner.is_syntax() || inner.is_eof() {
             ApiError::bad_request(format!("the request body is not valid JSON: {inner}"))
+        } else if path == "." {
+            // Valid JSON of the wrong shape, e.g. a missing field.
+            ApiError::bad_request(format!("the request body is not valid: {inner}"))
         } else {
             ApiError::bad_request(format!("the request body is not valid: `{path}`: {inner}"))
                 .with_param(&path)
@@ -419,6 +422,8 @@ pub enum Prompt {
 #[derive(Deserialize, Debug)]
 pub struct TokenizeRequest {
     pub model: Option<String>,
+    /// llama-server's name; `text` is accepted too.
+    #[serde(alias = "text")]
     pub content: String,
     #[serde(default)]
     pub add_special: bool,

@@ -29,6 +29,8 @@ use schedule::Worker;
 #[derive(Clone, Debug)]
 pub struct ModelInfo {
     pub context: usize,
+    /// One slot's KV cache at full context, when the config says.
+    pub kv_bytes: Option<usize>,
     pub vision: bool,
     pub has_template: bool,
     pub created: u64,

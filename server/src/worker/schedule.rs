@@ -32,6 +32,21 @@ pub(super) struct Worker {
     fault: Option<String>,
 }
 
+/// Tokens per slot when `--ctx-size` does not say: a phone has no memory
+/// for a 32k-token cache per slot that most chats never fill.
+pub const DEFAULT_SLOT_CONTEXT: usize = 4096;
+
+/// `--ctx-size` within the model's own context; by default the smaller of
+/// the model's and `DEFAULT_SLOT_CONTEXT`.
+fn slot_context(asked: Option<usize>, model: Option<usize>) -> usize {
+    match (asked, model) {
+        (Some(c), Some(m)) => c.min(m),
+        (Some(c), None) => c,
+        (None, Some(m)) => m.min(DEFAULT_SLOT_CONTEXT),
+        (None, None) => DEFAULT_SLOT_CONTEXT,
+    }
+}
+
 struct Slot {
     seq: Sequence,
     active: Option<Active>,
@@ -50,13 +65,7 @@ impl Worker {
         files.tokenizer().map_err(|e| engine_message(&e))?;
         let model = model_files::load_model(&files, cfg.script.as_deref())
             .map_err(|e| engine_message(&e))?;
-        let model_ctx = files.max_context();
-        let context = match (cfg.ctx_size, model_ctx) {
-            (Some(c), Some(m)) => c.min(m),
-            (Some(c), None) => c,
-            (None, Some(m)) => m.min(model_files::DEFAULT_CONTEXT.max(4096)),
-            (None, None) => model_files::DEFAULT_CONTEXT,
-        };
+        let context = slot_context(cfg.ctx_size, files.max_context());
         let mut runner = Runner::new(model);
         runner.compile_default(context);
         mllm_runtime::engine::configure_runner(&mut runner, &cfg.load);
@@ -71,8 +80,10 @@ impl Worker {
                 last_used: Instant::now(),
             });
         }
+        let kv = cfg.load.kv.0;
         let info = ModelInfo {
             context,
+            kv_bytes: files.kv_bytes_at(context, kv.size() as f64 / kv.block_size() as f64),
             vision: files.config.get("vision_config").is_some(),
             has_template: files.chat_template.is_some(),
             created: std::time::SystemTime::now()
