@@ -518,7 +518,11 @@ impl ModelFiles {
     /// elements take `elem_bytes` bytes (every layer counted as attention,
     /// so a bound for hybrid models); `None` when the config does not say.
     pub fn kv_bytes_at(&self, context: usize, elem_bytes: f64) -> Option<usize> {
-        let n = |k: &str| self.text_key(k).and_then(|v| v.as_u64()).map(|v| v as usize);
+        let n = |k: &str| {
+            self.text_key(k)
+                .and_then(|v| v.as_u64())
+                .map(|v| v as usize)
+        };
         let layers = n("num_hidden_layers")?;
         let heads = n("num_attention_heads")?;
         let kv_heads = n("num_key_value_heads").unwrap_or(heads);
