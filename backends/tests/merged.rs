@@ -7,7 +7,7 @@
 //! (dequantized f32) within the activation rounding.
 
 mod common;
-use common::vals;
+use common::{assert_finite, vals};
 
 use mllm_backends::cpu::merged::merged_linear_ref;
 use mllm_backends::quant::{self, QuantType};
@@ -96,6 +96,7 @@ fn check(
         &wrefs,
     )
     .expect("ref");
+    assert_finite("merged reference", &reference);
     let xs = xn.f32s().expect("xn");
     let mut at = 0;
     for (w, &n) in ws.iter().zip(rows) {

@@ -14,7 +14,7 @@
 //! runs the timing at a Qwen3-MoE-like size.
 
 mod common;
-use common::vals;
+use common::{assert_finite, vals};
 
 use mllm_backends::cpu::moe::moe_linear_ref;
 use mllm_backends::quant::{self, packed, QuantType};
@@ -198,6 +198,7 @@ fn check(c: &MoeCase, quantized: bool) -> Result<(), TestCaseError> {
     }
     // The twin, within rounding.
     let want = moe_linear_ref(&c.inputs()).expect("twin");
+    assert_finite("moe twin", &want);
     for (p, &ex) in ids.iter().enumerate() {
         let row = c.row(p);
         let amax = row.iter().fold(0f32, |a, v| a.max(v.abs()));

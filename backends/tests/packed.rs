@@ -9,7 +9,7 @@
 //!   slicing inside a 16-row group is refused.
 
 mod common;
-use common::vals;
+use common::{assert_finite, vals};
 
 use mllm_backends::cpu::qlinear::{self, Isa};
 use mllm_backends::quant::{self, packed, QuantType};
@@ -23,6 +23,9 @@ fn check(plain: QuantType, m: usize, n: usize, k: usize, seed: u64) -> Result<()
     let x = vals(seed ^ 0x55, m * k);
     let twin = qlinear::linear_with(Isa::Scalar, &x, m, k, &w, plain, n, None).expect("twin");
     let ptwin = qlinear::linear_with(Isa::Scalar, &x, m, k, &p, ty, n, None).expect("packed twin");
+    // Inputs in [-1, 1): a non-finite twin is a bug the bit and bound
+    // checks below would pass.
+    assert_finite("twin", &twin);
     for (i, (a, b)) in ptwin.iter().zip(&twin).enumerate() {
         prop_assert!(
             a.to_bits() == b.to_bits(),

@@ -9,7 +9,7 @@
 //!   backend, and clean dtype errors for every other use.
 
 mod common;
-use common::vals;
+use common::{assert_finite, vals};
 
 use std::sync::Arc;
 
@@ -173,6 +173,9 @@ fn check_case(
     let wf = quant::dequantize(ty, &w, n * k).unwrap();
     let oracle = qlinear::linear_ref(&x, m, k, &w, ty, n, bias).unwrap();
     let twin = qlinear::linear_with(Isa::Scalar, &x, m, k, &w, ty, n, bias).unwrap();
+    // Inputs in [-1, 1): a non-finite oracle is a bug the checks below
+    // (bounds scaled by it, bit equality) could pass.
+    assert_finite("oracle", &oracle);
     let bound = match act_block(ty, k) {
         Some(ab) => act_error_bound(&x, &wf, m, k, n, ab),
         // f32 activations: float rounding only.

@@ -5,7 +5,7 @@ mod common;
 
 use std::process::Command;
 
-use common::{mllm, root, text};
+use common::{max_abs, mllm, root, text};
 
 #[test]
 fn exec_with_images_matches_transformers() {
@@ -64,12 +64,8 @@ fn exec_with_images_matches_transformers() {
     };
     let a = f32s(got.tensor("logits").expect("logits"));
     let b = f32s(st.tensor("logits").expect("logits"));
-    assert_eq!(a.len(), b.len());
-    let err = a
-        .iter()
-        .zip(&b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max);
+    // Panics on a NaN/Inf on either side (a bare max fold skips NaN).
+    let err = max_abs(&a, &b);
     assert!(err <= 1e-4, "exec logits differ from transformers by {err}");
 
     // Too few image tokens for the grids: a clear error, not a panic.
@@ -267,4 +263,17 @@ fn chat_with_images() {
         text(&out.stdout),
         text(&run.stdout)
     );
+}
+
+/// The comparison above cannot pass on garbage: NaN or Inf logits panic.
+#[test]
+#[should_panic(expected = "not finite")]
+fn max_abs_rejects_nan() {
+    max_abs(&[f32::NAN, 1.0], &[0.0, 1.0]);
+}
+
+#[test]
+#[should_panic(expected = "not finite")]
+fn max_abs_rejects_inf() {
+    max_abs(&[0.0, 1.0], &[0.0, f32::INFINITY]);
 }

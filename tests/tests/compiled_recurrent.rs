@@ -107,7 +107,10 @@ impl Stepper {
     }
 }
 
+/// Largest `max_abs` over paired rows (which panics on a non-finite
+/// value, so the fold never meets a NaN).
 fn worst(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
+    assert_eq!(a.len(), b.len(), "row counts differ");
     a.iter()
         .zip(b)
         .map(|(x, y)| max_abs(x, y))

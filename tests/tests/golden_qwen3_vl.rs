@@ -326,16 +326,8 @@ fn converted_checkpoint_runs_images() {
             .unwrap_or_else(|e| panic!("{}", e.0));
         let got = data(&logits);
         let vocab = got.len() / ids.len();
-        let worst = got
-            .chunks(vocab)
-            .zip(want.chunks(vocab))
-            .map(|(x, y)| {
-                let dot: f64 = x.iter().zip(y).map(|(p, q)| *p as f64 * *q as f64).sum();
-                let nx: f64 = x.iter().map(|p| (*p as f64).powi(2)).sum::<f64>().sqrt();
-                let ny: f64 = y.iter().map(|q| (*q as f64).powi(2)).sum::<f64>().sqrt();
-                dot / (nx * ny)
-            })
-            .fold(1.0, f64::min);
+        // The shared helper: NaN/Inf or a zero row fails.
+        let worst = worst_cosine(&got, &want, vocab);
         eprintln!("{config} {ty}: worst per-position cosine vs f32 reference = {worst:.6}");
         assert!(worst >= bound, "{ty}: cosine {worst} < {bound}");
     }

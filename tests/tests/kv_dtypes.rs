@@ -13,13 +13,6 @@ use mllm_backends::quant::QuantType;
 use mllm_backends::{CpuBackend, DType, KvCache};
 use mllm_interpreter::CompiledModel;
 
-fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let dot: f64 = a.iter().zip(b).map(|(x, y)| *x as f64 * *y as f64).sum();
-    let na: f64 = a.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
-    let nb: f64 = b.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
-    dot / (na * nb)
-}
-
 fn cache(dtype: DType) -> Rc<RefCell<KvCache>> {
     Rc::new(RefCell::new(KvCache::with_dtype(dtype).expect("kv dtype")))
 }

@@ -17,13 +17,6 @@ use onnx_common::*;
 
 const CONTEXT: usize = 64;
 
-fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let dot: f64 = a.iter().zip(b).map(|(x, y)| *x as f64 * *y as f64).sum();
-    let na: f64 = a.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
-    let nb: f64 = b.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
-    dot / (na * nb)
-}
-
 fn convert(ty: &str, dir: &std::path::Path) -> String {
     let out = dir.join(format!("{ty}.mllm")).display().to_string();
     let src = fixture("quant_scaled_f32").display().to_string();

@@ -32,13 +32,6 @@ use serde_json::Value;
 const CONTEXT: usize = 64;
 const TOLERANCE: f32 = 1e-4;
 
-fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let dot: f64 = a.iter().zip(b).map(|(x, y)| *x as f64 * *y as f64).sum();
-    let na: f64 = a.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
-    let nb: f64 = b.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
-    dot / (na * nb)
-}
-
 /// The three graphs of one model for one target: no-cache over the prompt,
 /// a 3-token chunk and the decode step against a cache of CONTEXT rows.
 struct Graphs {

@@ -188,18 +188,15 @@ fn prompt_logits_agree(f: &ModelFiles, min_cos: f64, min_margin: f32, what: &str
     let logits = full_logits(&model, &ids);
     let vocab = logits.shape()[1];
     let all = logits.to_f32_vec().expect("f32");
+    // Every logit, not only the sampled ones the cosine sees.
+    assert_finite(&format!("SmolLM2 prompt logits, {what}"), &all);
     let mut worst = 1.0f64;
     for p in 0..n {
         let row = &all[p * vocab..(p + 1) * vocab];
-        let ours: Vec<f64> = sample.iter().map(|&i| row[i as usize] as f64).collect();
-        let theirs: Vec<f64> = want[p * sample.len()..(p + 1) * sample.len()]
-            .iter()
-            .map(|&v| v as f64)
-            .collect();
-        let dot: f64 = ours.iter().zip(&theirs).map(|(a, b)| a * b).sum();
-        let na: f64 = ours.iter().map(|a| a * a).sum::<f64>().sqrt();
-        let nb: f64 = theirs.iter().map(|b| b * b).sum::<f64>().sqrt();
-        let cos = dot / (na * nb);
+        let ours: Vec<f32> = sample.iter().map(|&i| row[i as usize]).collect();
+        let theirs = &want[p * sample.len()..(p + 1) * sample.len()];
+        // The shared cosine: a non-finite value or a zero vector fails.
+        let cos = cosine(&ours, theirs);
         worst = worst.min(cos);
         assert!(
             cos >= min_cos,

@@ -105,8 +105,15 @@ pub fn missing_ops(cases: &[Case]) -> Vec<&'static str> {
         .collect()
 }
 
-/// `sum((a - b)^2) / sum(b^2)` (0 when both are all zero).
+/// `sum((a - b)^2) / sum(b^2)` (0 when both are all zero). Never NaN, so
+/// no `<=` threshold or `max` over cases can let garbage through: a NaN on
+/// either side, an infinity facing anything but the same infinity, or
+/// different lengths give `+inf`. Equal infinities count as agreeing (a
+/// masked score is `-inf` on every backend).
 pub fn nmse(a: &[f32], b: &[f32]) -> f64 {
+    if a.len() != b.len() {
+        return f64::INFINITY;
+    }
     let (mut num, mut den) = (0.0f64, 0.0f64);
     for (&x, &y) in a.iter().zip(b) {
         let (x, y) = (x as f64, y as f64);
@@ -114,7 +121,10 @@ pub fn nmse(a: &[f32], b: &[f32]) -> f64 {
             return f64::INFINITY;
         }
         if x.is_infinite() {
-            continue; // equal infinities (checked above up to sign)
+            if x != y {
+                return f64::INFINITY; // +inf against -inf
+            }
+            continue; // the same infinity
         }
         num += (x - y) * (x - y);
         den += y * y;
@@ -124,6 +134,7 @@ pub fn nmse(a: &[f32], b: &[f32]) -> f64 {
     } else if den == 0.0 {
         f64::INFINITY
     } else {
+        // Finite: f32 values squared and summed cannot overflow f64.
         num / den
     }
 }
@@ -211,4 +222,59 @@ pub fn worst_by_op(outcomes: &[Outcome]) -> Vec<(&'static str, f64, usize)> {
         }
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::nmse;
+
+    const GOOD: [f32; 4] = [1.0, -2.0, 0.5, 3.0];
+
+    fn with(at: usize, v: f32) -> Vec<f32> {
+        let mut x = GOOD.to_vec();
+        x[at] = v;
+        x
+    }
+
+    #[test]
+    fn nmse_of_finite_values() {
+        assert_eq!(nmse(&GOOD, &GOOD), 0.0);
+        let e = nmse(&with(0, 1.5), &GOOD);
+        assert!(e > 0.0 && e.is_finite(), "{e}");
+    }
+
+    #[test]
+    fn nmse_fails_on_nan() {
+        assert_eq!(nmse(&[f32::NAN; 4], &GOOD), f64::INFINITY);
+        assert_eq!(nmse(&GOOD, &with(2, f32::NAN)), f64::INFINITY);
+        assert_eq!(nmse(&[f32::NAN; 4], &[f32::NAN; 4]), f64::INFINITY);
+    }
+
+    #[test]
+    fn nmse_fails_on_an_unmatched_inf() {
+        assert_eq!(nmse(&with(1, f32::INFINITY), &GOOD), f64::INFINITY);
+        assert_eq!(nmse(&GOOD, &with(1, f32::NEG_INFINITY)), f64::INFINITY);
+        // Opposite infinities are not "equal infinities".
+        assert_eq!(
+            nmse(&with(1, f32::INFINITY), &with(1, f32::NEG_INFINITY)),
+            f64::INFINITY
+        );
+        // The same infinity (a masked position) agrees.
+        assert_eq!(
+            nmse(&with(1, f32::NEG_INFINITY), &with(1, f32::NEG_INFINITY)),
+            0.0
+        );
+    }
+
+    #[test]
+    fn nmse_fails_on_a_length_mismatch() {
+        // `zip` alone would compare the common prefix.
+        assert_eq!(nmse(&GOOD, &GOOD[..3]), f64::INFINITY);
+    }
+
+    #[test]
+    fn nmse_fails_on_an_all_zero_output() {
+        assert_eq!(nmse(&[0.0; 4], &GOOD), 1.0);
+        assert!(nmse(&[0.0; 4], &GOOD) > super::NMSE_QUANT);
+    }
 }

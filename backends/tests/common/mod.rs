@@ -1,5 +1,16 @@
 //! Helpers the backend tests share.
 
+/// Panics unless every value of `v` is finite. The checks below bound an
+/// error by the reference's magnitude (`|a - b| <= tol * (1 + |b|)`), which
+/// an Inf in the reference satisfies whatever `a` is, and compare bits,
+/// which two equal NaNs satisfy: so the reference must be finite first.
+#[track_caller]
+pub fn assert_finite(name: &str, v: &[f32]) {
+    if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+        panic!("{name}: value {i} of {} is {}: not finite", v.len(), v[i]);
+    }
+}
+
 /// splitmix64 values in [-1, 1): reproducible inputs without a RNG crate.
 pub fn vals(seed: u64, n: usize) -> Vec<f32> {
     let mut s = seed;

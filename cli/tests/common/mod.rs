@@ -25,6 +25,28 @@ pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// Largest `|a - b|`, after checking that both sides are finite: a plain
+/// `f32::max` fold skips NaN, so all-NaN logits would pass any bound.
+/// (The same rule as tests/tests/common's `max_abs`, which a CLI test
+/// cannot import.)
+#[track_caller]
+pub fn max_abs(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len(), "length mismatch");
+    for (side, v) in [("left", a), ("right", b)] {
+        if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+            panic!(
+                "max_abs: {side} side value {i} of {} is {}: not finite",
+                v.len(),
+                v[i]
+            );
+        }
+    }
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
 pub fn smollm2() -> String {
     let p = root().join(".cache/gguf/SmolLM2-135M-Instruct.Q4_1.gguf");
     assert!(

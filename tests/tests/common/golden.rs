@@ -6,6 +6,10 @@
 use super::*;
 use mllm_runtime::model_files::{self, load_model};
 
+// Lives in `common` beside `max_abs` and `cosine` (all reject non-finite
+// values); re-exported here for the tests that import it from `golden`.
+pub use super::worst_cosine;
+
 /// Prefill logits within 1e-4 (max-abs) of transformers' f32 logits.
 pub fn prefill_matches(family: &str, cases: &[&str]) {
     for name in cases {
@@ -105,16 +109,4 @@ pub fn load_auto(case: &str) -> Loaded {
     let script =
         mllm_runtime::assets::script_for_config(&config).unwrap_or_else(|e| panic!("{case}: {e}"));
     load_with(script, case)
-}
-
-pub fn worst_cosine(a: &[f32], b: &[f32], vocab: usize) -> f64 {
-    a.chunks(vocab)
-        .zip(b.chunks(vocab))
-        .map(|(x, y)| {
-            let dot: f64 = x.iter().zip(y).map(|(p, q)| *p as f64 * *q as f64).sum();
-            let nx: f64 = x.iter().map(|p| (*p as f64).powi(2)).sum::<f64>().sqrt();
-            let ny: f64 = y.iter().map(|q| (*q as f64).powi(2)).sum::<f64>().sqrt();
-            dot / (nx * ny)
-        })
-        .fold(1.0, f64::min)
 }

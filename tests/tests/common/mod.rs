@@ -104,12 +104,104 @@ pub fn new_cache() -> Rc<RefCell<KvCache>> {
     Rc::new(RefCell::new(KvCache::new()))
 }
 
+/// Panics unless every value of `v` is finite. NaN compares false both
+/// ways and `f32::max` / `f64::min` skip it, so without this an all-NaN
+/// output would pass every tolerance check; an Inf would pass a check
+/// whose bound scales with the output. `#[track_caller]`: the panic points
+/// at the test that passed the values.
+#[track_caller]
+pub fn assert_finite(name: &str, v: &[f32]) {
+    if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+        let n = v.iter().filter(|x| !x.is_finite()).count();
+        panic!(
+            "{name}: {n} of {} values are not finite (the first, at index {i}, is {})",
+            v.len(),
+            v[i]
+        );
+    }
+}
+
+/// Largest `|a - b|`. Both sides must be finite (see `assert_finite`):
+/// the fold below would skip a NaN, and callers also use the result as a
+/// lower bound (`err > 0.0`: "rounding changed something"), which an Inf
+/// would satisfy, so a non-finite value panics instead of returning.
+#[track_caller]
 pub fn max_abs(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len(), "length mismatch");
+    assert_finite("max_abs: left side", a);
+    assert_finite("max_abs: right side", b);
     a.iter()
         .zip(b)
         .map(|(x, y)| (x - y).abs())
         .fold(0.0, f32::max)
+}
+
+/// Cosine similarity of two equal-length vectors, in f64. Non-finite
+/// values panic (a NaN cosine would fail `>=` but vanish in a `min` fold
+/// over positions), and so does a zero vector, whose cosine is undefined
+/// (0/0): all-zero logits are as much garbage as NaN ones.
+#[track_caller]
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    assert_eq!(a.len(), b.len(), "cosine: length mismatch");
+    assert_finite("cosine: left side", a);
+    assert_finite("cosine: right side", b);
+    let dot: f64 = a.iter().zip(b).map(|(x, y)| *x as f64 * *y as f64).sum();
+    let na: f64 = a.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
+    let nb: f64 = b.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
+    assert!(
+        na > 0.0 && nb > 0.0,
+        "cosine of a zero vector (norms {na}, {nb}) is undefined"
+    );
+    dot / (na * nb)
+}
+
+/// The smallest per-row cosine of `a` and `b`, rows of `vocab` values
+/// (both the same length, a whole number of rows).
+#[track_caller]
+pub fn worst_cosine(a: &[f32], b: &[f32], vocab: usize) -> f64 {
+    assert_eq!(a.len(), b.len(), "worst_cosine: length mismatch");
+    assert!(
+        vocab > 0 && a.len().is_multiple_of(vocab),
+        "worst_cosine: {} values are not rows of {vocab}",
+        a.len()
+    );
+    a.chunks(vocab)
+        .zip(b.chunks(vocab))
+        .map(|(x, y)| cosine(x, y))
+        .fold(1.0, f64::min)
+}
+
+/// Whether `CI=true` is set: a test that would skip for a missing asset
+/// fails there instead, so CI cannot go green by testing nothing.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
+}
+
+/// `path` if it exists; otherwise says the test is skipped, names the
+/// asset and how to fetch it, and returns None. Under `CI=true` a missing
+/// asset panics instead (a skip there would pass without checking).
+#[track_caller]
+pub fn asset_or_skip(path: impl Into<PathBuf>) -> Option<PathBuf> {
+    asset_or_skip_in(path, in_ci())
+}
+
+/// `asset_or_skip` with the CI setting given (testable without touching
+/// the process environment).
+#[track_caller]
+pub fn asset_or_skip_in(path: impl Into<PathBuf>, ci: bool) -> Option<PathBuf> {
+    let path = path.into();
+    if path.exists() {
+        return Some(path);
+    }
+    let msg = format!(
+        "test asset {} is missing: run `bash tests/fetch_assets.sh` (from the repository root) to fetch it",
+        path.display()
+    );
+    if ci {
+        panic!("{msg} (CI=true: a missing asset fails instead of skipping)");
+    }
+    eprintln!("SKIPPED, nothing was tested: {msg}");
+    None
 }
 
 pub fn data(t: &Tensor) -> Vec<f32> {
@@ -124,6 +216,15 @@ pub fn greedy(m: &mut Loaded, prompt: &[i32], n: usize) -> Vec<i32> {
     let mut got = vec![];
     let mut pos = prompt.len();
     while got.len() < n {
+        // The argmax of NaN logits is an arbitrary id, which could even
+        // match the reference's; checked here too, not only by the
+        // runtime's own check (host logits: what `step` returns).
+        if logits.device().is_none() {
+            assert_finite(
+                &format!("greedy: logits before token {}", got.len()),
+                &data(&logits),
+            );
+        }
         let next = m.argmax_last(&logits).expect("argmax");
         got.push(next);
         logits = m.step(&cache, &[next], pos, true).expect("decode");
@@ -186,6 +287,10 @@ pub fn engine_greedy(
 ) -> Vec<u32> {
     let mut got = vec![];
     while got.len() < n {
+        assert_finite(
+            &format!("engine_greedy: logits before token {}", got.len()),
+            &logits,
+        );
         let t = mllm_interpreter::sampler::argmax(&logits) as u32;
         got.push(t);
         logits = engine.step(t).unwrap_or_else(|e| panic!("{}", e.0));
