@@ -32,12 +32,14 @@ pub(crate) enum Cmd {
         #[arg(required = true)]
         files: Vec<String>,
     },
-    /// Run a script on a Hugging Face checkpoint directory with given token ids.
+    /// Run a script on a checkpoint with given token ids (prefill logits,
+    /// greedy ids).
     Exec {
-        /// The model script (a path, or a built-in name such as `qwen3`).
-        script: String,
-        /// Model directory: config.json and *.safetensors.
-        #[arg(long)]
+        /// The model script: a path or a built-in name such as `qwen3`
+        /// (default: the built-in script for the checkpoint's architecture).
+        script: Option<String>,
+        /// A Hugging Face directory, GGUF or .mllm file.
+        #[arg(long, short = 'm')]
         model: String,
         #[command(flatten)]
         mmproj: MmprojFlag,
@@ -69,13 +71,26 @@ pub(crate) enum Cmd {
     Run {
         /// A model script (default: the built-in script for the checkpoint's architecture).
         script: Option<String>,
-        /// A GGUF file or a Hugging Face model directory.
+        /// A GGUF file, a .mllm file or a Hugging Face model directory.
         #[arg(long, short = 'm')]
         model: String,
         #[command(flatten)]
         mmproj: MmprojFlag,
-        #[arg(long, short = 'p')]
-        prompt: String,
+        /// The prompt; `-` reads it from standard input.
+        #[arg(
+            long,
+            short = 'p',
+            required_unless_present = "file",
+            conflicts_with = "file"
+        )]
+        prompt: Option<String>,
+        /// Read the prompt from FILE (`-`: standard input).
+        #[arg(long, short = 'f', value_name = "FILE")]
+        file: Option<String>,
+        /// Tokens the conversation may hold, prompt and answer (default and
+        /// most: the model's own context); an answer that reaches it ends.
+        #[arg(long, short = 'c', value_name = "N")]
+        ctx_size: Option<usize>,
         /// A system message for the chat template.
         #[arg(long)]
         system: Option<String>,
@@ -99,20 +114,28 @@ pub(crate) enum Cmd {
         video_fps: Option<f64>,
         #[command(flatten)]
         sampling: SamplingArgs,
+        /// Worker threads (default: all cores).
         #[arg(long, short = 't')]
         threads: Option<usize>,
         #[command(flatten)]
         load: mllm_cli::LoadFlags,
     },
-    /// Multi-turn chat in the terminal.
+    /// Multi-turn chat in the terminal (/help lists its commands).
     Chat {
+        /// A model script (default: the built-in script for the checkpoint's architecture).
         script: Option<String>,
+        /// A GGUF file, a .mllm file or a Hugging Face model directory.
         #[arg(long, short = 'm')]
         model: String,
         #[command(flatten)]
         mmproj: MmprojFlag,
+        /// A system message, kept when old turns make way for new ones.
         #[arg(long)]
         system: Option<String>,
+        /// Tokens the conversation may hold (default and most: the model's
+        /// own context); past it the oldest turns are dropped.
+        #[arg(long, short = 'c', value_name = "N")]
+        ctx_size: Option<usize>,
         /// An image shown with the first message (repeatable); `/image PATH`
         /// in the chat attaches one to the next message.
         #[arg(long = "image")]
@@ -126,6 +149,7 @@ pub(crate) enum Cmd {
         video_fps: Option<f64>,
         #[command(flatten)]
         sampling: SamplingArgs,
+        /// Worker threads (default: all cores).
         #[arg(long, short = 't')]
         threads: Option<usize>,
         #[command(flatten)]
@@ -151,11 +175,12 @@ pub(crate) enum Cmd {
         /// 0 picks a free port (printed on stderr).
         #[arg(long, default_value_t = 8080)]
         port: u16,
-        /// Slots per model: requests that run at once.
-        #[arg(long, short = 'p', default_value_t = 4)]
+        /// Slots per model: requests that run at once (`-np` as
+        /// llama-server; `-p` is kept from before).
+        #[arg(long, short_alias = 'p', default_value_t = 4)]
         parallel: usize,
         /// Tokens per slot (default: the model's context, at most 4096).
-        #[arg(long, short = 'c')]
+        #[arg(long, short = 'c', value_name = "N")]
         ctx_size: Option<usize>,
         /// Requests that may wait for a slot, per model; more get 503.
         #[arg(long, default_value_t = 64)]
@@ -197,6 +222,7 @@ pub(crate) enum Cmd {
         /// generated tokens).
         #[arg(long, default_value = "text", value_name = "FORMAT")]
         log_format: mllm_server::access_log::LogFormat,
+        /// Worker threads (default: all cores).
         #[arg(long, short = 't')]
         threads: Option<usize>,
         #[command(flatten)]
@@ -212,7 +238,10 @@ pub(crate) enum Cmd {
         /// converter writes beside it; the .mllm holds both.
         #[arg(long)]
         mmproj: Option<String>,
-        /// f32, f16, bf16, q8_0, q4_0, q4_1, q4_k, q5_k, q6_k
+        /// The weights' type: f32, f16, bf16, q8_0, q4_0, q4_1, q4_k, q5_k,
+        /// q6_k, w4a16_g32/64/128, w8a8. The default f16 keeps a float
+        /// checkpoint's quality; a quantized GGUF becomes larger and slower
+        /// with it, so give its own type (`-q q4_0`).
         #[arg(long = "type", short = 'q', default_value = "f16")]
         ty: String,
         /// Rules file: `PATTERN TYPE` per line, first match wins, placed before the type's defaults.
@@ -221,6 +250,7 @@ pub(crate) enum Cmd {
         /// Re-read the written file and check every tensor checksum.
         #[arg(long)]
         verify: bool,
+        /// Worker threads (default: all cores).
         #[arg(long, short = 't')]
         threads: Option<usize>,
     },
@@ -232,7 +262,9 @@ pub(crate) enum Cmd {
     },
     /// Measure prefill (pp) and decode (tg) throughput, like llama-bench.
     Bench {
+        /// A model script (default: the built-in script for the checkpoint's architecture).
         script: Option<String>,
+        /// A GGUF file, a .mllm file or a Hugging Face model directory.
         #[arg(long, short = 'm')]
         model: String,
         #[command(flatten)]
@@ -249,6 +281,7 @@ pub(crate) enum Cmd {
         /// Repetitions of each test.
         #[arg(long, short = 'r', default_value_t = 3)]
         repetitions: usize,
+        /// Worker threads (default: all cores).
         #[arg(long, short = 't')]
         threads: Option<usize>,
         /// Print JSON instead of a table.
@@ -318,6 +351,11 @@ pub(crate) enum Cmd {
         /// The directory to write model.onnx, model.onnx.data and io.json into.
         #[arg(long)]
         out: std::path::PathBuf,
+        /// Load the written graph in onnxruntime (python3's, or
+        /// $MLLM_PYTHON's); fails when it cannot load it, or when
+        /// onnxruntime is not installed. Without it nothing is checked.
+        #[arg(long)]
+        check: bool,
     },
     /// Write a Hugging Face directory with random weights and a real architecture's sizes.
     RandomCheckpoint {
@@ -345,8 +383,10 @@ pub(crate) enum Cmd {
     },
     /// Print the token ids of a text (no special tokens added), or decode ids.
     Tokenize {
+        /// The model whose tokenizer to use (GGUF, .mllm or HF directory).
         #[arg(long, short = 'm')]
         model: String,
+        /// The text to tokenize.
         #[arg(long, required_unless_present = "decode")]
         text: Option<String>,
         /// Comma-separated ids to turn back into text.
@@ -355,13 +395,16 @@ pub(crate) enum Cmd {
     },
     /// Print the prompt a conversation renders to with the model's chat template.
     Template {
+        /// The model whose chat template to use (GGUF, .mllm or HF directory).
         #[arg(long, short = 'm')]
         model: String,
         /// A JSON list of {"role", "content"} messages.
         #[arg(long)]
         messages: String,
+        /// Leave out the assistant header a generation would start from.
         #[arg(long)]
         no_generation_prompt: bool,
+        /// Qwen3-style thinking switch passed to the chat template.
         #[arg(long)]
         enable_thinking: Option<bool>,
     },

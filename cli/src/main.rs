@@ -7,7 +7,7 @@ use clap::Parser;
 use mllm_cli::commands;
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(llama_spellings(std::env::args_os()));
     // The evaluator and checker recurse over script structure (bounded by
     // their depth limits); give them a roomy stack on every platform.
     let worker = std::thread::Builder::new()
@@ -18,6 +18,41 @@ fn main() {
         _ => 101,
     };
     std::process::exit(code);
+}
+
+/// llama.cpp's two-letter `-np` (llama-server's `--parallel`), which clap
+/// cannot declare as a short flag, as its long spelling.
+fn llama_spellings(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    args.map(|a| match a.to_str() {
+        Some("-np") => "--parallel".into(),
+        Some(s) if s.starts_with("-np=") => format!("--parallel={}", &s[4..]).into(),
+        _ => a,
+    })
+    .collect()
+}
+
+/// The prompt of `run`: `-p TEXT`, `-p -` or `-f -` (standard input), or
+/// `-f FILE`.
+fn read_prompt(prompt: Option<String>, file: Option<String>) -> Result<String, String> {
+    use std::io::Read;
+    let from_stdin = || {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|e| format!("cannot read the prompt from standard input: {e}"))?;
+        Ok(s)
+    };
+    match (prompt, file) {
+        (Some(p), _) if p == "-" => from_stdin(),
+        (Some(p), _) => Ok(p),
+        (None, Some(f)) if f == "-" => from_stdin(),
+        (None, Some(f)) => {
+            std::fs::read_to_string(&f).map_err(|e| format!("cannot read the prompt file {f}: {e}"))
+        }
+        (None, None) => {
+            Err("give the prompt with -p TEXT or -f FILE (- for standard input)".into())
+        }
+    }
 }
 
 fn run(cli: Cli) -> i32 {
@@ -60,6 +95,8 @@ fn run(cli: Cli) -> i32 {
             model,
             mmproj,
             prompt,
+            file,
+            ctx_size,
             system,
             raw,
             images,
@@ -70,8 +107,16 @@ fn run(cli: Cli) -> i32 {
             load,
         } => {
             mllm_cli::set_threads(threads);
+            let prompt = match read_prompt(prompt, file) {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return 2;
+                }
+            };
             commands::run::run(commands::run::RunArgs {
                 script,
+                ctx_size,
                 model,
                 mmproj: mmproj.mmproj,
                 prompt,
@@ -89,6 +134,7 @@ fn run(cli: Cli) -> i32 {
             model,
             mmproj,
             system,
+            ctx_size,
             images,
             videos,
             video_fps,
@@ -99,6 +145,7 @@ fn run(cli: Cli) -> i32 {
             mllm_cli::set_threads(threads);
             commands::chat::run(commands::chat::ChatArgs {
                 script,
+                ctx_size,
                 model,
                 mmproj: mmproj.mmproj,
                 system,
@@ -212,6 +259,7 @@ fn run(cli: Cli) -> i32 {
             quant,
             target,
             out,
+            check,
         } => commands::export::run(commands::export::ExportArgs {
             script,
             model,
@@ -221,9 +269,16 @@ fn run(cli: Cli) -> i32 {
             no_cache,
             quant,
             target,
-            out,
+            out: out.clone(),
         })
-        .map(|_| ()),
+        .and_then(|_| {
+            if check {
+                eprintln!("{}", commands::export::check(&out)?);
+            } else {
+                eprintln!("not checked: --check loads the graph in onnxruntime");
+            }
+            Ok(())
+        }),
         Cmd::Bench {
             script,
             model,

@@ -39,6 +39,13 @@ impl Engine {
         self.seq.max_context
     }
 
+    /// Whether the cache holds as many tokens as the context allows.
+    pub fn is_full(&self) -> bool {
+        self.seq
+            .max_context
+            .is_some_and(|m| self.seq.cached.len() >= m)
+    }
+
     /// Runs later text steps as captured graphs: prefill in chunks of
     /// `chunk` tokens, decode one token a step (prompts with images are
     /// still prefilled eagerly; the decoding after them is compiled).
@@ -273,12 +280,20 @@ impl Decoder for Engine {
         &self.seq.cached
     }
 
+    /// A full cache ends the answer as the length limit would, rather
+    /// than failing it: the text so far is kept.
     fn advance(&mut self, token: u32) -> CliResult<Option<Vec<f32>>> {
+        if self.is_full() {
+            return Ok(None);
+        }
         self.step(token).map(Some)
     }
 
     /// Keeps the cache consistent with what a template will render next.
     fn eos(&mut self, token: u32) -> CliResult<()> {
+        if self.is_full() {
+            return Ok(());
+        }
         self.step(token).map(|_| ())
     }
 }

@@ -25,16 +25,22 @@ pub fn load(script: &str, model_path: &str) -> Result<Loaded> {
 }
 
 pub fn load_with(script: &str, model_path: &str, opts: LoadOptions) -> Result<Loaded> {
-    from_files(script, model_files::open_with(model_path, opts)?, opts)
+    from_files(
+        Some(script),
+        model_files::open_with(model_path, opts)?,
+        opts,
+    )
 }
 
 /// `load_with` on files already opened (a GGUF with its `--mmproj`, say).
+/// `script: None` picks the built-in script of the checkpoint's
+/// architecture, as `run` does.
 pub fn from_files(
-    script: &str,
+    script: Option<&str>,
     files: model_files::ModelFiles,
     opts: LoadOptions,
 ) -> Result<Loaded> {
-    let model = model_files::load_model(&files, Some(script))?;
+    let model = model_files::load_model(&files, script)?;
     let mut runner = Runner::new(model);
     runner.exec.check_numerics = opts.check_numerics;
     if opts.compiled && !opts.check_numerics {

@@ -272,6 +272,7 @@ fn open_files(path: &str, mmproj: Option<&str>, opts: LoadOptions) -> CliResult<
         return open_tokenizer_dir(p);
     }
     if p.is_dir() {
+        check_model_dir(p)?;
         return open_hf(p, opts.skip_tokenizer);
     }
     if p.is_file() {
@@ -279,7 +280,73 @@ fn open_files(path: &str, mmproj: Option<&str>, opts: LoadOptions) -> CliResult<
             "error: {path} is neither a .mllm or .gguf file nor a model directory; --model takes a .mllm file, a GGUF file or a Hugging Face directory (config.json + *.safetensors)"
         )));
     }
-    Err(CliError(format!("error: {path} does not exist")))
+    Err(CliError(format!(
+        "error: {path} does not exist{}",
+        hub_hint(path)
+    )))
+}
+
+/// A directory without config.json or weights: name everything missing at
+/// once, rather than the first file a reader fails on.
+fn check_model_dir(dir: &Path) -> CliResult<()> {
+    let names: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    let has = |f: &dyn Fn(&str) -> bool| names.iter().any(|n| f(n));
+    let mut missing = vec![];
+    if !has(&|n| n == "config.json") {
+        missing.push("config.json");
+    }
+    if !has(&|n| {
+        n.ends_with(".safetensors")
+            || n.ends_with(".safetensors.index.json")
+            || (n.starts_with("pytorch_model") && n.ends_with(".bin"))
+    }) {
+        missing.push("weights (*.safetensors or pytorch_model*.bin)");
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    if !has(&|n| n == "tokenizer.json") {
+        missing.push("tokenizer.json");
+    }
+    Err(CliError(format!(
+        "error: {} is not a complete model directory: it has no {}. A Hugging Face model directory holds config.json, the weights and tokenizer.json (e.g. `huggingface-cli download ORG/NAME --local-dir DIR`); --model also takes a GGUF or .mllm file",
+        dir.display(),
+        missing.join(", no ")
+    )))
+}
+
+/// For a path that does not exist but reads like a Hugging Face model name
+/// (`Qwen/Qwen3-0.6B`, `Qwen3-VL-2B-Instruct`): how to get it.
+fn hub_hint(path: &str) -> String {
+    let name_like = !path.starts_with(['.', '/', '~'])
+        && path.matches('/').count() <= 1
+        && !path.ends_with('/')
+        && Path::new(path).extension().is_none_or(|e| {
+            // `Qwen3-0.6B` has an "extension" `6B`; real files have known ones.
+            !["gguf", "mllm", "safetensors", "bin", "pt", "json"]
+                .contains(&e.to_string_lossy().to_ascii_lowercase().as_str())
+        })
+        && path
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c));
+    if !name_like {
+        return String::new();
+    }
+    let repo = if path.contains('/') {
+        path.to_string()
+    } else {
+        format!("ORG/{path}")
+    };
+    let dir = path.rsplit('/').next().unwrap_or(path);
+    format!(
+        ". If it is a Hugging Face model name: mllm reads files on disk; download them first, e.g. `huggingface-cli download {repo} --local-dir {dir}` (a GGUF repository: add the file's name), then pass --model {dir}"
+    )
 }
 
 /// A tokenizer package: `tokenizer.json` (and `tokenizer_config.json` with

@@ -262,6 +262,7 @@ fn builds_without_an_npu_feature_name_the_rebuild() {
 fn run_args(model: &Path, backend: mllm_runtime::model_files::Backend) -> RunArgs {
     RunArgs {
         script: None,
+        ctx_size: None,
         model: model.to_str().expect("utf-8").to_string(),
         mmproj: None,
         prompt: "hi".into(),

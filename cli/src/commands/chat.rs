@@ -6,7 +6,13 @@
 //! `--video` for the first message, `/image PATH` / `/video PATH` for the
 //! next one) go to vision-language models; a conversation with either is
 //! recomputed whole each turn (the cache cannot tell them apart by their
-//! placeholder tokens).
+//! placeholder tokens). When the conversation outgrows the context, the
+//! oldest turns are dropped (the system message stays), as Ollama does,
+//! rather than llama.cpp's context shift: a shift keeps half-turns and
+//! positions the template never rendered, while a dropped turn leaves a
+//! conversation the template renders as it would any other, so the answer
+//! is what the model would give that shorter chat. The cache is reused up
+//! to the system message.
 
 use std::io::{BufRead, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,6 +26,8 @@ use crate::{CliError, CliResult};
 
 pub struct ChatArgs {
     pub script: Option<String>,
+    /// `-c`: tokens the conversation may hold (the model's own at most).
+    pub ctx_size: Option<usize>,
     pub model: String,
     /// The vision tower of a GGUF `model` (`--mmproj`): llama.cpp's mmproj file.
     pub mmproj: Option<String>,
@@ -46,7 +54,8 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
         )));
     }
     let model = load_model(&files, a.script.as_deref())?;
-    let mut engine = Engine::new(model, files.max_context());
+    let context = super::run::context_size(a.ctx_size, files.max_context());
+    let mut engine = Engine::new(model, context);
     engine.configure(&a.load)?;
     let mut sampler = a.sampling.sampler();
     let interrupt = Arc::new(AtomicBool::new(false));
@@ -71,8 +80,10 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
     let mut pending: Vec<String> = a.images.clone();
     let mut pending_v: Vec<String> = a.videos.clone();
     let mut spec: Option<crate::images::ImageTokens> = None;
+    let vision = files.config.get("vision_config").is_some();
+    let mut said_dropping = false;
     eprintln!(
-        "chatting with {} — /exit or Ctrl-D to quit, /reset to start over, Ctrl-C stops an answer",
+        "chatting with {} — /help lists the commands, /exit or Ctrl-D quits, Ctrl-C stops an answer",
         files.path.display()
     );
     let stdin = std::io::stdin();
@@ -89,6 +100,10 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
         match line.trim() {
             "" => continue,
             "/exit" | "/quit" => return Ok(()),
+            "/help" | "/?" => {
+                eprintln!("{}", help(vision));
+                continue;
+            }
             "/reset" => {
                 history.retain(|m| m.role == "system");
                 shown = vec![0; history.len()];
@@ -99,6 +114,18 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
                 eprintln!("(conversation cleared)");
                 continue;
             }
+            l if (l.starts_with("/image ") || l.starts_with("/video ")) && !vision => {
+                eprintln!(
+                    "{} takes no images or videos (no vision tower){}",
+                    files.path.display(),
+                    if files.path.extension().is_some_and(|e| e == "gguf") {
+                        "; a GGUF's vision tower is its mmproj file: start with --mmproj FILE"
+                    } else {
+                        ""
+                    }
+                );
+                continue;
+            }
             l if l.starts_with("/image ") => {
                 pending.push(l["/image ".len()..].trim().to_string());
                 eprintln!("(image attached to your next message)");
@@ -107,6 +134,10 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
             l if l.starts_with("/video ") => {
                 pending_v.push(l["/video ".len()..].trim().to_string());
                 eprintln!("(video attached to your next message)");
+                continue;
+            }
+            l if l.starts_with('/') && !l.contains(' ') => {
+                eprintln!("unknown command {l}; /help lists them (a message that starts with / needs a space in it)");
                 continue;
             }
             _ => {}
@@ -142,30 +173,41 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
         history.push(Message::new("user", line));
         shown.push(std::mem::take(&mut pending).len());
         shown_v.push(std::mem::take(&mut pending_v).len());
+        let mut ids = render(&files, &history, &shown, &shown_v, &pics, &spec, &a)?;
+        // Room for an answer: past it, the oldest turns make way.
+        if let Some(ctx) = context {
+            let room = a.sampling.max_new_tokens.min(ctx / 4).max(1);
+            while ids.len() + room > ctx {
+                let Some(first) = history.iter().position(|m| m.role != "system") else {
+                    break;
+                };
+                // The turn being asked stays, whatever its length.
+                if first + 1 >= history.len() {
+                    break;
+                }
+                let mut n = 1;
+                if history.get(first + 1).is_some_and(|m| m.role == "assistant") {
+                    n = 2;
+                }
+                for i in first..first + n {
+                    if shown[i] > 0 || shown_v[i] > 0 {
+                        let k = (0..i).filter(|&j| shown[j] > 0 || shown_v[j] > 0).count();
+                        pics.remove(k);
+                    }
+                }
+                history.drain(first..first + n);
+                shown.drain(first..first + n);
+                shown_v.drain(first..first + n);
+                if !said_dropping {
+                    eprintln!(
+                        "(the conversation outgrew the context of {ctx} tokens: dropping its oldest turns, keeping the system message)"
+                    );
+                    said_dropping = true;
+                }
+                ids = render(&files, &history, &shown, &shown_v, &pics, &spec, &a)?;
+            }
+        }
         let batch = crate::images::concat(&pics)?;
-        let ids = match (&batch, &spec) {
-            (Some(imgs), Some(spec)) => {
-                let turns: Vec<crate::images::Turn> = history
-                    .iter()
-                    .zip(shown.iter().zip(&shown_v))
-                    .map(|(m, (&n, &v))| {
-                        crate::images::Turn::new(&m.role, &m.content, n).with_videos(v)
-                    })
-                    .collect();
-                let text = crate::images::conversation_text(
-                    &files,
-                    &turns,
-                    imgs,
-                    spec,
-                    a.sampling.enable_thinking,
-                )?;
-                tok.encode(&text, false)?
-            }
-            _ => {
-                let text = prompt::render(&files, &history, true, a.sampling.enable_thinking)?;
-                tok.encode(&text, false)?
-            }
-        };
         let mut dec = tok.stream_decoder(true);
         GENERATING.store(true, Ordering::SeqCst);
         let result = generate(
@@ -211,4 +253,44 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
         shown_v.push(0);
         eprintln!("[{}]", stats.summary(None));
     }
+}
+
+/// The conversation's prompt ids, through the chat template (with its
+/// images' placeholder tokens when it has images).
+#[allow(clippy::too_many_arguments)]
+fn render(
+    files: &model_files::ModelFiles,
+    history: &[Message],
+    shown: &[usize],
+    shown_v: &[usize],
+    pics: &[crate::images::Images],
+    spec: &Option<crate::images::ImageTokens>,
+    a: &ChatArgs,
+) -> CliResult<Vec<u32>> {
+    let tok = files.tokenizer()?;
+    let batch = crate::images::concat(pics)?;
+    let text = match (&batch, spec) {
+        (Some(imgs), Some(spec)) => {
+            let turns: Vec<crate::images::Turn> = history
+                .iter()
+                .zip(shown.iter().zip(shown_v))
+                .map(|(m, (&n, &v))| crate::images::Turn::new(&m.role, &m.content, n).with_videos(v))
+                .collect();
+            crate::images::conversation_text(files, &turns, imgs, spec, a.sampling.enable_thinking)?
+        }
+        _ => prompt::render(files, history, true, a.sampling.enable_thinking)?,
+    };
+    Ok(tok.encode(&text, false)?)
+}
+
+/// What `/help` prints.
+fn help(vision: bool) -> String {
+    let mut h = String::from(
+        "commands:\n  /help          this list\n  /reset         start over (the system message stays)\n  /exit, /quit   leave (Ctrl-D too)\n",
+    );
+    if vision {
+        h.push_str("  /image PATH    attach an image to your next message\n  /video PATH    attach a video (frame directory or animated PNG/WebP)\n");
+    }
+    h.push_str("Ctrl-C stops an answer; at the prompt it leaves.");
+    h
 }

@@ -1,4 +1,4 @@
-//! `mllm exec SCRIPT --model DIR --input-ids a,b,c`: prefill, optional logits
+//! `mllm exec [SCRIPT] --model DIR --input-ids a,b,c`: prefill, optional logits
 //! dump, optional greedy decoding through the KV cache.
 
 use std::cell::RefCell;
@@ -14,7 +14,8 @@ use mllm_runtime::{model_files, Loaded};
 use crate::{CliError, CliResult};
 
 pub struct ExecArgs {
-    pub script: String,
+    /// None: the built-in script for the checkpoint's architecture.
+    pub script: Option<String>,
     pub model: String,
     /// The vision tower of a GGUF `model` (`--mmproj`): llama.cpp's mmproj file.
     pub mmproj: Option<String>,
@@ -66,7 +67,7 @@ fn load(a: &ExecArgs) -> CliResult<Loaded> {
     if a.pixel_values.is_some() {
         ImageTokens::for_files(&files)?;
     }
-    mllm_runtime::loaded::from_files(&a.script, files, a.load)
+    mllm_runtime::loaded::from_files(a.script.as_deref(), files, a.load)
 }
 
 pub fn run(a: ExecArgs) -> CliResult<()> {

@@ -103,3 +103,39 @@ pub fn run(a: ExportArgs) -> CliResult<Exported> {
     );
     Ok(done)
 }
+
+/// Loads the exported graph in onnxruntime (`--check`) with `$MLLM_PYTHON`
+/// or `python3`; what onnxruntime said, or why nothing was checked.
+pub fn check(out: &std::path::Path) -> CliResult<String> {
+    let python = std::env::var("MLLM_PYTHON").unwrap_or_else(|_| "python3".into());
+    let model = out.join("model.onnx");
+    let script = "import sys\ntry:\n    import onnxruntime as ort\nexcept ImportError:\n    sys.exit(3)\nort.InferenceSession(sys.argv[1], providers=['CPUExecutionProvider'])\nprint(ort.__version__)\n";
+    let res = std::process::Command::new(&python)
+        .args(["-c", script])
+        .arg(&model)
+        .output()
+        .map_err(|e| {
+            CliError(format!(
+                "error: --check: cannot run {python} ({e}); the graph was written but NOT checked (set MLLM_PYTHON to a Python with onnxruntime)"
+            ))
+        })?;
+    match res.status.code() {
+        Some(0) => Ok(format!(
+            "checked: onnxruntime {} loads {}",
+            String::from_utf8_lossy(&res.stdout).trim(),
+            model.display()
+        )),
+        Some(3) => Err(CliError(format!(
+            "error: --check: onnxruntime is not installed for {python}; the graph was written but NOT checked (`pip install onnxruntime`, or set MLLM_PYTHON to a Python that has it)"
+        ))),
+        _ => {
+            let err = String::from_utf8_lossy(&res.stderr);
+            let tail: Vec<&str> = err.lines().rev().take(5).collect();
+            Err(CliError(format!(
+                "error: --check: onnxruntime cannot load {}:\n{}",
+                model.display(),
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            )))
+        }
+    }
+}

@@ -11,22 +11,27 @@ use mllm_interpreter::{Sampler, SamplerConfig};
 use crate::engine::{generate, Engine, GenRequest};
 use crate::model_files::{self, load_model};
 use crate::prompt::{self, Message};
-use crate::CliResult;
+use crate::{CliError, CliResult};
 
 /// Sampling and stopping flags shared by `run` and `chat` (names as llama.cpp's).
 #[derive(Clone, Debug, clap::Args)]
 pub struct SamplingArgs {
-    /// Temperature; 0 is greedy.
+    /// Temperature; 0 is greedy (the same answer every time).
     #[arg(long, default_value_t = 0.8)]
     pub temp: f32,
+    /// Sample among the K most likely tokens only (0: all).
     #[arg(long, default_value_t = 40)]
     pub top_k: usize,
+    /// Sample among the most likely tokens whose probabilities add up to P.
     #[arg(long, default_value_t = 0.95)]
     pub top_p: f32,
+    /// Drop tokens less likely than P times the most likely one.
     #[arg(long, default_value_t = 0.05)]
     pub min_p: f32,
+    /// Divides the logits of tokens among the last --repeat-last-n (1: off).
     #[arg(long, default_value_t = 1.0)]
     pub repeat_penalty: f32,
+    /// How many recent tokens the penalties look at.
     #[arg(long, default_value_t = 64)]
     pub repeat_last_n: usize,
     /// Subtracted from the logit of every token among the last
@@ -38,7 +43,7 @@ pub struct SamplingArgs {
     #[arg(long, default_value_t = 0.0)]
     pub frequency_penalty: f32,
     /// Random seed (default: from the clock); the same seed gives the same text.
-    #[arg(long)]
+    #[arg(long, short = 's')]
     pub seed: Option<u64>,
     /// Most tokens to generate per answer.
     #[arg(long, short = 'n', default_value_t = 512)]
@@ -72,6 +77,8 @@ impl SamplingArgs {
 
 pub struct RunArgs {
     pub script: Option<String>,
+    /// `-c`: tokens the conversation may hold (the model's own at most).
+    pub ctx_size: Option<usize>,
     pub model: String,
     /// The vision tower of a GGUF `model` (`--mmproj`): llama.cpp's mmproj file.
     pub mmproj: Option<String>,
@@ -117,7 +124,17 @@ pub fn run(a: RunArgs) -> CliResult<()> {
     } else {
         text_prompt_ids(&files, tok, &a)?
     };
-    let mut engine = Engine::new(model, files.max_context());
+    let context = context_size(a.ctx_size, files.max_context());
+    if let Some(c) = context {
+        if ids.len() >= c {
+            return Err(CliError(format!(
+                "error: the prompt has {} tokens but the context is {c} tokens (and at least one must be left to answer); shorten the prompt{}",
+                ids.len(),
+                if a.ctx_size.is_some() { " or raise -c" } else { "" }
+            )));
+        }
+    }
+    let mut engine = Engine::new(model, context);
     engine.configure(&a.load)?;
     let mut sampler = a.sampling.sampler();
     let mut dec = tok.stream_decoder(true);
@@ -146,6 +163,19 @@ pub fn run(a: RunArgs) -> CliResult<()> {
     println!();
     eprintln!("{}", stats.summary(Some(load_secs)));
     Ok(())
+}
+
+/// The context a run or chat works in: `-c` within the model's own (said
+/// on stderr when `-c` asks for more), else the model's.
+pub fn context_size(asked: Option<usize>, model: Option<usize>) -> Option<usize> {
+    match (asked, model) {
+        (Some(c), Some(m)) if c > m => {
+            eprintln!("note: -c {c} is more than the model's context ({m} tokens); using {m}");
+            Some(m)
+        }
+        (Some(c), _) => Some(c),
+        (None, m) => m,
+    }
 }
 
 /// A text-only prompt's ids: through the chat template (with `--system`),

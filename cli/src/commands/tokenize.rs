@@ -13,7 +13,7 @@ pub fn run(model: &str, text: Option<&str>, decode: Option<&str>) -> CliResult<(
             .into_iter()
             .map(|i| i as u32)
             .collect();
-        print!("{}", tok.decode(&ids, false)?);
+        println!("{}", tok.decode(&ids, false)?);
         return Ok(());
     }
     let text = text.unwrap_or_default();

@@ -82,8 +82,15 @@ pub fn convert_cancellable(
     let ty = StoredType::parse(quant)
         .filter(|t| *t != StoredType::I32)
         .ok_or_else(|| {
+            // The list comes from the type table, so a new type is named.
+            let names: Vec<&str> = StoredType::ALL
+                .iter()
+                .filter(|t| **t != StoredType::I32)
+                .map(|t| t.name())
+                .collect();
             ConvertError::Unsupported(format!(
-                "unknown type `{quant}`; choose one of f32, f16, bf16, q8_0, q4_0, q4_1, q4_k, q5_k, q6_k"
+                "unknown type `{quant}`; choose one of {} (w4a16 is w4a16_g128)",
+                names.join(", ")
             ))
         })?;
     let recipe = match recipe {
