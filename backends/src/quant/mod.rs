@@ -6,14 +6,22 @@
 //! against gguf-py's numpy implementation on committed fixtures
 //! (backends/tests/quant.rs, tests/fixtures/gguf/).
 //!
+//! Types read from GGUF files but computed as another type (Q5_0, Q5_1,
+//! IQ4_NL, IQ4_XS, Q3_K, Q2_K) are `import::ImportType`, not `QuantType`:
+//! no kernel or tensor ever holds them.
+//!
 //! Blocks are read from raw little-endian bytes (a GGUF mapping has no
 //! alignment guarantee for the f16 scales inside a block), one block at a
 //! time through `Block::from_bytes`, so no `unsafe` casts are needed.
 
+pub mod import;
+pub mod iq4;
+pub mod k_low;
 pub mod k_quants;
 pub mod packed;
 pub mod q4_0;
 pub mod q4_1;
+pub mod q5;
 pub mod q8_0;
 pub mod w4a16;
 pub mod w8a8;
@@ -26,6 +34,11 @@ pub use k_quants::{
 pub use q4_0::{dequantize_row_q4_0, quantize_row_q4_0_ref, BlockQ4_0};
 pub use q4_1::{dequantize_row_q4_1, quantize_row_q4_1_ref, BlockQ4_1};
 pub use q8_0::{dequantize_row_q8_0, quantize_row_q8_0_ref, BlockQ8_0};
+
+pub use import::ImportType;
+pub use iq4::{dequantize_row_iq4_nl, dequantize_row_iq4_xs, BlockIQ4NL, BlockIQ4XS};
+pub use k_low::{dequantize_row_q2_k, dequantize_row_q3_k, BlockQ2K, BlockQ3K};
+pub use q5::{dequantize_row_q5_0, dequantize_row_q5_1, BlockQ5_0, BlockQ5_1};
 
 use crate::tensor::MAX_ELEMENTS;
 

@@ -9,7 +9,7 @@ use std::io::Read;
 use std::path::Path;
 
 use mllm_backends::weights::WeightSource;
-use mllm_converter::gguf::{GgufFile, MetaValue};
+use mllm_converter::gguf::{GgmlType, GgufFile, MetaValue};
 use mllm_converter::mllm_format::{self, MllmFile};
 use mllm_converter::pytorch::PytorchCheckpoint;
 use mllm_converter::SafetensorsDir;
@@ -258,7 +258,7 @@ fn gguf_report(p: &Path) -> CliResult<Report> {
             dtype: t.ggml_type.name.to_string(),
             shape: t.shape.clone(),
             bytes: t.len as u64,
-            note: None,
+            note: gguf_load_note(t.ggml_type),
         })
         .collect();
     Ok(Report {
@@ -266,6 +266,20 @@ fn gguf_report(p: &Path) -> CliResult<Report> {
         summary,
         meta: Value::Object(meta),
         rows,
+    })
+}
+
+/// How mllm loads a tensor of type `g` where that is not as the type
+/// itself: the ggml types without kernels of their own are repacked
+/// exactly into another type or widened to f32 (`quant::import`).
+fn gguf_load_note(g: GgmlType) -> Option<String> {
+    if !g.is_loadable() {
+        return Some("mllm cannot load this type".into());
+    }
+    let i = g.import()?;
+    Some(match i.runs_as() {
+        Some(q) => format!("loads as {q} (exact repack)"),
+        None => "loads as f32 (exact)".into(),
     })
 }
 

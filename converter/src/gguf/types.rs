@@ -1,9 +1,9 @@
 //! ggml tensor types as GGUF files number them: name, block size and bytes
 //! per block of every type ggml defines, so that any GGUF's tensor sizes can
-//! be checked, and which of them mllm can load (as a dtype or by
-//! dequantizing).
+//! be checked, and which of them mllm can load (as a dtype, as blocks its
+//! kernels read, or imported: repacked or dequantized at load).
 
-use mllm_backends::quant::QuantType;
+use mllm_backends::quant::{ImportType, QuantType};
 use mllm_backends::DType;
 
 /// A ggml tensor type: `block_size` elements take `type_size` bytes.
@@ -82,6 +82,17 @@ impl GgmlType {
     /// The block format mllm dequantizes this type with, if any.
     pub fn quant(self) -> Option<QuantType> {
         QuantType::from_ggml_type_id(self.id)
+    }
+
+    /// The block format mllm imports this type as, if it has no kernels of
+    /// its own (Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q3_K, Q2_K; `quant::import`).
+    pub fn import(self) -> Option<ImportType> {
+        ImportType::from_ggml_type_id(self.id)
+    }
+
+    /// Whether mllm can load tensors of this type at all.
+    pub fn is_loadable(self) -> bool {
+        self.dtype().is_some() || self.quant().is_some() || self.import().is_some()
     }
 
     /// Bytes taken by `numel` elements whose innermost dimension is `ne0`

@@ -2,17 +2,22 @@
 //! `WeightSource`. F32/F16/BF16/I32 tensors borrow the mapping; quantized
 //! 2-D weights and 3-D expert stacks stay as borrowed ggml blocks for the
 //! quantized kernels (or are widened to F32 on load with
-//! `set_dequantize(true)`). Where llama.cpp's converter changed a tensor
+//! `set_dequantize(true)`). The ggml types without kernels of their own
+//! (Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q3_K, Q2_K; `quant::import`) are repacked
+//! at load into a type whose kernels compute the same values exactly
+//! (Q8_0, Q6_K), or widened to f32 where no type holds them exactly.
+//! Where llama.cpp's converter changed a tensor
 //! beyond its name (Llama's permuted Q/K rows, Gemma's and Qwen3.5's norms
 //! stored as 1 + w, Qwen3.5's DeltaNet layout; fixes.rs), `load` undoes it
 //! so the tensor equals the Hugging Face one: moved rows keep their blocks,
 //! changed values are widened to f32.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use mllm_backends::quant::{self, QuantType};
+use mllm_backends::quant::{self, ImportType, QuantType};
 use mllm_backends::weights::{TensorInfo, WeightSource};
 use mllm_backends::{ByteOwner, DType, OwnedBytes, Tensor};
 
@@ -24,7 +29,12 @@ enum Kind {
     /// Borrowed (or, for moved rows, copied) in this dtype.
     Raw(DType),
     Quant(QuantType),
+    /// Repacked into `runs_as()` blocks, or f32 values where it has none.
+    Import(ImportType),
 }
+
+/// What `GgufWeights::new` lists when it refuses a tensor's type.
+const READABLE: &str = "F32, F16, BF16, I32, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS";
 
 struct Entry {
     /// Index into the file's tensor infos.
@@ -61,13 +71,15 @@ impl GgufWeights {
         let fixer = Fixer::new(&file)?;
         let mut entries = BTreeMap::new();
         for (index, t) in file.tensor_infos().iter().enumerate() {
-            let kind = match (t.ggml_type.dtype(), t.ggml_type.quant()) {
-                (Some(d), _) => Kind::Raw(d),
-                (None, Some(q)) => Kind::Quant(q),
-                (None, None) => {
+            let g = t.ggml_type;
+            let kind = match (g.dtype(), g.quant(), g.import()) {
+                (Some(d), _, _) => Kind::Raw(d),
+                (None, Some(q), _) => Kind::Quant(q),
+                (None, None, Some(i)) => Kind::Import(i),
+                (None, None, None) => {
                     return Err(ConvertError::Unsupported(format!(
-                        "{path}: tensor `{}` has ggml type {}; mllm reads F32, F16, BF16, I32, Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K",
-                        t.name, t.ggml_type
+                        "{path}: tensor `{}` has ggml type {g}; mllm reads {READABLE}",
+                        t.name
                     )))
                 }
             };
@@ -112,13 +124,16 @@ impl GgufWeights {
         Some(&self.file.tensor_infos()[e.index].name)
     }
 
-    /// The block type of a quantized tensor whose blocks can be copied as
-    /// they are (`blocks`): none where loading changes its values.
+    /// The block type of a quantized tensor whose blocks can be copied
+    /// (`blocks`): none where loading changes its values. An imported type
+    /// names the type it is repacked into (its values unchanged).
     pub fn block_type(&self, hf: &str) -> Option<QuantType> {
         let e = self.entries.get(hf)?;
         match e.kind {
-            Kind::Quant(q) if !e.fix.changes_values() => Some(q),
-            _ => None,
+            _ if e.fix.changes_values() => None,
+            Kind::Quant(q) => Some(q),
+            Kind::Import(i) => i.runs_as(),
+            Kind::Raw(_) => None,
         }
     }
 
@@ -128,14 +143,31 @@ impl GgufWeights {
         let q = self.block_type(hf)?;
         let e = self.entries.get(hf)?;
         let t = &self.file.tensor_infos()[e.index];
-        let data = self.file.tensor_data(t);
+        let (_, data) = self.stored(e).ok()?;
         match &e.fix.rows {
-            None => Some(data.to_vec()),
+            None => Some(data.into_owned()),
             Some(order) => {
                 let row_bytes = DType::Quant(q).row_bytes(row_len(t))?;
-                Some(gather_rows(data, row_bytes, order))
+                Some(gather_rows(&data, row_bytes, order))
             }
         }
+    }
+
+    /// The dtype and bytes entry `e` keeps when it is not widened: the
+    /// file's bytes, borrowed, or an imported type's repacked blocks.
+    fn stored(&self, e: &Entry) -> std::result::Result<(DType, Cow<'_, [u8]>), String> {
+        let t = &self.file.tensor_infos()[e.index];
+        let data = self.file.tensor_data(t);
+        Ok(match e.kind {
+            Kind::Raw(d) => (d, Cow::Borrowed(data)),
+            Kind::Quant(q) => (DType::Quant(q), Cow::Borrowed(data)),
+            Kind::Import(i) => {
+                let to = i
+                    .runs_as()
+                    .ok_or_else(|| format!("{i} loads as f32 values"))?;
+                (DType::Quant(to), Cow::Owned(i.repack(data)?))
+            }
+        })
     }
 
     /// The HF shape of entry `e`.
@@ -147,7 +179,12 @@ impl GgufWeights {
     /// Whether `load` widens the tensor to f32 values.
     fn widens(&self, e: &Entry) -> bool {
         let t = &self.file.tensor_infos()[e.index];
-        e.fix.changes_values() || matches!(e.kind, Kind::Quant(_)) && !self.keeps_blocks(&t.shape)
+        e.fix.changes_values()
+            || match e.kind {
+                Kind::Raw(_) => false,
+                Kind::Quant(_) => !self.keeps_blocks(&t.shape),
+                Kind::Import(i) => i.runs_as().is_none() || !self.keeps_blocks(&t.shape),
+            }
     }
 }
 
@@ -183,6 +220,7 @@ impl WeightSource for GgufWeights {
                 _ if self.widens(e) => DType::F32,
                 Kind::Raw(d) => d,
                 Kind::Quant(q) => DType::Quant(q),
+                Kind::Import(i) => i.runs_as().map_or(DType::F32, DType::Quant),
             },
             shape: self.shape(e),
         })
@@ -214,6 +252,9 @@ impl WeightSource for GgufWeights {
                 Kind::Quant(q) => {
                     quant::dequantize(q, self.file.tensor_data(t), t.numel()).map_err(fail)?
                 }
+                Kind::Import(i) => i
+                    .dequantize(self.file.tensor_data(t), t.numel())
+                    .map_err(fail)?,
             };
             if let Some(order) = &e.fix.rows {
                 v = gather_rows(&v, row, order);
@@ -228,24 +269,24 @@ impl WeightSource for GgufWeights {
             }
             return Tensor::from_f32(v, shape).map_err(|err| fail(err.to_string()));
         }
-        let dtype = match e.kind {
-            Kind::Raw(d) => d,
-            Kind::Quant(q) => DType::Quant(q),
-        };
-        match &e.fix.rows {
-            None => Tensor::from_bytes(self.file.owner(), t.offset, t.len, dtype, shape)
-                .map_err(|err| fail(err.to_string())),
-            Some(order) => {
+        let (dtype, data) = self.stored(e).map_err(fail)?;
+        let bytes = match (&e.fix.rows, data) {
+            (None, Cow::Borrowed(_)) => {
+                return Tensor::from_bytes(self.file.owner(), t.offset, t.len, dtype, shape)
+                    .map_err(|err| fail(err.to_string()))
+            }
+            (None, Cow::Owned(b)) => b,
+            (Some(order), data) => {
                 // Whole rows move, so the blocks inside each row stay intact.
                 let row_bytes = dtype
                     .row_bytes(row)
                     .ok_or_else(|| fail(format!("rows of {row} are not whole {dtype} blocks")))?;
-                let bytes = gather_rows(self.file.tensor_data(t), row_bytes, order);
-                let owner: Arc<dyn ByteOwner> = Arc::new(OwnedBytes(bytes));
-                Tensor::from_bytes(owner, 0, t.len, dtype, shape)
-                    .map_err(|err| fail(err.to_string()))
+                gather_rows(&data, row_bytes, order)
             }
-        }
+        };
+        let len = bytes.len();
+        let owner: Arc<dyn ByteOwner> = Arc::new(OwnedBytes(bytes));
+        Tensor::from_bytes(owner, 0, len, dtype, shape).map_err(|err| fail(err.to_string()))
     }
 }
 

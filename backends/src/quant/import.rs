@@ -1,0 +1,290 @@
+//! ggml types mllm reads from GGUF files but has no kernels of their own:
+//! Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q3_K and Q2_K. llama-quantize's Q4_K_M,
+//! Q5_K_M and Q3_K_M files hold some of them (it falls back to Q5_0, Q5_1
+//! or IQ4_NL for rows that are not whole 256-value super-blocks), so a file
+//! people download often mixes them with the K-quants.
+//!
+//! Each has a scalar reference dequantizer that equals gguf-py's
+//! `gguf.quants.dequantize` bit for bit (tests/fixtures/quants). At load a
+//! tensor takes one of two routes, both exact with respect to the file's
+//! values:
+//!
+//! - a lossless repack into a type that has fast kernels (`runs_as`),
+//!   where that type computes the very same f32 values: Q5_0 and IQ4_NL
+//!   into Q8_0 (same f16 scale, the codes fit an i8), Q3_K into Q6_K (same
+//!   f16 `d`, same 16-value sub-blocks, i8 scales, codes + 32 fit 6 bits).
+//!   Memory grows (Q5_0 5.5 -> 8.5 bits per weight, IQ4_NL 4.5 -> 8.5,
+//!   Q3_K 3.44 -> 6.56), the kernels are the tested ones.
+//! - f32 values (`dequantize`) for the rest, which no existing type holds
+//!   exactly: Q5_1 (`d * q + m` has an offset per 32 values that Q8_0
+//!   lacks, and Q4_1/Q5_K cannot hold its 5-bit codes with its own f16
+//!   `d` and `m`), IQ4_XS (`d * ls` is a 17-bit product no f16 scale
+//!   holds, and `ls * value` overflows an i8) and Q2_K (a separate min per
+//!   16 values, where Q4_K has one per 32). An f16 copy would round them.
+//!   This costs 32 bits per weight; a dedicated kernel is the way to get
+//!   their size back.
+
+use rayon::prelude::*;
+
+use super::{block_count, QuantType, QK, QK_K};
+use super::{iq4, k_low, q5};
+
+/// A ggml type mllm imports from a file (see the module documentation).
+#[allow(non_camel_case_types)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ImportType {
+    Q5_0,
+    Q5_1,
+    IQ4_NL,
+    IQ4_XS,
+    Q3_K,
+    Q2_K,
+}
+
+/// Blocks per parallel task when repacking or dequantizing a large tensor.
+const PAR_BLOCKS: usize = 1024;
+
+impl ImportType {
+    pub const ALL: [ImportType; 6] = [
+        ImportType::Q5_0,
+        ImportType::Q5_1,
+        ImportType::IQ4_NL,
+        ImportType::IQ4_XS,
+        ImportType::Q3_K,
+        ImportType::Q2_K,
+    ];
+
+    /// ggml's spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            ImportType::Q5_0 => "Q5_0",
+            ImportType::Q5_1 => "Q5_1",
+            ImportType::IQ4_NL => "IQ4_NL",
+            ImportType::IQ4_XS => "IQ4_XS",
+            ImportType::Q3_K => "Q3_K",
+            ImportType::Q2_K => "Q2_K",
+        }
+    }
+
+    /// The `ggml_type` number GGUF files store.
+    pub fn ggml_type_id(self) -> u32 {
+        match self {
+            ImportType::Q5_0 => 6,
+            ImportType::Q5_1 => 7,
+            ImportType::Q2_K => 10,
+            ImportType::Q3_K => 11,
+            ImportType::IQ4_NL => 20,
+            ImportType::IQ4_XS => 23,
+        }
+    }
+
+    pub fn from_ggml_type_id(id: u32) -> Option<ImportType> {
+        ImportType::ALL.into_iter().find(|t| t.ggml_type_id() == id)
+    }
+
+    /// Elements per block.
+    pub fn block_size(self) -> usize {
+        match self {
+            ImportType::Q5_0 | ImportType::Q5_1 | ImportType::IQ4_NL => QK,
+            ImportType::IQ4_XS | ImportType::Q3_K | ImportType::Q2_K => QK_K,
+        }
+    }
+
+    /// Bytes per block.
+    pub fn type_size(self) -> usize {
+        match self {
+            ImportType::Q5_0 => q5::BlockQ5_0::SIZE,
+            ImportType::Q5_1 => q5::BlockQ5_1::SIZE,
+            ImportType::IQ4_NL => iq4::BlockIQ4NL::SIZE,
+            ImportType::IQ4_XS => iq4::BlockIQ4XS::SIZE,
+            ImportType::Q3_K => k_low::BlockQ3K::SIZE,
+            ImportType::Q2_K => k_low::BlockQ2K::SIZE,
+        }
+    }
+
+    /// Storage cost in the file, scales included (Q5_0: 5.5).
+    pub fn bits_per_weight(self) -> f64 {
+        (self.type_size() * 8) as f64 / self.block_size() as f64
+    }
+
+    /// The type whose kernels compute this one after `repack`, if one
+    /// holds its values exactly; `None`: the tensor loads as f32 values.
+    pub fn runs_as(self) -> Option<QuantType> {
+        match self {
+            ImportType::Q5_0 | ImportType::IQ4_NL => Some(QuantType::Q8_0),
+            ImportType::Q3_K => Some(QuantType::Q6_K),
+            ImportType::Q5_1 | ImportType::IQ4_XS | ImportType::Q2_K => None,
+        }
+    }
+
+    /// The reference dequantizer of whole blocks (the `dequantize_row_*`).
+    fn dequantize_blocks(self, bytes: &[u8], out: &mut [f32]) -> Result<(), String> {
+        match self {
+            ImportType::Q5_0 => q5::dequantize_row_q5_0(bytes, out),
+            ImportType::Q5_1 => q5::dequantize_row_q5_1(bytes, out),
+            ImportType::IQ4_NL => iq4::dequantize_row_iq4_nl(bytes, out),
+            ImportType::IQ4_XS => iq4::dequantize_row_iq4_xs(bytes, out),
+            ImportType::Q3_K => k_low::dequantize_row_q3_k(bytes, out),
+            ImportType::Q2_K => k_low::dequantize_row_q2_k(bytes, out),
+        }
+    }
+
+    /// Dequantizes `bytes` (whole blocks) into `out`, in parallel for large
+    /// inputs; the same values as the row functions (blocks are independent).
+    pub fn dequantize_into(self, bytes: &[u8], out: &mut [f32]) -> Result<(), String> {
+        let (bs, ts) = (self.block_size(), self.type_size());
+        let blocks = block_count(self.name(), bs, ts, bytes.len(), out.len())?;
+        let per_task = (PAR_BLOCKS * QK).div_ceil(bs);
+        if blocks <= per_task {
+            return self.dequantize_blocks(bytes, out);
+        }
+        out.par_chunks_mut(per_task * bs)
+            .zip(bytes.par_chunks(per_task * ts))
+            .try_for_each(|(o, b)| self.dequantize_blocks(b, o))
+    }
+
+    /// `n_elements` f32 values of `bytes`, which must be exactly their blocks.
+    pub fn dequantize(self, bytes: &[u8], n_elements: usize) -> Result<Vec<f32>, String> {
+        let (bs, ts) = (self.block_size(), self.type_size());
+        block_count(self.name(), bs, ts, bytes.len(), n_elements)?;
+        if n_elements > crate::tensor::MAX_ELEMENTS {
+            return Err(format!(
+                "{self}: {n_elements} values is more than one tensor may hold"
+            ));
+        }
+        let mut out = vec![0.0f32; n_elements];
+        self.dequantize_into(bytes, &mut out)?;
+        Ok(out)
+    }
+
+    /// Rewrites `bytes` (whole blocks) as blocks of `runs_as()`, holding
+    /// the same values; an error for the types that have none.
+    pub fn repack(self, bytes: &[u8]) -> Result<Vec<u8>, String> {
+        type Repack = fn(&[u8], &mut [u8]) -> Result<(), String>;
+        let (to, repack): (QuantType, Repack) = match self {
+            ImportType::Q5_0 => (QuantType::Q8_0, q5::repack_q5_0_to_q8_0),
+            ImportType::IQ4_NL => (QuantType::Q8_0, iq4::repack_iq4_nl_to_q8_0),
+            ImportType::Q3_K => (QuantType::Q6_K, k_low::repack_q3_k_to_q6_k),
+            ImportType::Q5_1 | ImportType::IQ4_XS | ImportType::Q2_K => {
+                return Err(format!("{self}: no mllm type holds its values exactly"))
+            }
+        };
+        debug_assert_eq!(self.runs_as(), Some(to));
+        let ts = self.type_size();
+        if !bytes.len().is_multiple_of(ts) {
+            return Err(format!(
+                "{self}: {} bytes are not a whole number of {ts}-byte blocks",
+                bytes.len()
+            ));
+        }
+        let mut out = vec![0u8; bytes.len() / ts * to.type_size()];
+        repack(bytes, &mut out)?;
+        Ok(out)
+    }
+}
+
+impl std::fmt::Display for ImportType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// `out[i] = f(src[i])` over whole blocks of `I` bytes into blocks of `O`
+/// bytes, in parallel for large inputs; an error (never a panic) when the
+/// lengths are not whole, matching blocks.
+pub(crate) fn map_blocks<const I: usize, const O: usize>(
+    name: &str,
+    src: &[u8],
+    out: &mut [u8],
+    f: impl Fn(&[u8; I]) -> [u8; O] + Sync,
+) -> Result<(), String> {
+    if !src.len().is_multiple_of(I) {
+        return Err(format!(
+            "{name}: {} bytes are not a whole number of {I}-byte blocks",
+            src.len()
+        ));
+    }
+    let n = src.len() / I;
+    if n.checked_mul(O) != Some(out.len()) {
+        return Err(format!(
+            "{name}: {n} blocks need {} output bytes, not {}",
+            n.saturating_mul(O),
+            out.len()
+        ));
+    }
+    let (src, _) = src.as_chunks::<I>();
+    let (out, _) = out.as_chunks_mut::<O>();
+    src.par_iter()
+        .zip(out.par_iter_mut())
+        .with_min_len(PAR_BLOCKS)
+        .for_each(|(s, o)| *o = f(s));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Blocks of `ty` whose bytes walk through every value, with finite
+    /// f16 scales of both signs written over the scale fields.
+    fn patterned(ty: ImportType, blocks: usize) -> Vec<u8> {
+        let ts = ty.type_size();
+        let mut b: Vec<u8> = (0..blocks * ts).map(|i| (i * 37 + 11) as u8).collect();
+        let at: &[usize] = match ty {
+            ImportType::Q5_0 | ImportType::IQ4_NL | ImportType::IQ4_XS => &[0],
+            ImportType::Q5_1 => &[0, 2],
+            ImportType::Q3_K => &[108],
+            ImportType::Q2_K => &[80, 82],
+        };
+        for (k, blk) in b.chunks_exact_mut(ts).enumerate() {
+            for &a in at {
+                let d = half::f16::from_f32(0.01 * (k as f32 - 3.5));
+                blk[a..a + 2].copy_from_slice(&d.to_le_bytes());
+            }
+        }
+        b
+    }
+
+    #[test]
+    fn repacks_keep_every_value_bit_for_bit() {
+        for ty in ImportType::ALL {
+            let blocks = 9;
+            let src = patterned(ty, blocks);
+            let n = blocks * ty.block_size();
+            let want = ty.dequantize(&src, n).unwrap();
+            match ty.runs_as() {
+                Some(to) => {
+                    let got = super::super::dequantize(to, &ty.repack(&src).unwrap(), n).unwrap();
+                    let same = got
+                        .iter()
+                        .zip(&want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(same, "{ty} as {to}");
+                }
+                None => assert!(ty.repack(&src).is_err(), "{ty}"),
+            }
+        }
+    }
+
+    #[test]
+    fn large_inputs_take_the_parallel_path_with_the_same_values() {
+        for ty in ImportType::ALL {
+            let blocks = 2 * PAR_BLOCKS * QK / ty.block_size() + 3;
+            let src = patterned(ty, blocks);
+            let n = blocks * ty.block_size();
+            let mut serial = vec![0.0f32; n];
+            ty.dequantize_blocks(&src, &mut serial).unwrap();
+            let par = ty.dequantize(&src, n).unwrap();
+            assert!(serial
+                .iter()
+                .zip(&par)
+                .all(|(a, b)| a.to_bits() == b.to_bits()));
+            if ty.runs_as().is_some() {
+                let whole = ty.repack(&src).unwrap();
+                let ts = ty.type_size();
+                let first = ty.repack(&src[..ts]).unwrap();
+                assert_eq!(&whole[..first.len()], &first[..], "{ty}");
+            }
+        }
+    }
+}

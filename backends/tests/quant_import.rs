@@ -1,0 +1,284 @@
+//! The ggml types mllm imports (backends/src/quant/import.rs: Q5_0, Q5_1,
+//! IQ4_NL, IQ4_XS, Q3_K, Q2_K):
+//! - the reference dequantizers equal gguf-py's `gguf.quants.dequantize`
+//!   bit for bit on committed fixtures (tests/fixtures/quants, made by
+//!   make_quant_fixture.py);
+//! - the lossless repacks (Q5_0, IQ4_NL -> Q8_0, Q3_K -> Q6_K) hold the very
+//!   same f32 values;
+//! - whatever runs the linear at load (the repacked type's kernels on the
+//!   CPU backend, or f32 values) agrees with the reference on random shapes;
+//! - bad lengths are errors, never panics.
+
+use std::path::PathBuf;
+
+use half::f16;
+use mllm_backends::quant::{self, ImportType, QuantType};
+use mllm_backends::{Backend, CpuBackend, Op, Tensor};
+use proptest::prelude::*;
+
+fn fixture(name: &str) -> Vec<u8> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/quants")
+        .join(name);
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn f32s(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+fn assert_bits_eq(what: &str, got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert_eq!(
+            g.to_bits(),
+            w.to_bits(),
+            "{what}[{i}]: got {g}, gguf-py says {w}"
+        );
+    }
+}
+
+#[test]
+fn type_table_matches_ggml() {
+    // (type, block size, bytes per block, ggml id, bits per weight)
+    let want = [
+        (ImportType::Q5_0, 32, 22, 6, 5.5),
+        (ImportType::Q5_1, 32, 24, 7, 6.0),
+        (ImportType::IQ4_NL, 32, 18, 20, 4.5),
+        (ImportType::IQ4_XS, 256, 136, 23, 4.25),
+        (ImportType::Q3_K, 256, 110, 11, 3.4375),
+        (ImportType::Q2_K, 256, 84, 10, 2.625),
+    ];
+    for (ty, bs, ts, id, bpw) in want {
+        assert_eq!((ty.block_size(), ty.type_size()), (bs, ts), "{ty}");
+        assert_eq!(ty.ggml_type_id(), id, "{ty}");
+        assert_eq!(ImportType::from_ggml_type_id(id), Some(ty));
+        assert_eq!(
+            QuantType::from_ggml_type_id(id),
+            None,
+            "{ty} has no kernels"
+        );
+        assert_eq!(ty.bits_per_weight(), bpw, "{ty}");
+    }
+    assert_eq!(ImportType::from_ggml_type_id(8), None);
+}
+
+fn row_fn(ty: ImportType) -> fn(&[u8], &mut [f32]) -> Result<(), String> {
+    match ty {
+        ImportType::Q5_0 => quant::dequantize_row_q5_0,
+        ImportType::Q5_1 => quant::dequantize_row_q5_1,
+        ImportType::IQ4_NL => quant::dequantize_row_iq4_nl,
+        ImportType::IQ4_XS => quant::dequantize_row_iq4_xs,
+        ImportType::Q3_K => quant::dequantize_row_q3_k,
+        ImportType::Q2_K => quant::dequantize_row_q2_k,
+    }
+}
+
+#[test]
+fn dequantize_matches_gguf_py_bit_for_bit() {
+    for ty in ImportType::ALL {
+        let blocks = fixture(&format!("{ty}.blocks"));
+        let want = f32s(&fixture(&format!("{ty}.dequant")));
+        assert!(want.len() >= 20 * 256, "{ty}: the fixture is too small");
+        let got = ty.dequantize(&blocks, want.len()).unwrap();
+        assert_bits_eq(ty.name(), &got, &want);
+        let mut row = vec![0.0; want.len()];
+        row_fn(ty)(&blocks, &mut row).unwrap();
+        assert_bits_eq(&format!("dequantize_row of {ty}"), &row, &want);
+    }
+}
+
+#[test]
+fn repacks_hold_the_same_values_bit_for_bit() {
+    for ty in ImportType::ALL {
+        let blocks = fixture(&format!("{ty}.blocks"));
+        let want = f32s(&fixture(&format!("{ty}.dequant")));
+        let Some(to) = ty.runs_as() else {
+            assert!(ty.repack(&blocks).is_err(), "{ty} has no exact home");
+            continue;
+        };
+        let packed = ty.repack(&blocks).unwrap();
+        assert_eq!(packed.len(), to.bytes_for(want.len()).unwrap(), "{ty}");
+        let got = quant::dequantize(to, &packed, want.len()).unwrap();
+        assert_bits_eq(&format!("{ty} as {to}"), &got, &want);
+    }
+}
+
+#[test]
+fn block_structs_round_trip() {
+    let b = fixture("Q5_0.blocks");
+    let b: &[u8; 22] = b[..22].try_into().unwrap();
+    assert_eq!(&quant::BlockQ5_0::from_bytes(b).to_bytes(), b);
+    let b = fixture("Q5_1.blocks");
+    let b: &[u8; 24] = b[..24].try_into().unwrap();
+    assert_eq!(&quant::BlockQ5_1::from_bytes(b).to_bytes(), b);
+    let b = fixture("IQ4_NL.blocks");
+    let b: &[u8; 18] = b[..18].try_into().unwrap();
+    assert_eq!(&quant::BlockIQ4NL::from_bytes(b).to_bytes(), b);
+    let b = fixture("IQ4_XS.blocks");
+    let b: &[u8; 136] = b[..136].try_into().unwrap();
+    assert_eq!(&quant::BlockIQ4XS::from_bytes(b).to_bytes(), b);
+    let b = fixture("Q3_K.blocks");
+    let b: &[u8; 110] = b[..110].try_into().unwrap();
+    assert_eq!(&quant::BlockQ3K::from_bytes(b).to_bytes(), b);
+    let b = fixture("Q2_K.blocks");
+    let b: &[u8; 84] = b[..84].try_into().unwrap();
+    assert_eq!(&quant::BlockQ2K::from_bytes(b).to_bytes(), b);
+}
+
+#[test]
+fn bad_lengths_are_errors_not_panics() {
+    for ty in ImportType::ALL {
+        let (bs, ts) = (ty.block_size(), ty.type_size());
+        let blocks = vec![0u8; 3 * ts];
+        let short = &blocks[..3 * ts - 1];
+        let err = ty.dequantize(short, 3 * bs).unwrap_err();
+        assert!(err.contains(ty.name()) && err.contains("bytes"), "{err}");
+        assert!(ty.dequantize(&blocks, 3 * bs + 1).is_err(), "{ty}");
+        assert!(ty.dequantize(&blocks, 2 * bs).is_err(), "{ty}");
+        assert!(row_fn(ty)(short, &mut vec![0.0; 3 * bs]).is_err(), "{ty}");
+        assert!(ty.dequantize(&[], 0).unwrap().is_empty(), "{ty}");
+        if ty.runs_as().is_some() {
+            let err = ty.repack(short).unwrap_err();
+            assert!(err.contains(ty.name()) && err.contains("bytes"), "{err}");
+            assert!(ty.repack(&[]).unwrap().is_empty(), "{ty}");
+        }
+    }
+}
+
+/// splitmix64 bytes: reproducible random blocks without a RNG crate.
+fn random_bytes(seed: u64, n: usize) -> Vec<u8> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = s;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            (z ^ (z >> 31)) as u8
+        })
+        .collect()
+}
+
+/// Byte offsets of a block's f16 scales.
+fn scale_offsets(ty: ImportType) -> &'static [usize] {
+    match ty {
+        ImportType::Q5_0 | ImportType::IQ4_NL | ImportType::IQ4_XS => &[0],
+        ImportType::Q5_1 => &[0, 2],
+        ImportType::Q3_K => &[108],
+        ImportType::Q2_K => &[80, 82],
+    }
+}
+
+/// `n` rows of `k` values of `ty`: random codes with finite scales whose
+/// size is about what real weights have (|w| around 0.01..1).
+fn random_weight(ty: ImportType, n: usize, k: usize, seed: u64) -> Vec<u8> {
+    let (bs, ts) = (ty.block_size(), ty.type_size());
+    let mut w = random_bytes(seed, n * k / bs * ts);
+    let scales = random_bytes(seed ^ 0xF00D, w.len() / ts * 2);
+    // Keep the 32-value scales' sub-block scale budget in mind: Q3_K and
+    // IQ4_XS multiply `d` by up to 32, IQ4_NL by up to 127.
+    let unit = match ty {
+        ImportType::Q3_K | ImportType::IQ4_XS => 1e-3,
+        ImportType::IQ4_NL => 2e-4,
+        _ => 1e-2,
+    };
+    for (b, blk) in w.chunks_exact_mut(ts).enumerate() {
+        for (i, &at) in scale_offsets(ty).iter().enumerate() {
+            let r = scales[(2 * b + i) % scales.len()];
+            let d =
+                unit * (1.0 + (r & 0x7F) as f32 / 32.0) * if r & 0x80 != 0 { -1.0 } else { 1.0 };
+            blk[at..at + 2].copy_from_slice(&f16::from_f32(d).to_le_bytes());
+        }
+    }
+    w
+}
+
+fn random_x(seed: u64, n: usize) -> Vec<f32> {
+    random_bytes(seed, n)
+        .iter()
+        .map(|&b| (b as f32 - 127.5) / 128.0)
+        .collect()
+}
+
+/// How a weight of `ty` runs after load: the repacked type's kernels
+/// through the CPU backend (with its load-time preparation), or f32 values.
+fn loaded_weight(ty: ImportType, w: &[u8], n: usize, k: usize) -> Tensor {
+    let t = match ty.runs_as() {
+        Some(to) => Tensor::from_quant(ty.repack(w).unwrap(), to, vec![n, k]).unwrap(),
+        None => Tensor::from_f32(ty.dequantize(w, n * k).unwrap(), vec![n, k]).unwrap(),
+    };
+    CpuBackend.prepare_weight("w", t).unwrap()
+}
+
+/// Per output, the most the kernel may differ from the f32 reference:
+/// the repacked kernels quantize the activations to int8 per 32 (Q8_0) or
+/// 256 (Q6_K) values, moving each block's dot by at most half a step
+/// (`max|x| / 127 / 2`) times the weights' absolute sum there; plus f32
+/// summation slack (1e-5 of `sum |x w|`) for every path.
+fn bound(ty: ImportType, x: &[f32], wf: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
+    let ab = match ty.runs_as() {
+        Some(QuantType::Q6_K) => Some(256),
+        Some(_) => Some(32),
+        None => None,
+    };
+    let mut out = vec![0.0f32; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let (xs, ws) = (&x[i * k..(i + 1) * k], &wf[j * k..(j + 1) * k]);
+            let mag: f64 = xs.iter().zip(ws).map(|(a, w)| (a * w).abs() as f64).sum();
+            let mut e = 0.0f64;
+            if let Some(ab) = ab {
+                for (xb, wb) in xs.chunks(ab).zip(ws.chunks(ab)) {
+                    let step = xb.iter().fold(0.0f32, |a, v| a.max(v.abs())) as f64 / 127.0;
+                    e += 0.5 * step * wb.iter().map(|w| w.abs() as f64).sum::<f64>();
+                }
+            }
+            out[i * n + j] = (e * 1.001 + 1e-5 * mag + 1e-6) as f32;
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// Odd row counts included; k of 1..16 blocks; m = 1..6 activation
+    /// rows (decode and small prefill tiles).
+    #[test]
+    fn loaded_linear_matches_the_reference(
+        kind in 0..ImportType::ALL.len(),
+        m in 1usize..7,
+        n in 1usize..24,
+        blocks in 1usize..17,
+        seed in any::<u64>(),
+    ) {
+        let ty = ImportType::ALL[kind];
+        let k = blocks * ty.block_size();
+        let w = random_weight(ty, n, k, seed);
+        let wf = ty.dequantize(&w, n * k).unwrap();
+        let mut reference = vec![0.0; n * k];
+        row_fn(ty)(&w, &mut reference).unwrap();
+        prop_assert!(wf.iter().zip(&reference).all(|(a, b)| a.to_bits() == b.to_bits()));
+        let x = random_x(seed ^ 0x5555, m * k);
+        let want = mllm_backends::cpu::linear::linear_ref(
+            &x, m, k, mllm_backends::FloatSlice::F32(&reference), n, None,
+        );
+        let xt = Tensor::from_f32(x.clone(), vec![m, k]).unwrap();
+        let wt = loaded_weight(ty, &w, n, k);
+        let got = CpuBackend.run(&Op::Linear, &[&xt, &wt]).unwrap();
+        prop_assert_eq!(got.shape(), &[m, n][..]);
+        let got = got.f32s().unwrap();
+        let e = bound(ty, &x, &reference, m, k, n);
+        for idx in 0..m * n {
+            prop_assert!(
+                (got[idx] - want[idx]).abs() <= e[idx],
+                "{} m={} n={} k={}: out[{}] = {}, reference {}, bound {}",
+                ty, m, n, k, idx, got[idx], want[idx], e[idx]
+            );
+        }
+    }
+}
