@@ -29,6 +29,7 @@ pub(crate) struct MmprojFlag {
 pub(crate) enum Cmd {
     /// Parse and check scripts; print every diagnostic.
     Check {
+        /// The .mdl scripts to check.
         #[arg(required = true)]
         files: Vec<String>,
     },
@@ -170,6 +171,8 @@ pub(crate) enum Cmd {
         /// A script that overrides the one each model's architecture picks.
         #[arg(long)]
         script: Option<String>,
+        /// The address to listen on: 127.0.0.1 serves this machine only,
+        /// 0.0.0.0 every network (see docs/security.md first).
         #[arg(long, default_value = "127.0.0.1")]
         host: String,
         /// 0 picks a free port (printed on stderr).
@@ -256,7 +259,9 @@ pub(crate) enum Cmd {
     },
     /// Show metadata and tensors of a .mllm, GGUF, safetensors (file or dir) or PyTorch checkpoint.
     Inspect {
+        /// The file or directory to describe.
         file: String,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -364,11 +369,13 @@ pub(crate) enum Cmd {
         /// qwen3.5-35b-a3b, qwen3-vl-30b-a3b or deepseek-ocr2.
         #[arg(long)]
         preset: String,
+        /// The directory to write config.json and model.safetensors into.
         #[arg(long)]
         out: String,
         /// bf16, f16 or f32.
         #[arg(long, default_value = "bf16")]
         dtype: String,
+        /// Seed of the random weights (the same seed, the same file).
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Override the number of layers (small models with real widths).

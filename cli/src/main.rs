@@ -348,3 +348,49 @@ fn run(cli: Cli) -> i32 {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Every subcommand, flag and argument says what it is for in `--help`.
+    #[test]
+    fn every_flag_and_argument_has_help() {
+        let cli = super::Cli::command();
+        let mut missing = vec![];
+        for sub in cli.get_subcommands() {
+            if sub.get_about().is_none() {
+                missing.push(format!("mllm {}", sub.get_name()));
+            }
+            for arg in sub.get_arguments() {
+                let id = arg.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("mllm {} {id}", sub.get_name()));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "no help text: {missing:#?}");
+    }
+
+    /// `-np N` is `--parallel N`; nothing else is rewritten.
+    #[test]
+    fn np_is_parallel() {
+        let args = ["mllm", "serve", "-np", "2", "-np=3", "-n", "-p"].map(std::ffi::OsString::from);
+        let out = super::llama_spellings(args.into_iter());
+        assert_eq!(
+            out,
+            [
+                "mllm",
+                "serve",
+                "--parallel",
+                "2",
+                "--parallel=3",
+                "-n",
+                "-p"
+            ]
+        );
+    }
+}

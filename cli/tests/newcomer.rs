@@ -277,3 +277,30 @@ fn export_says_whether_it_checked() {
     );
     std::fs::remove_dir_all(&out_dir).ok();
 }
+
+/// `serve`: a conversation over the context is a 400 that says how to
+/// go on; with `"truncate": true` its oldest turns make way and it is
+/// answered.
+#[test]
+fn serve_truncates_when_asked() {
+    let m = smollm2();
+    let srv = Server::start(&["--model", &m, "-c", "128", "-np", "1", "-t", "2"]);
+    let turn = "Tell me about the history of the city of Paris and its river.";
+    let mut messages = vec![serde_json::json!({ "role": "system", "content": "Be brief." })];
+    for _ in 0..6 {
+        messages.push(serde_json::json!({ "role": "user", "content": turn }));
+        messages.push(serde_json::json!({ "role": "assistant", "content": turn }));
+    }
+    messages.push(serde_json::json!({ "role": "user", "content": "And today?" }));
+    let body = |truncate: bool| {
+        serde_json::json!({ "messages": messages, "max_tokens": 4, "temperature": 0, "truncate": truncate })
+            .to_string()
+    };
+    let r = common::http::post(srv.addr.as_str(), "/v1/chat/completions", &body(false));
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("truncate"), "{}", r.body);
+    let r = common::http::post(srv.addr.as_str(), "/v1/chat/completions", &body(true));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let used = r.json()["usage"]["prompt_tokens"].as_u64().unwrap_or(0);
+    assert!(used > 0 && used < 128, "{}", r.body);
+}

@@ -186,7 +186,10 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
                     break;
                 }
                 let mut n = 1;
-                if history.get(first + 1).is_some_and(|m| m.role == "assistant") {
+                if history
+                    .get(first + 1)
+                    .is_some_and(|m| m.role == "assistant")
+                {
                     n = 2;
                 }
                 for i in first..first + n {
@@ -274,7 +277,9 @@ fn render(
             let turns: Vec<crate::images::Turn> = history
                 .iter()
                 .zip(shown.iter().zip(shown_v))
-                .map(|(m, (&n, &v))| crate::images::Turn::new(&m.role, &m.content, n).with_videos(v))
+                .map(|(m, (&n, &v))| {
+                    crate::images::Turn::new(&m.role, &m.content, n).with_videos(v)
+                })
                 .collect();
             crate::images::conversation_text(files, &turns, imgs, spec, a.sampling.enable_thinking)?
         }

@@ -86,6 +86,7 @@ async fn chat_inner(s: Shared, tokens: Tokens, body: Bytes) -> Result<Response, 
         messages,
         images,
         enable_thinking,
+        truncate: req.common.truncate,
     };
     let meta = meta(
         Kind::Chat,

@@ -55,6 +55,10 @@ pub struct Common {
     /// (benchmarks ask for exactly `max_tokens`).
     #[serde(default)]
     pub ignore_eos: bool,
+    /// A conversation longer than the context drops its oldest turns (the
+    /// system message and the last message stay) instead of a 400.
+    #[serde(default)]
+    pub truncate: bool,
 }
 
 #[derive(Deserialize, Debug)]

@@ -42,6 +42,8 @@ pub enum PreparedPrompt {
         messages: Vec<Message>,
         images: Vec<RgbImage>,
         enable_thinking: Option<bool>,
+        /// `"truncate": true`: drop the oldest turns that do not fit.
+        truncate: bool,
     },
     Text(String),
     Ids(Vec<u32>),

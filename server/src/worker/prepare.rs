@@ -60,6 +60,7 @@ pub fn prompt(
             messages,
             images,
             enable_thinking,
+            truncate,
         } => {
             if files.chat_template.is_none() {
                 return Err(ApiError::bad_request(format!(
@@ -67,30 +68,11 @@ pub fn prompt(
                     files.path.display()
                 )));
             }
-            if images.is_empty() {
-                let text = template(files, messages, *enable_thinking)?;
-                Prepared {
-                    ids: tok
-                        .encode(&text, false)
-                        .map_err(|e| ApiError::bad_request(e.to_string()))?,
-                    images: None,
-                }
+            let first = chat(files, messages, images, *enable_thinking)?;
+            if !*truncate || first.ids.len() < context {
+                first
             } else {
-                let (imgs, spec) = images::from_decoded(files, images).map_err(bad)?;
-                let turns: Vec<Turn> = messages
-                    .iter()
-                    .map(|m| Turn::new(&m.role, &m.text, m.images.len()))
-                    .collect();
-                let text = images::conversation_text(files, &turns, &imgs, &spec, *enable_thinking)
-                    .map_err(bad)?;
-                let ids = tok
-                    .encode(&text, false)
-                    .map_err(|e| ApiError::bad_request(e.to_string()))?;
-                let key = image_key(images);
-                Prepared {
-                    ids,
-                    images: Some((imgs, spec, key)),
-                }
+                truncated(files, messages, images, *enable_thinking, context)?
             }
         }
     };
@@ -99,12 +81,80 @@ pub fn prompt(
     }
     if prepared.ids.len() >= context {
         return Err(ApiError::bad_request(format!(
-            "the prompt has {} tokens but the context is {context} tokens (and at least one must be left to generate); shorten the prompt or start the server with a larger --ctx-size",
+            "the prompt has {} tokens but the context is {context} tokens (and at least one must be left to generate); shorten the prompt, start the server with a larger --ctx-size, or (a chat) send \"truncate\": true to drop its oldest turns",
             prepared.ids.len()
         ))
         .with_param("messages"));
     }
     Ok(prepared)
+}
+
+/// A conversation's ids (and images) through the chat template.
+fn chat(
+    files: &ModelFiles,
+    messages: &[Message],
+    images: &[mllm_converter::image_preprocess::RgbImage],
+    enable_thinking: Option<bool>,
+) -> Result<Prepared, ApiError> {
+    let tok = tokenizer(files)?;
+    if images.is_empty() {
+        let text = template(files, messages, enable_thinking)?;
+        return Ok(Prepared {
+            ids: tok
+                .encode(&text, false)
+                .map_err(|e| ApiError::bad_request(e.to_string()))?,
+            images: None,
+        });
+    }
+    let (imgs, spec) = images::from_decoded(files, images).map_err(bad)?;
+    let turns: Vec<Turn> = messages
+        .iter()
+        .map(|m| Turn::new(&m.role, &m.text, m.images.len()))
+        .collect();
+    let text =
+        images::conversation_text(files, &turns, &imgs, &spec, enable_thinking).map_err(bad)?;
+    let ids = tok
+        .encode(&text, false)
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let key = image_key(images);
+    Ok(Prepared {
+        ids,
+        images: Some((imgs, spec, key)),
+    })
+}
+
+/// `"truncate": true` on a conversation over the context: the oldest
+/// turns (a message and the answers and tool results after it) are
+/// dropped, with their images, until it fits; system messages and the
+/// last message stay, and if those alone do not fit it is a 400 as without
+/// `truncate`.
+fn truncated(
+    files: &ModelFiles,
+    messages: &[Message],
+    images: &[mllm_converter::image_preprocess::RgbImage],
+    enable_thinking: Option<bool>,
+    context: usize,
+) -> Result<Prepared, ApiError> {
+    let mut msgs = messages.to_vec();
+    let mut imgs = images.to_vec();
+    while let Some(first) = msgs.iter().position(|m| m.role != "system") {
+        let mut end = first + 1;
+        while end < msgs.len() && !matches!(msgs[end].role.as_str(), "user" | "system") {
+            end += 1;
+        }
+        if end >= msgs.len() {
+            break; // the last message stays
+        }
+        let before: usize = msgs[..first].iter().map(|m| m.images.len()).sum();
+        let dropped: usize = msgs[first..end].iter().map(|m| m.images.len()).sum();
+        imgs.drain(before..before + dropped);
+        msgs.drain(first..end);
+        let p = chat(files, &msgs, &imgs, enable_thinking)?;
+        if p.ids.len() < context {
+            return Ok(p);
+        }
+    }
+    chat(files, &msgs, &imgs, enable_thinking)
 }
 
 /// What identifies a request's images for prefix reuse: their sizes and pixels.
