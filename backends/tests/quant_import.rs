@@ -1,10 +1,11 @@
 //! The ggml types mllm imports (backends/src/quant/import.rs: Q5_0, Q5_1,
-//! IQ4_NL, IQ4_XS, Q3_K, Q2_K):
+//! IQ4_NL, IQ4_XS, Q3_K, Q2_K, TQ1_0, TQ2_0, MXFP4, IQ2_XXS, IQ2_XS, IQ2_S,
+//! IQ3_XXS, IQ3_S, IQ1_S, IQ1_M):
 //! - the reference dequantizers equal gguf-py's `gguf.quants.dequantize`
 //!   bit for bit on committed fixtures (tests/fixtures/quants, made by
 //!   make_quant_fixture.py);
-//! - the lossless repacks (Q5_0, IQ4_NL -> Q8_0, Q3_K -> Q6_K) hold the very
-//!   same f32 values;
+//! - the lossless repacks (Q5_0, IQ4_NL, TQ1_0, TQ2_0 -> Q8_0, Q3_K -> Q6_K)
+//!   hold the very same f32 values;
 //! - whatever runs the linear at load (the repacked type's kernels on the
 //!   CPU backend, or f32 values) agrees with the reference on random shapes;
 //! - bad lengths are errors, never panics.
@@ -51,6 +52,16 @@ fn type_table_matches_ggml() {
         (ImportType::IQ4_XS, 256, 136, 23, 4.25),
         (ImportType::Q3_K, 256, 110, 11, 3.4375),
         (ImportType::Q2_K, 256, 84, 10, 2.625),
+        (ImportType::TQ1_0, 256, 54, 34, 1.6875),
+        (ImportType::TQ2_0, 256, 66, 35, 2.0625),
+        (ImportType::MXFP4, 32, 17, 39, 4.25),
+        (ImportType::IQ2_XXS, 256, 66, 16, 2.0625),
+        (ImportType::IQ2_XS, 256, 74, 17, 2.3125),
+        (ImportType::IQ2_S, 256, 82, 22, 2.5625),
+        (ImportType::IQ3_XXS, 256, 98, 18, 3.0625),
+        (ImportType::IQ3_S, 256, 110, 21, 3.4375),
+        (ImportType::IQ1_S, 256, 50, 19, 1.5625),
+        (ImportType::IQ1_M, 256, 56, 29, 1.75),
     ];
     for (ty, bs, ts, id, bpw) in want {
         assert_eq!((ty.block_size(), ty.type_size()), (bs, ts), "{ty}");
@@ -74,6 +85,16 @@ fn row_fn(ty: ImportType) -> fn(&[u8], &mut [f32]) -> Result<(), String> {
         ImportType::IQ4_XS => quant::dequantize_row_iq4_xs,
         ImportType::Q3_K => quant::dequantize_row_q3_k,
         ImportType::Q2_K => quant::dequantize_row_q2_k,
+        ImportType::TQ1_0 => quant::dequantize_row_tq1_0,
+        ImportType::TQ2_0 => quant::dequantize_row_tq2_0,
+        ImportType::MXFP4 => quant::dequantize_row_mxfp4,
+        ImportType::IQ2_XXS => quant::dequantize_row_iq2_xxs,
+        ImportType::IQ2_XS => quant::dequantize_row_iq2_xs,
+        ImportType::IQ2_S => quant::dequantize_row_iq2_s,
+        ImportType::IQ3_XXS => quant::dequantize_row_iq3_xxs,
+        ImportType::IQ3_S => quant::dequantize_row_iq3_s,
+        ImportType::IQ1_S => quant::dequantize_row_iq1_s,
+        ImportType::IQ1_M => quant::dequantize_row_iq1_m,
     }
 }
 
@@ -127,6 +148,38 @@ fn block_structs_round_trip() {
     let b = fixture("Q2_K.blocks");
     let b: &[u8; 84] = b[..84].try_into().unwrap();
     assert_eq!(&quant::BlockQ2K::from_bytes(b).to_bytes(), b);
+    let b = fixture("TQ1_0.blocks");
+    let b: &[u8; 54] = b[..54].try_into().unwrap();
+    assert_eq!(&quant::BlockTQ1_0::from_bytes(b).to_bytes(), b);
+    let b = fixture("TQ2_0.blocks");
+    let b: &[u8; 66] = b[..66].try_into().unwrap();
+    assert_eq!(&quant::BlockTQ2_0::from_bytes(b).to_bytes(), b);
+    let b = fixture("MXFP4.blocks");
+    let b: &[u8; 17] = b[..17].try_into().unwrap();
+    assert_eq!(&quant::BlockMXFP4::from_bytes(b).to_bytes(), b);
+    let b = fixture("IQ2_XXS.blocks");
+    let b: &[u8; 66] = b[..66].try_into().unwrap();
+    assert_eq!(&quant::BlockIQ2XXS::from_bytes(b).to_bytes(), b);
+    let b = fixture("IQ2_XS.blocks");
+    let b: &[u8; 74] = b[..74].try_into().unwrap();
+    assert_eq!(&quant::BlockIQ2XS::from_bytes(b).to_bytes(), b);
+    let b = fixture("IQ2_S.blocks");
+    let b: &[u8; 82] = b[..82].try_into().unwrap();
+    assert_eq!(&quant::BlockIQ2S::from_bytes(b).to_bytes(), b);
+    let b = fixture("IQ3_XXS.blocks");
+    let b: &[u8; 98] = b[..98].try_into().unwrap();
+    assert_eq!(&quant::BlockIQ3XXS::from_bytes(b).to_bytes(), b);
+    let b = fixture("IQ3_S.blocks");
+    let b: &[u8; 110] = b[..110].try_into().unwrap();
+    assert_eq!(&quant::BlockIQ3S::from_bytes(b).to_bytes(), b);
+    let b = fixture("IQ1_S.blocks");
+    let b: &[u8; 50] = b[..50].try_into().unwrap();
+    assert_eq!(&quant::BlockIQ1S::from_bytes(b).to_bytes(), b);
+    let b = fixture("IQ1_M.blocks");
+    let b: &[u8; 56] = b[..56].try_into().unwrap();
+    let m = quant::BlockIQ1M::from_bytes(b);
+    assert_eq!(&m.to_bytes(), b);
+    assert!(m.d().is_finite(), "the fixture's IQ1_M scale");
 }
 
 #[test]
@@ -145,6 +198,22 @@ fn bad_lengths_are_errors_not_panics() {
             let err = ty.repack(short).unwrap_err();
             assert!(err.contains(ty.name()) && err.contains("bytes"), "{err}");
             assert!(ty.repack(&[]).unwrap().is_empty(), "{ty}");
+        }
+    }
+}
+
+/// Every byte pattern is a valid block (the grids are indexed by whole
+/// bit fields); garbage gives values (NaN where a scale is), never a panic.
+#[test]
+fn arbitrary_bytes_never_panic() {
+    for ty in ImportType::ALL {
+        for seed in 0..8 {
+            let blocks = random_bytes(seed, 7 * ty.type_size());
+            let v = ty.dequantize(&blocks, 7 * ty.block_size()).unwrap();
+            assert_eq!(v.len(), 7 * ty.block_size(), "{ty}");
+            if ty.runs_as().is_some() {
+                ty.repack(&blocks).unwrap();
+            }
         }
     }
 }
@@ -170,6 +239,15 @@ fn scale_offsets(ty: ImportType) -> &'static [usize] {
         ImportType::Q5_1 => &[0, 2],
         ImportType::Q3_K => &[108],
         ImportType::Q2_K => &[80, 82],
+        ImportType::TQ1_0 => &[52],
+        ImportType::TQ2_0 => &[64],
+        ImportType::MXFP4 | ImportType::IQ1_M => &[],
+        ImportType::IQ2_XXS
+        | ImportType::IQ2_XS
+        | ImportType::IQ2_S
+        | ImportType::IQ3_XXS
+        | ImportType::IQ3_S
+        | ImportType::IQ1_S => &[0],
     }
 }
 
@@ -184,6 +262,11 @@ fn random_weight(ty: ImportType, n: usize, k: usize, seed: u64) -> Vec<u8> {
     let unit = match ty {
         ImportType::Q3_K | ImportType::IQ4_XS => 1e-3,
         ImportType::IQ4_NL => 2e-4,
+        // Grid values up to 43 (IQ2), 62 (IQ3_XXS), 15 * 31 (IQ3_S), 15
+        // * 1.125 (IQ1) times the sub-block scale.
+        ImportType::IQ2_XXS | ImportType::IQ2_XS | ImportType::IQ2_S => 1e-3,
+        ImportType::IQ3_XXS => 1e-3,
+        ImportType::IQ3_S => 1e-4,
         _ => 1e-2,
     };
     for (b, blk) in w.chunks_exact_mut(ts).enumerate() {
@@ -192,6 +275,21 @@ fn random_weight(ty: ImportType, n: usize, k: usize, seed: u64) -> Vec<u8> {
             let d =
                 unit * (1.0 + (r & 0x7F) as f32 / 32.0) * if r & 0x80 != 0 { -1.0 } else { 1.0 };
             blk[at..at + 2].copy_from_slice(&f16::from_f32(d).to_le_bytes());
+        }
+        if ty == ImportType::MXFP4 {
+            // e8m0: d = 2^(e - 128), here 2^-12..2^-5 (|w| up to 0.375).
+            blk[0] = 116 + scales[b % scales.len()] % 8;
+        }
+        if ty == ImportType::IQ1_M {
+            // The f16 `d` lives in the top nibbles of the four scale words.
+            let r = scales[b % scales.len()];
+            let d = f16::from_f32(unit * (1.0 + (r & 0x7F) as f32 / 32.0)).to_bits();
+            for k in 0..4 {
+                let at = 48 + 2 * k;
+                let w = u16::from_le_bytes([blk[at], blk[at + 1]]);
+                let w = (w & 0x0FFF) | ((d >> (4 * k)) & 0xF) << 12;
+                blk[at..at + 2].copy_from_slice(&w.to_le_bytes());
+            }
         }
     }
     w
@@ -244,7 +342,7 @@ fn bound(ty: ImportType, x: &[f32], wf: &[f32], m: usize, k: usize, n: usize) ->
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(96))]
+    #![proptest_config(ProptestConfig::with_cases(256))]
 
     /// Odd row counts included; k of 1..16 blocks; m = 1..6 activation
     /// rows (decode and small prefill tiles).

@@ -1,5 +1,6 @@
 //! GGUF tensors of the ggml types mllm imports (Q5_0, Q5_1, IQ4_NL, IQ4_XS,
-//! Q3_K, Q2_K; backends/src/quant/import.rs) through the real loader:
+//! Q3_K, Q2_K, TQ1_0, TQ2_0, MXFP4, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S,
+//! IQ1_S, IQ1_M; backends/src/quant/import.rs) through the real loader:
 //! tests/fixtures/quants/import.gguf (make_quant_fixture.py) holds one
 //! tensor per type whose blocks are that type's `.blocks` fixture, so every
 //! loaded value must equal gguf-py's `.dequant` bit for bit, and a linear
@@ -27,13 +28,23 @@ fn f32s(bytes: &[u8]) -> Vec<f32> {
 }
 
 /// (type, GGUF tensor, rows) as make_quant_fixture.py writes them.
-const TENSORS: [(ImportType, &str, usize); 6] = [
+const TENSORS: [(ImportType, &str, usize); 16] = [
     (ImportType::Q5_0, "blk.0.attn_q.weight", 3),
     (ImportType::Q5_1, "blk.0.attn_k.weight", 3),
     (ImportType::IQ4_NL, "blk.0.attn_v.weight", 3),
     (ImportType::IQ4_XS, "blk.0.attn_output.weight", 5),
     (ImportType::Q3_K, "blk.0.ffn_gate.weight", 5),
     (ImportType::Q2_K, "blk.0.ffn_up.weight", 5),
+    (ImportType::TQ1_0, "blk.0.ffn_down.weight", 5),
+    (ImportType::TQ2_0, "blk.1.attn_q.weight", 5),
+    (ImportType::MXFP4, "blk.1.attn_k.weight", 5),
+    (ImportType::IQ2_XXS, "blk.1.attn_v.weight", 5),
+    (ImportType::IQ2_XS, "blk.1.attn_output.weight", 5),
+    (ImportType::IQ2_S, "blk.1.ffn_gate.weight", 5),
+    (ImportType::IQ3_XXS, "blk.1.ffn_up.weight", 5),
+    (ImportType::IQ3_S, "blk.1.ffn_down.weight", 5),
+    (ImportType::IQ1_S, "blk.2.attn_q.weight", 5),
+    (ImportType::IQ1_M, "blk.2.attn_k.weight", 5),
 ];
 
 fn hf_name(w: &GgufWeights, gguf: &str) -> String {
@@ -68,7 +79,8 @@ fn the_table_names_every_imported_type() {
         assert_eq!(g.import(), Some(ty));
         assert!(g.is_loadable() && g.quant().is_none() && g.dtype().is_none());
     }
-    assert!(!GgmlType::from_id(16).unwrap().is_loadable(), "IQ2_XXS");
+    assert!(!GgmlType::from_id(40).unwrap().is_loadable(), "NVFP4");
+    assert!(!GgmlType::from_id(15).unwrap().is_loadable(), "Q8_K");
 }
 
 #[test]
@@ -161,28 +173,29 @@ fn linear_on_loaded_weights_matches_the_reference() {
 }
 
 /// A type mllm cannot read is refused with a message naming the tensor,
-/// its type and what mllm reads (IQ3_S has Q3_K's block size, so patching
-/// the type id keeps the file's sizes valid).
+/// its type and what mllm reads (NVFP4 takes 36 bytes per 64 values, as
+/// IQ4_NL takes 18 per 32, so patching the type id of the IQ4_NL tensor,
+/// 2048 values a row, keeps the file's sizes valid).
 #[test]
 fn an_unreadable_type_is_refused_by_name() {
     let mut bytes = std::fs::read(fixture("import.gguf")).unwrap();
-    let name = b"blk.0.ffn_gate.weight";
+    let name = b"blk.0.attn_v.weight";
     let at = bytes
         .windows(name.len())
         .position(|win| win == name)
         .expect("tensor info");
     // name, then n_dims (u32), two u64 dims, then the u32 type.
     let ty_at = at + name.len() + 4 + 16;
-    assert_eq!(&bytes[ty_at..ty_at + 4], &11u32.to_le_bytes(), "Q3_K");
-    bytes[ty_at..ty_at + 4].copy_from_slice(&21u32.to_le_bytes());
+    assert_eq!(&bytes[ty_at..ty_at + 4], &20u32.to_le_bytes(), "IQ4_NL");
+    bytes[ty_at..ty_at + 4].copy_from_slice(&40u32.to_le_bytes());
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("iq3_s.gguf");
+    let path = dir.path().join("nvfp4.gguf");
     std::fs::write(&path, &bytes).unwrap();
     let err = GgufWeights::open(&path).unwrap_err();
     assert!(matches!(err, ConvertError::Unsupported(_)), "{err}");
     let msg = err.to_string();
     assert!(
-        msg.contains("blk.0.ffn_gate.weight") && msg.contains("IQ3_S") && msg.contains("Q3_K"),
+        msg.contains("blk.0.attn_v.weight") && msg.contains("NVFP4") && msg.contains("IQ1_M"),
         "{msg}"
     );
 }

@@ -1,5 +1,8 @@
 //! ggml types mllm reads from GGUF files but has no kernels of their own:
-//! Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q3_K and Q2_K. llama-quantize's Q4_K_M,
+//! Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q3_K and Q2_K; TQ1_0 and TQ2_0 (ternary
+//! BitNet-style models), MXFP4 (gpt-oss) and the grid "i-quants" IQ2_XXS,
+//! IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S and IQ1_M (llama-quantize's IQ1..IQ3
+//! files; their grids are generated from gguf-py's, `iq_grids`). llama-quantize's Q4_K_M,
 //! Q5_K_M and Q3_K_M files hold some of them (it falls back to Q5_0, Q5_1
 //! or IQ4_NL for rows that are not whole 256-value super-blocks), so a file
 //! people download often mixes them with the K-quants.
@@ -12,22 +15,28 @@
 //! - a lossless repack into a type that has fast kernels (`runs_as`),
 //!   where that type computes the very same f32 values: Q5_0 and IQ4_NL
 //!   into Q8_0 (same f16 scale, the codes fit an i8), Q3_K into Q6_K (same
-//!   f16 `d`, same 16-value sub-blocks, i8 scales, codes + 32 fit 6 bits).
+//!   f16 `d`, same 16-value sub-blocks, i8 scales, codes + 32 fit 6 bits),
+//!   TQ1_0 and TQ2_0 into Q8_0 (one f16 `d` per 256 values, kept for each
+//!   32-value Q8_0 block, the ternary values as the i8 codes).
 //!   Memory grows (Q5_0 5.5 -> 8.5 bits per weight, IQ4_NL 4.5 -> 8.5,
-//!   Q3_K 3.44 -> 6.56), the kernels are the tested ones.
+//!   Q3_K 3.44 -> 6.56, TQ1_0 1.69 and TQ2_0 2.06 -> 8.5), the kernels
+//!   are the tested ones.
 //! - f32 values (`dequantize`) for the rest, which no existing type holds
 //!   exactly: Q5_1 (`d * q + m` has an offset per 32 values that Q8_0
 //!   lacks, and Q4_1/Q5_K cannot hold its 5-bit codes with its own f16
 //!   `d` and `m`), IQ4_XS (`d * ls` is a 17-bit product no f16 scale
-//!   holds, and `ls * value` overflows an i8) and Q2_K (a separate min per
-//!   16 values, where Q4_K has one per 32). An f16 copy would round them.
+//!   holds, and `ls * value` overflows an i8), Q2_K (a separate min per
+//!   16 values, where Q4_K has one per 32) and MXFP4 (its e8m0 scale spans
+//!   2^-128..2^127, beyond an f16's range; `mxfp4`) and the IQ1/IQ2/IQ3
+//!   types (scales rounded to f32 or products past an i8; `iq1`, `iq2`,
+//!   `iq3` say which). An f16 copy would round them.
 //!   This costs 32 bits per weight; a dedicated kernel is the way to get
 //!   their size back.
 
 use rayon::prelude::*;
 
 use super::{block_count, QuantType, QK, QK_K};
-use super::{iq4, k_low, q5};
+use super::{iq1, iq2, iq3, iq4, k_low, mxfp4, q5, tq};
 
 /// A ggml type mllm imports from a file (see the module documentation).
 #[allow(non_camel_case_types)]
@@ -39,19 +48,39 @@ pub enum ImportType {
     IQ4_XS,
     Q3_K,
     Q2_K,
+    TQ1_0,
+    TQ2_0,
+    MXFP4,
+    IQ2_XXS,
+    IQ2_XS,
+    IQ2_S,
+    IQ3_XXS,
+    IQ3_S,
+    IQ1_S,
+    IQ1_M,
 }
 
 /// Blocks per parallel task when repacking or dequantizing a large tensor.
 const PAR_BLOCKS: usize = 1024;
 
 impl ImportType {
-    pub const ALL: [ImportType; 6] = [
+    pub const ALL: [ImportType; 16] = [
         ImportType::Q5_0,
         ImportType::Q5_1,
         ImportType::IQ4_NL,
         ImportType::IQ4_XS,
         ImportType::Q3_K,
         ImportType::Q2_K,
+        ImportType::TQ1_0,
+        ImportType::TQ2_0,
+        ImportType::MXFP4,
+        ImportType::IQ2_XXS,
+        ImportType::IQ2_XS,
+        ImportType::IQ2_S,
+        ImportType::IQ3_XXS,
+        ImportType::IQ3_S,
+        ImportType::IQ1_S,
+        ImportType::IQ1_M,
     ];
 
     /// ggml's spelling.
@@ -63,6 +92,16 @@ impl ImportType {
             ImportType::IQ4_XS => "IQ4_XS",
             ImportType::Q3_K => "Q3_K",
             ImportType::Q2_K => "Q2_K",
+            ImportType::TQ1_0 => "TQ1_0",
+            ImportType::TQ2_0 => "TQ2_0",
+            ImportType::MXFP4 => "MXFP4",
+            ImportType::IQ2_XXS => "IQ2_XXS",
+            ImportType::IQ2_XS => "IQ2_XS",
+            ImportType::IQ2_S => "IQ2_S",
+            ImportType::IQ3_XXS => "IQ3_XXS",
+            ImportType::IQ3_S => "IQ3_S",
+            ImportType::IQ1_S => "IQ1_S",
+            ImportType::IQ1_M => "IQ1_M",
         }
     }
 
@@ -75,6 +114,16 @@ impl ImportType {
             ImportType::Q3_K => 11,
             ImportType::IQ4_NL => 20,
             ImportType::IQ4_XS => 23,
+            ImportType::TQ1_0 => 34,
+            ImportType::TQ2_0 => 35,
+            ImportType::MXFP4 => 39,
+            ImportType::IQ2_XXS => 16,
+            ImportType::IQ2_XS => 17,
+            ImportType::IQ2_S => 22,
+            ImportType::IQ3_XXS => 18,
+            ImportType::IQ3_S => 21,
+            ImportType::IQ1_S => 19,
+            ImportType::IQ1_M => 29,
         }
     }
 
@@ -85,8 +134,19 @@ impl ImportType {
     /// Elements per block.
     pub fn block_size(self) -> usize {
         match self {
-            ImportType::Q5_0 | ImportType::Q5_1 | ImportType::IQ4_NL => QK,
-            ImportType::IQ4_XS | ImportType::Q3_K | ImportType::Q2_K => QK_K,
+            ImportType::Q5_0 | ImportType::Q5_1 | ImportType::IQ4_NL | ImportType::MXFP4 => QK,
+            ImportType::IQ4_XS
+            | ImportType::Q3_K
+            | ImportType::Q2_K
+            | ImportType::TQ1_0
+            | ImportType::TQ2_0
+            | ImportType::IQ2_XXS
+            | ImportType::IQ2_XS
+            | ImportType::IQ2_S
+            | ImportType::IQ3_XXS
+            | ImportType::IQ3_S
+            | ImportType::IQ1_S
+            | ImportType::IQ1_M => QK_K,
         }
     }
 
@@ -99,6 +159,16 @@ impl ImportType {
             ImportType::IQ4_XS => iq4::BlockIQ4XS::SIZE,
             ImportType::Q3_K => k_low::BlockQ3K::SIZE,
             ImportType::Q2_K => k_low::BlockQ2K::SIZE,
+            ImportType::TQ1_0 => tq::BlockTQ1_0::SIZE,
+            ImportType::TQ2_0 => tq::BlockTQ2_0::SIZE,
+            ImportType::MXFP4 => mxfp4::BlockMXFP4::SIZE,
+            ImportType::IQ2_XXS => iq2::BlockIQ2XXS::SIZE,
+            ImportType::IQ2_XS => iq2::BlockIQ2XS::SIZE,
+            ImportType::IQ2_S => iq2::BlockIQ2S::SIZE,
+            ImportType::IQ3_XXS => iq3::BlockIQ3XXS::SIZE,
+            ImportType::IQ3_S => iq3::BlockIQ3S::SIZE,
+            ImportType::IQ1_S => iq1::BlockIQ1S::SIZE,
+            ImportType::IQ1_M => iq1::BlockIQ1M::SIZE,
         }
     }
 
@@ -112,8 +182,16 @@ impl ImportType {
     pub fn runs_as(self) -> Option<QuantType> {
         match self {
             ImportType::Q5_0 | ImportType::IQ4_NL => Some(QuantType::Q8_0),
+            ImportType::TQ1_0 | ImportType::TQ2_0 => Some(QuantType::Q8_0),
             ImportType::Q3_K => Some(QuantType::Q6_K),
-            ImportType::Q5_1 | ImportType::IQ4_XS | ImportType::Q2_K => None,
+            ImportType::Q5_1 | ImportType::IQ4_XS | ImportType::Q2_K | ImportType::MXFP4 => None,
+            ImportType::IQ2_XXS
+            | ImportType::IQ2_XS
+            | ImportType::IQ2_S
+            | ImportType::IQ3_XXS
+            | ImportType::IQ3_S
+            | ImportType::IQ1_S
+            | ImportType::IQ1_M => None,
         }
     }
 
@@ -126,6 +204,16 @@ impl ImportType {
             ImportType::IQ4_XS => iq4::dequantize_row_iq4_xs(bytes, out),
             ImportType::Q3_K => k_low::dequantize_row_q3_k(bytes, out),
             ImportType::Q2_K => k_low::dequantize_row_q2_k(bytes, out),
+            ImportType::TQ1_0 => tq::dequantize_row_tq1_0(bytes, out),
+            ImportType::TQ2_0 => tq::dequantize_row_tq2_0(bytes, out),
+            ImportType::MXFP4 => mxfp4::dequantize_row_mxfp4(bytes, out),
+            ImportType::IQ2_XXS => iq2::dequantize_row_iq2_xxs(bytes, out),
+            ImportType::IQ2_XS => iq2::dequantize_row_iq2_xs(bytes, out),
+            ImportType::IQ2_S => iq2::dequantize_row_iq2_s(bytes, out),
+            ImportType::IQ3_XXS => iq3::dequantize_row_iq3_xxs(bytes, out),
+            ImportType::IQ3_S => iq3::dequantize_row_iq3_s(bytes, out),
+            ImportType::IQ1_S => iq1::dequantize_row_iq1_s(bytes, out),
+            ImportType::IQ1_M => iq1::dequantize_row_iq1_m(bytes, out),
         }
     }
 
@@ -165,7 +253,19 @@ impl ImportType {
             ImportType::Q5_0 => (QuantType::Q8_0, q5::repack_q5_0_to_q8_0),
             ImportType::IQ4_NL => (QuantType::Q8_0, iq4::repack_iq4_nl_to_q8_0),
             ImportType::Q3_K => (QuantType::Q6_K, k_low::repack_q3_k_to_q6_k),
-            ImportType::Q5_1 | ImportType::IQ4_XS | ImportType::Q2_K => {
+            ImportType::TQ1_0 => (QuantType::Q8_0, tq::repack_tq1_0_to_q8_0),
+            ImportType::TQ2_0 => (QuantType::Q8_0, tq::repack_tq2_0_to_q8_0),
+            ImportType::Q5_1
+            | ImportType::IQ4_XS
+            | ImportType::Q2_K
+            | ImportType::MXFP4
+            | ImportType::IQ2_XXS
+            | ImportType::IQ2_XS
+            | ImportType::IQ2_S
+            | ImportType::IQ3_XXS
+            | ImportType::IQ3_S
+            | ImportType::IQ1_S
+            | ImportType::IQ1_M => {
                 return Err(format!("{self}: no mllm type holds its values exactly"))
             }
         };
@@ -177,7 +277,8 @@ impl ImportType {
                 bytes.len()
             ));
         }
-        let mut out = vec![0u8; bytes.len() / ts * to.type_size()];
+        let per_block = self.block_size() / to.block_size() * to.type_size();
+        let mut out = vec![0u8; bytes.len() / ts * per_block];
         repack(bytes, &mut out)?;
         Ok(out)
     }
@@ -235,6 +336,15 @@ mod tests {
             ImportType::Q5_1 => &[0, 2],
             ImportType::Q3_K => &[108],
             ImportType::Q2_K => &[80, 82],
+            ImportType::TQ1_0 => &[52],
+            ImportType::TQ2_0 => &[64],
+            ImportType::MXFP4 | ImportType::IQ1_M => &[],
+            ImportType::IQ2_XXS
+            | ImportType::IQ2_XS
+            | ImportType::IQ2_S
+            | ImportType::IQ3_XXS
+            | ImportType::IQ3_S
+            | ImportType::IQ1_S => &[0],
         };
         for (k, blk) in b.chunks_exact_mut(ts).enumerate() {
             for &a in at {

@@ -7,7 +7,8 @@
 //! (backends/tests/quant.rs, tests/fixtures/gguf/).
 //!
 //! Types read from GGUF files but computed as another type (Q5_0, Q5_1,
-//! IQ4_NL, IQ4_XS, Q3_K, Q2_K) are `import::ImportType`, not `QuantType`:
+//! IQ4_NL, IQ4_XS, Q3_K, Q2_K, TQ1_0, TQ2_0, MXFP4 and the IQ1..IQ3 types)
+//! are `import::ImportType`, not `QuantType`:
 //! no kernel or tensor ever holds them.
 //!
 //! Blocks are read from raw little-endian bytes (a GGUF mapping has no
@@ -15,14 +16,22 @@
 //! time through `Block::from_bytes`, so no `unsafe` casts are needed.
 
 pub mod import;
+pub mod iq1;
+pub mod iq2;
+pub mod iq3;
 pub mod iq4;
+// Generated (tests/fixtures/quants/make_iq_grids.py): kept as printed.
+#[rustfmt::skip]
+mod iq_grids;
 pub mod k_low;
 pub mod k_quants;
+pub mod mxfp4;
 pub mod packed;
 pub mod q4_0;
 pub mod q4_1;
 pub mod q5;
 pub mod q8_0;
+pub mod tq;
 pub mod w4a16;
 pub mod w8a8;
 
@@ -36,9 +45,17 @@ pub use q4_1::{dequantize_row_q4_1, quantize_row_q4_1_ref, BlockQ4_1};
 pub use q8_0::{dequantize_row_q8_0, quantize_row_q8_0_ref, BlockQ8_0};
 
 pub use import::ImportType;
+pub use iq1::{dequantize_row_iq1_m, dequantize_row_iq1_s, BlockIQ1M, BlockIQ1S};
+pub use iq2::{
+    dequantize_row_iq2_s, dequantize_row_iq2_xs, dequantize_row_iq2_xxs, BlockIQ2S, BlockIQ2XS,
+    BlockIQ2XXS,
+};
+pub use iq3::{dequantize_row_iq3_s, dequantize_row_iq3_xxs, BlockIQ3S, BlockIQ3XXS};
 pub use iq4::{dequantize_row_iq4_nl, dequantize_row_iq4_xs, BlockIQ4NL, BlockIQ4XS};
 pub use k_low::{dequantize_row_q2_k, dequantize_row_q3_k, BlockQ2K, BlockQ3K};
+pub use mxfp4::{dequantize_row_mxfp4, BlockMXFP4};
 pub use q5::{dequantize_row_q5_0, dequantize_row_q5_1, BlockQ5_0, BlockQ5_1};
+pub use tq::{dequantize_row_tq1_0, dequantize_row_tq2_0, BlockTQ1_0, BlockTQ2_0};
 
 use crate::tensor::MAX_ELEMENTS;
 

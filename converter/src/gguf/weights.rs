@@ -3,9 +3,10 @@
 //! 2-D weights and 3-D expert stacks stay as borrowed ggml blocks for the
 //! quantized kernels (or are widened to F32 on load with
 //! `set_dequantize(true)`). The ggml types without kernels of their own
-//! (Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q3_K, Q2_K; `quant::import`) are repacked
-//! at load into a type whose kernels compute the same values exactly
-//! (Q8_0, Q6_K), or widened to f32 where no type holds them exactly.
+//! (Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q3_K, Q2_K, TQ1_0, TQ2_0, MXFP4 and the
+//! IQ1..IQ3 types; `quant::import`) are repacked at load into a type whose
+//! kernels compute the same values exactly (Q8_0, Q6_K), or widened to f32
+//! where no type holds them exactly.
 //! Where llama.cpp's converter changed a tensor
 //! beyond its name (Llama's permuted Q/K rows, Gemma's and Qwen3.5's norms
 //! stored as 1 + w, Qwen3.5's DeltaNet layout; fixes.rs), `load` undoes it
@@ -34,7 +35,7 @@ enum Kind {
 }
 
 /// What `GgufWeights::new` lists when it refuses a tensor's type.
-const READABLE: &str = "F32, F16, BF16, I32, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS";
+const READABLE: &str = "F32, F16, BF16, I32, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0 and MXFP4";
 
 struct Entry {
     /// Index into the file's tensor infos.

@@ -1,0 +1,159 @@
+//! IQ3_XXS and IQ3_S: 3-bit "i-quants", read from GGUF files (mllm widens
+//! them to f32 at load, see `import`). Four weights at a time are one
+//! entry of a lookup grid (`iq_grids`, generated from gguf-py's tables),
+//! each with its own sign; a weight is `(db * grid) * sign` in f32, in
+//! that order, as gguf-py computes it.
+//!
+//! Why f32 and not Q8_0: every weight is exactly an f16 `d` over a power
+//! of two times an integer (the f32 products round nothing): IQ3_XXS
+//! `d / 4 * (2 s + 1) * grid` (grid values 4..62, so up to 31 * 62 =
+//! 1922), IQ3_S `d * (2 s + 1) * grid` (odd grid values 1..15, up to
+//! 465). Both pass an i8, so Q8_0's `f16 * i8` cannot hold them with the
+//! scale `d` (over 4); folding `2 s + 1` into the scale gives one of up
+//! to 16 significant bits, which an f16 (11) does not hold in general.
+
+use half::f16;
+
+use super::iq2::{array, rows, sign};
+use super::iq_grids::{IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
+use super::{f16_at, QK_K};
+
+/// Value `i` (0..4) of grid entry `g`, as f32.
+#[inline]
+fn grid4(g: u32, i: usize) -> f32 {
+    ((g >> (8 * i)) & 0xFF) as u8 as f32
+}
+
+/// Four weights: `(db * grid) * sign` with sign bits `signs >> shift`.
+#[inline]
+fn put4(out: &mut [f32], db: f32, g: u32, signs: u8, shift: usize) {
+    for (i, o) in out.iter_mut().enumerate().take(4) {
+        *o = db * grid4(g, i) * sign(signs, shift + i);
+    }
+}
+
+/// IQ3_XXS: 98 bytes per 256 weights = 3.0625 bits per weight. Byte layout
+/// (ggml `block_iq3_xxs`): `d: f16`, `qs[64]` (one 8-bit grid index per 4
+/// weights), then per 32 weights an LE u32 (four 7-bit sign indices into
+/// `KSIGNS_IQ2XS` at bits `7l`, one per 8 weights, the scale in bits
+/// 28..32): `db = d * (0.5 + s) * 0.5`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BlockIQ3XXS {
+    pub d: f16,
+    pub qs: [u8; 64],
+    pub scales: [u8; 32],
+}
+
+const _: () = assert!(std::mem::size_of::<BlockIQ3XXS>() == 98);
+
+impl BlockIQ3XXS {
+    pub const SIZE: usize = 98;
+
+    pub fn from_bytes(b: &[u8; Self::SIZE]) -> BlockIQ3XXS {
+        BlockIQ3XXS {
+            d: f16_at(b, 0),
+            qs: array(&b[2..66]),
+            scales: array(&b[66..]),
+        }
+    }
+
+    pub fn to_bytes(&self) -> [u8; Self::SIZE] {
+        let mut b = [0u8; Self::SIZE];
+        b[..2].copy_from_slice(&self.d.to_le_bytes());
+        b[2..66].copy_from_slice(&self.qs);
+        b[66..].copy_from_slice(&self.scales);
+        b
+    }
+
+    pub fn dequantize(&self, out: &mut [f32; QK_K]) {
+        let d = self.d.to_f32();
+        for ib in 0..8 {
+            let a = &self.scales[4 * ib..4 * ib + 4];
+            let aux = u32::from_le_bytes([a[0], a[1], a[2], a[3]]);
+            let db = d * (0.5 + (aux >> 28) as f32) * 0.5;
+            for l in 0..4 {
+                let signs = KSIGNS_IQ2XS[((aux >> (7 * l)) & 0x7F) as usize];
+                for h in 0..2 {
+                    let j = 8 * ib + 2 * l + h;
+                    let at = 4 * j;
+                    put4(
+                        &mut out[at..at + 4],
+                        db,
+                        IQ3XXS_GRID[self.qs[j] as usize],
+                        signs,
+                        4 * h,
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// IQ3_S: 110 bytes per 256 weights = 3.4375 bits per weight. Byte layout
+/// (ggml `block_iq3_s`): `d: f16`, `qs[64]` (low 8 bits of the 9-bit grid
+/// index per 4 weights), `qh[8]` (bit `b` of byte `k` is the top bit of
+/// index `8 k + b`), `signs[32]` (one bit per weight), `scales[4]` (nibble
+/// `h` of byte `k` scales weights `64 k + 32 h..+32`: `db = d * (1 + 2 s)`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BlockIQ3S {
+    pub d: f16,
+    pub qs: [u8; 64],
+    pub qh: [u8; 8],
+    pub signs: [u8; 32],
+    pub scales: [u8; 4],
+}
+
+const _: () = assert!(std::mem::size_of::<BlockIQ3S>() == 110);
+
+impl BlockIQ3S {
+    pub const SIZE: usize = 110;
+
+    pub fn from_bytes(b: &[u8; Self::SIZE]) -> BlockIQ3S {
+        BlockIQ3S {
+            d: f16_at(b, 0),
+            qs: array(&b[2..66]),
+            qh: array(&b[66..74]),
+            signs: array(&b[74..106]),
+            scales: array(&b[106..]),
+        }
+    }
+
+    pub fn to_bytes(&self) -> [u8; Self::SIZE] {
+        let mut b = [0u8; Self::SIZE];
+        b[..2].copy_from_slice(&self.d.to_le_bytes());
+        b[2..66].copy_from_slice(&self.qs);
+        b[66..74].copy_from_slice(&self.qh);
+        b[74..106].copy_from_slice(&self.signs);
+        b[106..].copy_from_slice(&self.scales);
+        b
+    }
+
+    pub fn dequantize(&self, out: &mut [f32; QK_K]) {
+        let d = self.d.to_f32();
+        for j in 0..64 {
+            let ib = j / 8;
+            let s = (self.scales[ib / 2] >> (4 * (ib % 2))) & 0x0F;
+            let db = d * (1 + 2 * s) as f32;
+            let hi = ((self.qh[j / 8] >> (j % 8)) & 1) as usize;
+            let g = IQ3S_GRID[self.qs[j] as usize | hi << 8];
+            let at = 4 * j;
+            put4(&mut out[at..at + 4], db, g, self.signs[j / 2], 4 * (j % 2));
+        }
+    }
+}
+
+/// Dequantizes whole IQ3_XXS blocks into `out` (256 values per 98 bytes).
+pub fn dequantize_row_iq3_xxs(blocks: &[u8], out: &mut [f32]) -> Result<(), String> {
+    rows("IQ3_XXS", blocks, out, |b, o| {
+        BlockIQ3XXS::from_bytes(b).dequantize(o)
+    })
+}
+
+/// Dequantizes whole IQ3_S blocks into `out` (256 values per 110 bytes).
+pub fn dequantize_row_iq3_s(blocks: &[u8], out: &mut [f32]) -> Result<(), String> {
+    rows("IQ3_S", blocks, out, |b, o| {
+        BlockIQ3S::from_bytes(b).dequantize(o)
+    })
+}
