@@ -235,7 +235,8 @@ fn tokenize_and_template_commands() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let ids = text(&out.stdout).trim().to_string();
     let back = mllm(&["tokenize", "--model", &model, "--decode", &ids]);
-    assert_eq!(text(&back.stdout), "Hello world");
+    // The text, then one newline (a terminal's prompt starts on its own line).
+    assert_eq!(text(&back.stdout), "Hello world\n");
     let dir = tempfile::tempdir().expect("tmp");
     let msgs = dir.path().join("m.json");
     std::fs::write(&msgs, r#"[{"role": "user", "content": "Hi"}]"#).expect("write");

@@ -42,7 +42,7 @@ fn tokenize_reads_a_tokenizer_only_directory() {
         assert!(out.status.success());
         assert_eq!(
             text_of(&out.stdout),
-            item["decoded"].as_str().expect("decoded")
+            format!("{}\n", item["decoded"].as_str().expect("decoded"))
         );
     }
 }
