@@ -330,16 +330,17 @@ fn bad_tensor_infos() {
 
 #[test]
 fn unloadable_tensors_are_refused_by_gguf_weights() {
-    // Q5_0 (ggml type 6) is a valid GGUF type that mllm cannot dequantize.
+    // NVFP4 (ggml type 40: 64 values in 36 bytes) is a valid GGUF type
+    // that mllm cannot dequantize (Q5_0, used here before, now loads).
     let g = open(
         Builder::new()
-            .tensor("blk.0.ffn_up.weight", &[32], 6, &[0; 22])
+            .tensor("blk.0.ffn_up.weight", &[64], 40, &[0; 36])
             .build(),
     )
     .unwrap();
     let e = GgufWeights::new(g).unwrap_err().to_string();
     assert!(
-        e.contains("blk.0.ffn_up.weight") && e.contains("Q5_0"),
+        e.contains("blk.0.ffn_up.weight") && e.contains("NVFP4"),
         "{e}"
     );
     // Llama Q needs the head count to undo the permutation.
