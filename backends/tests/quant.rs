@@ -4,7 +4,9 @@
 //! of quantize -> dequantize on random shapes, and clean errors (never
 //! panics) on bad lengths.
 
-use std::path::PathBuf;
+mod common;
+
+use common::{assert_bits_eq, f32s};
 
 use half::f16;
 use mllm_backends::quant::{
@@ -13,28 +15,7 @@ use mllm_backends::quant::{
 use proptest::prelude::*;
 
 fn fixture(name: &str) -> Vec<u8> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures/gguf/quant")
-        .join(name);
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
-
-fn f32s(bytes: &[u8]) -> Vec<f32> {
-    bytes
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
-}
-
-fn assert_bits_eq(what: &str, got: &[f32], want: &[f32]) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert_eq!(
-            g.to_bits(),
-            w.to_bits(),
-            "{what}[{i}]: got {g}, gguf-py says {w}"
-        );
-    }
+    common::fixture("gguf/quant", name)
 }
 
 #[test]

@@ -10,7 +10,9 @@
 //!   CPU backend, or f32 values) agrees with the reference on random shapes;
 //! - bad lengths are errors, never panics.
 
-use std::path::PathBuf;
+mod common;
+
+use common::{assert_bits_eq, f32s};
 
 use half::f16;
 use mllm_backends::quant::{self, ImportType, QuantType};
@@ -18,28 +20,7 @@ use mllm_backends::{Backend, CpuBackend, Op, Tensor};
 use proptest::prelude::*;
 
 fn fixture(name: &str) -> Vec<u8> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/fixtures/quants")
-        .join(name);
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
-
-fn f32s(bytes: &[u8]) -> Vec<f32> {
-    bytes
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
-}
-
-fn assert_bits_eq(what: &str, got: &[f32], want: &[f32]) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert_eq!(
-            g.to_bits(),
-            w.to_bits(),
-            "{what}[{i}]: got {g}, gguf-py says {w}"
-        );
-    }
+    common::fixture("quants", name)
 }
 
 #[test]
@@ -232,25 +213,6 @@ fn random_bytes(seed: u64, n: usize) -> Vec<u8> {
         .collect()
 }
 
-/// Byte offsets of a block's f16 scales.
-fn scale_offsets(ty: ImportType) -> &'static [usize] {
-    match ty {
-        ImportType::Q5_0 | ImportType::IQ4_NL | ImportType::IQ4_XS => &[0],
-        ImportType::Q5_1 => &[0, 2],
-        ImportType::Q3_K => &[108],
-        ImportType::Q2_K => &[80, 82],
-        ImportType::TQ1_0 => &[52],
-        ImportType::TQ2_0 => &[64],
-        ImportType::MXFP4 | ImportType::IQ1_M => &[],
-        ImportType::IQ2_XXS
-        | ImportType::IQ2_XS
-        | ImportType::IQ2_S
-        | ImportType::IQ3_XXS
-        | ImportType::IQ3_S
-        | ImportType::IQ1_S => &[0],
-    }
-}
-
 /// `n` rows of `k` values of `ty`: random codes with finite scales whose
 /// size is about what real weights have (|w| around 0.01..1).
 fn random_weight(ty: ImportType, n: usize, k: usize, seed: u64) -> Vec<u8> {
@@ -270,7 +232,7 @@ fn random_weight(ty: ImportType, n: usize, k: usize, seed: u64) -> Vec<u8> {
         _ => 1e-2,
     };
     for (b, blk) in w.chunks_exact_mut(ts).enumerate() {
-        for (i, &at) in scale_offsets(ty).iter().enumerate() {
+        for (i, &at) in ty.scale_offsets().iter().enumerate() {
             let r = scales[(2 * b + i) % scales.len()];
             let d =
                 unit * (1.0 + (r & 0x7F) as f32 / 32.0) * if r & 0x80 != 0 { -1.0 } else { 1.0 };

@@ -150,6 +150,27 @@ impl ImportType {
         }
     }
 
+    /// Byte offsets of a block's f16 scales (none for MXFP4's e8m0
+    /// exponent and IQ1_M's scale spread over its nibbles): where tests
+    /// write finite scales over random bytes.
+    pub fn scale_offsets(self) -> &'static [usize] {
+        match self {
+            ImportType::Q5_0 | ImportType::IQ4_NL | ImportType::IQ4_XS => &[0],
+            ImportType::Q5_1 => &[0, 2],
+            ImportType::Q3_K => &[108],
+            ImportType::Q2_K => &[80, 82],
+            ImportType::TQ1_0 => &[52],
+            ImportType::TQ2_0 => &[64],
+            ImportType::MXFP4 | ImportType::IQ1_M => &[],
+            ImportType::IQ2_XXS
+            | ImportType::IQ2_XS
+            | ImportType::IQ2_S
+            | ImportType::IQ3_XXS
+            | ImportType::IQ3_S
+            | ImportType::IQ1_S => &[0],
+        }
+    }
+
     /// Bytes per block.
     pub fn type_size(self) -> usize {
         match self {
@@ -331,21 +352,7 @@ mod tests {
     fn patterned(ty: ImportType, blocks: usize) -> Vec<u8> {
         let ts = ty.type_size();
         let mut b: Vec<u8> = (0..blocks * ts).map(|i| (i * 37 + 11) as u8).collect();
-        let at: &[usize] = match ty {
-            ImportType::Q5_0 | ImportType::IQ4_NL | ImportType::IQ4_XS => &[0],
-            ImportType::Q5_1 => &[0, 2],
-            ImportType::Q3_K => &[108],
-            ImportType::Q2_K => &[80, 82],
-            ImportType::TQ1_0 => &[52],
-            ImportType::TQ2_0 => &[64],
-            ImportType::MXFP4 | ImportType::IQ1_M => &[],
-            ImportType::IQ2_XXS
-            | ImportType::IQ2_XS
-            | ImportType::IQ2_S
-            | ImportType::IQ3_XXS
-            | ImportType::IQ3_S
-            | ImportType::IQ1_S => &[0],
-        };
+        let at = ty.scale_offsets();
         for (k, blk) in b.chunks_exact_mut(ts).enumerate() {
             for &a in at {
                 let d = half::f16::from_f32(0.01 * (k as f32 - 3.5));

@@ -1,4 +1,8 @@
-//! Helpers the backend tests share.
+//! Helpers the backend tests share (each test binary uses some of them).
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
 
 /// Panics unless every value of `v` is finite. The checks below bound an
 /// error by the reference's magnitude (`|a - b| <= tol * (1 + |b|)`), which
@@ -24,4 +28,34 @@ pub fn vals(seed: u64, n: usize) -> Vec<f32> {
             ((z >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
         })
         .collect()
+}
+
+/// The bytes of `tests/fixtures/DIR/NAME` at the repository root.
+pub fn fixture(dir: &str, name: &str) -> Vec<u8> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures")
+        .join(dir)
+        .join(name);
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// Little-endian f32s (the fixtures' `.dequant` files).
+pub fn f32s(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+/// Bit equality with gguf-py's values, naming the first value that differs.
+#[track_caller]
+pub fn assert_bits_eq(what: &str, got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert_eq!(
+            g.to_bits(),
+            w.to_bits(),
+            "{what}[{i}]: got {g}, gguf-py says {w}"
+        );
+    }
 }
