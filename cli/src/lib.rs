@@ -62,11 +62,4 @@ impl From<LoadFlags> for mllm_runtime::model_files::LoadOptions {
     }
 }
 
-/// Sizes rayon's global pool (once; later calls are ignored).
-pub fn set_threads(n: Option<usize>) {
-    if let Some(n) = n {
-        let _ = rayon::ThreadPoolBuilder::new()
-            .num_threads(n.max(1))
-            .build_global();
-    }
-}
+pub use mllm_runtime::set_threads;

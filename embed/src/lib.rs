@@ -18,9 +18,10 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use mllm_converter::tokenizer::Tokenizer;
+use mllm_runtime::tokenizer::{StreamDecoder, Tokenizer};
 
-use mllm_runtime::engine::{generate, Engine, GenRequest, StopReason as RtStop};
+use mllm_runtime::engine::{generate, Engine, GenRequest};
+use mllm_runtime::generation::{Generation, StopReason as RtStop};
 use mllm_runtime::images::{self, ImageTokens, Images};
 use mllm_runtime::model_files::{self, LoadOptions, ModelFiles};
 use mllm_runtime::prompt::{self, Message};
@@ -32,14 +33,7 @@ mod params;
 pub use error::{clean_message, Error, Result, Status};
 pub use params::{Input, LoadConfig, Outcome, Params, StopReason, Turn};
 
-/// Sizes rayon's global pool (once per process; later calls do nothing).
-fn set_threads(n: Option<usize>) {
-    if let Some(n) = n {
-        let _ = rayon::ThreadPoolBuilder::new()
-            .num_threads(n.max(1))
-            .build_global();
-    }
-}
+use mllm_runtime::set_threads;
 
 struct Shared {
     files: ModelFiles,
@@ -357,8 +351,10 @@ impl Session {
     ) -> Result<Outcome> {
         let (ids, imgs) = self.prompt_ids(input, params.enable_thinking)?;
         let shared = &self.model.shared;
-        let mut sampler = params.sampler();
-        let mut dec = mllm_converter::tokenizer::StreamDecoder::shared(shared.tok.clone(), true);
+        let mut gen = Generation::new(
+            params.generation_config(&shared.files),
+            Box::new(StreamDecoder::shared(shared.tok.clone(), true)),
+        );
         // Set when `on_text` asks to stop: nothing more reaches it.
         let stopped = std::cell::Cell::new(false);
         let mut emit = |s: &str| {
@@ -384,15 +380,11 @@ impl Session {
         let result = rewound.and_then(|()| {
             generate(
                 &mut engine,
-                &mut sampler,
+                &mut gen,
                 GenRequest {
                     prompt: &ids,
-                    max_new_tokens: params.max_tokens,
-                    eos: &shared.files.eos,
-                    stops: params.stop.clone(),
                     images: imgs.as_ref().map(|(i, s)| (i, s)),
                 },
-                &mut |t| Ok(dec.step(t)?),
                 &mut emit,
                 &self.cancel,
             )
@@ -400,14 +392,8 @@ impl Session {
         std::mem::swap(&mut engine.seq, &mut state.seq);
         drop(engine);
         let stats = result.map_err(|e| Error::runtime(Status::Generate, e))?;
-        let mut text = stats.text;
-        if stats.reason != RtStop::StopString && !stopped.get() {
-            let tail = dec.flush();
-            emit(&tail);
-            text.push_str(&tail);
-        }
         Ok(Outcome {
-            text,
+            text: stats.text,
             prompt_tokens: stats.prompt_tokens,
             prompt_computed: stats.prompt_computed,
             generated_tokens: stats.generated.len(),
@@ -438,7 +424,7 @@ mod tests {
     #[test]
     fn defaults_are_mllm_runs() {
         let p = Params::default();
-        let s = mllm_interpreter::SamplerConfig::default();
+        let s = mllm_runtime::SamplerConfig::DEFAULT;
         assert_eq!(p.max_tokens, 512);
         assert_eq!(
             (p.temperature, p.top_k, p.top_p, p.min_p),

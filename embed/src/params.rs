@@ -1,7 +1,8 @@
 //! What callers pass in and get back: load and generation settings,
 //! conversation turns, prompts, and the outcome of an answer.
 
-use mllm_interpreter::{Sampler, SamplerConfig};
+use mllm_runtime::generation::{clock_seed, GenerationConfig, SamplerConfig, DEFAULT_MAX_TOKENS};
+use mllm_runtime::model_files::ModelFiles;
 
 /// How a model loads.
 #[derive(Clone, Copy, Debug, Default)]
@@ -38,9 +39,9 @@ pub struct Params {
 
 impl Default for Params {
     fn default() -> Params {
-        let s = SamplerConfig::default();
+        let s = SamplerConfig::DEFAULT;
         Params {
-            max_tokens: 512,
+            max_tokens: DEFAULT_MAX_TOKENS,
             temperature: s.temperature,
             top_k: s.top_k,
             top_p: s.top_p,
@@ -57,11 +58,10 @@ impl Default for Params {
 }
 
 impl Params {
-    pub(crate) fn sampler(&self) -> Sampler {
-        let seed = self
-            .seed
-            .unwrap_or_else(mllm_interpreter::sampler::clock_seed);
-        Sampler::new(SamplerConfig {
+    /// What an answer from `files`' model is asked.
+    pub(crate) fn generation_config(&self, files: &ModelFiles) -> GenerationConfig {
+        let seed = self.seed.unwrap_or_else(clock_seed);
+        let sampler = SamplerConfig {
             temperature: self.temperature,
             top_k: self.top_k,
             top_p: self.top_p,
@@ -71,7 +71,8 @@ impl Params {
             presence_penalty: self.presence_penalty,
             frequency_penalty: self.frequency_penalty,
             seed,
-        })
+        };
+        files.generation_config(sampler, self.max_tokens, self.stop.clone())
     }
 }
 

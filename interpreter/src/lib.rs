@@ -27,7 +27,6 @@ pub mod limits;
 pub mod model;
 pub mod mrope;
 pub mod numerics;
-pub mod sampler;
 pub mod value;
 
 pub use cache::KvCache;
@@ -38,5 +37,4 @@ pub use eval::Interp;
 pub use executor::{Eager, Executor, Trace};
 pub use limits::ScriptLimits;
 pub use model::{ForwardInputs, Model};
-pub use sampler::{Sampler, SamplerConfig};
 pub use value::Value;

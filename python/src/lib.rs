@@ -496,5 +496,18 @@ fn mllm_py(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Stream>()?;
     m.add("MllmError", m.py().get_type::<MllmError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // The engine's one table of defaults, so the keyword defaults written
+    // in the signatures above are checked against it (python/tests).
+    let d = Params::default();
+    let defaults = PyDict::new(m.py());
+    defaults.set_item("max_tokens", d.max_tokens)?;
+    defaults.set_item("temperature", d.temperature)?;
+    defaults.set_item("top_k", d.top_k)?;
+    defaults.set_item("top_p", d.top_p)?;
+    defaults.set_item("min_p", d.min_p)?;
+    defaults.set_item("repeat_penalty", d.repeat_penalty)?;
+    defaults.set_item("presence_penalty", d.presence_penalty)?;
+    defaults.set_item("frequency_penalty", d.frequency_penalty)?;
+    m.add("DEFAULTS", defaults)?;
     Ok(())
 }

@@ -204,3 +204,14 @@ def test_model_attributes(model):
     assert model.context == 8192
     assert repr(model) == f'mllm.Model("{SMOLLM2}")'
     assert mllm.__version__ == "0.1.0"
+
+
+def test_keyword_defaults_are_the_engines():
+    # The signatures spell the defaults for help(); they must be the
+    # runtime's one table (mllm.DEFAULTS comes from it).
+    import inspect
+
+    for method in (mllm.Model.generate, mllm.Model.chat):
+        params = inspect.signature(method).parameters
+        for name, value in mllm.DEFAULTS.items():
+            assert params[name].default == pytest.approx(value), (method, name)

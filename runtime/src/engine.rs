@@ -1,5 +1,6 @@
-//! A loaded model with its KV cache, fed token ids; and the generation loop
-//! (sampling, EOS and stop strings, streaming text) shared by `run` and `chat`.
+//! A loaded model with its KV cache, fed token ids; and the loop that
+//! drives the generation core (`crate::generation`) over it for `run`,
+//! `chat` and the embedding library.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -7,8 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use mllm_backends::Tensor;
-use mllm_interpreter::{Executor, ForwardInputs, KvCache, Model, Sampler, Value};
+use mllm_interpreter::{Executor, ForwardInputs, KvCache, Model, Value};
 
+use crate::generation::{Generation, StopReason};
 use crate::runner::Runner;
 use crate::sequence::Sequence;
 
@@ -159,15 +161,6 @@ pub(crate) fn forward_logits(
     }
 }
 
-/// Why generation ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StopReason {
-    Eos,
-    StopString,
-    MaxTokens,
-    Interrupted,
-}
-
 pub struct GenStats {
     pub prompt_tokens: usize,
     /// Tokens actually run through the model for the prompt (the rest were cached).
@@ -197,66 +190,8 @@ impl GenStats {
     }
 }
 
-/// Emits text while holding back any tail that could still become a stop
-/// string, so a stop string is never printed.
-pub struct StopFilter {
-    stops: Vec<String>,
-    pending: String,
-    pub emitted: String,
-}
-
-impl StopFilter {
-    pub fn new(stops: Vec<String>) -> StopFilter {
-        StopFilter {
-            stops: stops.into_iter().filter(|s| !s.is_empty()).collect(),
-            pending: String::new(),
-            emitted: String::new(),
-        }
-    }
-
-    /// Adds a chunk; returns the text safe to show and whether a stop string appeared.
-    pub fn push(&mut self, chunk: &str) -> (String, bool) {
-        self.pending.push_str(chunk);
-        if let Some(at) = self
-            .stops
-            .iter()
-            .filter_map(|s| self.pending.find(s.as_str()))
-            .min()
-        {
-            let out = self.pending[..at].to_string();
-            self.pending.clear();
-            self.emitted.push_str(&out);
-            return (out, true);
-        }
-        // Longest suffix of `pending` that is a proper prefix of a stop string.
-        let mut hold = 0;
-        for s in &self.stops {
-            for (i, _) in s.char_indices().skip(1) {
-                if self.pending.ends_with(&s[..i]) {
-                    hold = hold.max(i);
-                }
-            }
-        }
-        let cut = self.pending.len() - hold;
-        let out = self.pending[..cut].to_string();
-        self.pending.drain(..cut);
-        self.emitted.push_str(&out);
-        (out, false)
-    }
-
-    /// The held-back text, at the end of generation.
-    pub fn finish(&mut self) -> String {
-        let out = std::mem::take(&mut self.pending);
-        self.emitted.push_str(&out);
-        out
-    }
-}
-
 pub struct GenRequest<'a> {
     pub prompt: &'a [u32],
-    pub max_new_tokens: usize,
-    pub eos: &'a [u32],
-    pub stops: Vec<String>,
     /// Images whose placeholder tokens `prompt` holds.
     pub images: Option<(&'a crate::images::Images, &'a crate::images::ImageTokens)>,
 }
@@ -269,10 +204,6 @@ pub(crate) trait Decoder {
     /// Appends `token`; the logits after it, or None when it cannot take
     /// another token (generation then ends as if at the length limit).
     fn advance(&mut self, token: u32) -> CliResult<Option<Vec<f32>>>;
-    /// An EOS token was sampled (it is not shown).
-    fn eos(&mut self, _token: u32) -> CliResult<()> {
-        Ok(())
-    }
 }
 
 impl Decoder for Engine {
@@ -288,87 +219,47 @@ impl Decoder for Engine {
         }
         self.step(token).map(Some)
     }
-
-    /// Keeps the cache consistent with what a template will render next.
-    fn eos(&mut self, token: u32) -> CliResult<()> {
-        if self.is_full() {
-            return Ok(());
-        }
-        self.step(token).map(|_| ())
-    }
 }
 
-/// What the sampling loop produced.
-pub(crate) struct Decoded {
-    pub generated: Vec<u32>,
-    pub text: String,
-    pub reason: StopReason,
-}
-
-/// The sampling loop after a prompt whose last logits are `logits`:
-/// sample, stop at EOS, stream text through the stop strings, step.
-#[allow(clippy::too_many_arguments)]
+/// Drives `gen` after a prompt whose last logits are `logits`: one token
+/// a step until it ends, `interrupt` is raised, or `dec` is full; `out`
+/// receives the text to show.
 pub(crate) fn decode_loop(
     dec: &mut dyn Decoder,
     mut logits: Vec<f32>,
-    sampler: &mut Sampler,
-    max_new_tokens: usize,
-    eos: &[u32],
-    stops: Vec<String>,
-    detok: &mut dyn FnMut(u32) -> CliResult<String>,
+    gen: &mut Generation,
     out: &mut dyn FnMut(&str),
     interrupt: &AtomicBool,
-) -> CliResult<Decoded> {
-    let mut filter = StopFilter::new(stops);
-    let mut generated = vec![];
-    let mut reason = StopReason::MaxTokens;
-    while generated.len() < max_new_tokens {
+) -> CliResult<StopReason> {
+    loop {
         if interrupt.swap(false, Ordering::SeqCst) {
-            reason = StopReason::Interrupted;
-            break;
+            return Ok(end(gen, StopReason::Interrupted, out));
         }
-        let token = sampler
-            .sample(&logits, dec.history())
-            .map_err(|e| CliError(format!("error: {e}")))?;
-        if eos.contains(&token) {
-            reason = StopReason::Eos;
-            dec.eos(token)?;
-            break;
-        }
-        generated.push(token);
-        let (shown, stopped) = filter.push(&detok(token)?);
-        out(&shown);
-        if stopped {
-            reason = StopReason::StopString;
-            break;
-        }
-        if generated.len() == max_new_tokens {
-            break;
-        }
+        let step = gen.next(&logits, dec.history())?;
+        out(&step.text);
+        let (Some(token), None) = (step.token, step.done) else {
+            return Ok(step.done.unwrap_or(StopReason::MaxTokens));
+        };
         match dec.advance(token)? {
             Some(next) => logits = next,
-            None => break,
+            None => return Ok(end(gen, StopReason::MaxTokens, out)),
         }
     }
-    if reason != StopReason::StopString {
-        let rest = filter.finish();
-        out(&rest);
-    }
-    Ok(Decoded {
-        generated,
-        text: filter.emitted,
-        reason,
-    })
 }
 
-/// Runs prompt + generation. `detok` turns each new token into a text chunk
-/// (an incremental decoder that never splits a character); `out` receives
-/// the text to show.
+/// Ends `gen` for `reason`, showing the text it held back.
+fn end(gen: &mut Generation, reason: StopReason, out: &mut dyn FnMut(&str)) -> StopReason {
+    let step = gen.finish(reason);
+    out(&step.text);
+    step.done.unwrap_or(reason)
+}
+
+/// Runs prompt + generation: the prompt through the engine's cache, then
+/// `gen` one token a step; `out` receives the text to show.
 pub fn generate(
     engine: &mut Engine,
-    sampler: &mut Sampler,
+    gen: &mut Generation,
     req: GenRequest,
-    detok: &mut dyn FnMut(u32) -> CliResult<String>,
     out: &mut dyn FnMut(&str),
     interrupt: &AtomicBool,
 ) -> CliResult<GenStats> {
@@ -379,56 +270,14 @@ pub fn generate(
     };
     let prompt_secs = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
-    let d = decode_loop(
-        engine,
-        logits,
-        sampler,
-        req.max_new_tokens,
-        req.eos,
-        req.stops,
-        detok,
-        out,
-        interrupt,
-    )?;
+    let reason = decode_loop(engine, logits, gen, out, interrupt)?;
     Ok(GenStats {
         prompt_tokens: req.prompt.len(),
         prompt_computed: engine.seq.last_computed,
         prompt_secs,
-        generated: d.generated,
+        generated: gen.generated().to_vec(),
         gen_secs: t1.elapsed().as_secs_f64(),
-        text: d.text,
-        reason: d.reason,
+        text: gen.text().to_string(),
+        reason,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::StopFilter;
-
-    #[test]
-    fn stop_strings_are_never_shown() {
-        let mut f = StopFilter::new(vec!["<|end|>".into(), "\n\nUser:".into()]);
-        let mut shown = String::new();
-        let mut stopped = false;
-        for chunk in ["Hello", " wor", "ld<|e", "nd|> tail"] {
-            let (s, st) = f.push(chunk);
-            shown.push_str(&s);
-            if st {
-                stopped = true;
-                break;
-            }
-        }
-        assert!(stopped);
-        assert_eq!(shown, "Hello world");
-    }
-
-    #[test]
-    fn held_text_is_released_when_it_cannot_stop() {
-        let mut f = StopFilter::new(vec!["<|end|>".into()]);
-        let (a, _) = f.push("a <|e");
-        assert_eq!(a, "a ");
-        let (b, _) = f.push("xample");
-        assert_eq!(b, "<|example");
-        assert_eq!(f.finish(), "");
-    }
 }

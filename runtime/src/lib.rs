@@ -2,12 +2,14 @@
 //! directory, GGUF or `.mllm`), pick and check its script (the stdlib and
 //! model scripts are embedded; a file on disk overrides), bind the weights,
 //! then prefill, decode and sample, with images for vision-language
-//! scripts and steps run eagerly or as captured graphs. The `mllm` CLI, and
+//! scripts and steps run eagerly or as captured graphs. `generation` is
+//! the one generation core every front end drives. The `mllm` CLI, and
 //! later the server and the C/Python bindings, are thin layers over it; it
 //! prints nothing except warnings on stderr.
 
 pub mod assets;
 pub mod engine;
+pub mod generation;
 pub mod image_prompt;
 pub mod images;
 pub mod loaded;
@@ -21,13 +23,28 @@ pub mod tiled_images;
 pub mod videos;
 pub mod weight_check;
 
-pub use engine::{generate, Engine, GenRequest, GenStats, StopReason};
+pub use engine::{generate, Engine, GenRequest, GenStats};
+pub use generation::{Generation, GenerationConfig, SamplerConfig, StopReason};
 pub use loaded::{load, load_with, Loaded};
 pub use mllm_interpreter::ForwardInputs;
 pub use runner::{Runner, PREFILL_CHUNK};
 pub use sequence::Sequence;
 
+/// The tokenizer and image decoding, for front ends that see only the
+/// runtime.
+pub use mllm_converter::{image_preprocess, tokenizer};
+
 use std::io::IsTerminal;
+
+/// Sizes the compute threads' pool (once per process; later calls do
+/// nothing): `-t` of the CLI, `threads` of the C ABI and Python.
+pub fn set_threads(n: Option<usize>) {
+    if let Some(n) = n {
+        let _ = rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .build_global();
+    }
+}
 
 /// A failure already explained for a person (the text is what to print).
 #[derive(Debug)]

@@ -554,6 +554,25 @@ fn open_mllm(path: &Path, opts: LoadOptions) -> CliResult<ModelFiles> {
 }
 
 impl ModelFiles {
+    /// What an answer from this model is asked: its end-of-sequence ids
+    /// and its tokenizer's vocabulary (so padded head rows are never
+    /// drawn), with the caller's sampler, token limit and stop strings.
+    pub fn generation_config(
+        &self,
+        sampler: crate::generation::SamplerConfig,
+        max_new_tokens: usize,
+        stops: Vec<String>,
+    ) -> crate::generation::GenerationConfig {
+        crate::generation::GenerationConfig {
+            sampler,
+            max_new_tokens,
+            eos: self.eos.clone(),
+            stops,
+            vocab: self.tokenizer().ok().map(Tokenizer::vocab_size),
+            ..Default::default()
+        }
+    }
+
     /// Waits for the checksum check of a `.mllm` file (started when it was
     /// opened): an error names the damaged tensors and what to do.
     pub fn weights_verified(&self) -> CliResult<()> {

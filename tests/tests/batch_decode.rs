@@ -24,7 +24,7 @@ fn prompts(base: &[i32]) -> Vec<Vec<u32>> {
 }
 
 fn argmax(v: &[f32]) -> u32 {
-    mllm_interpreter::sampler::argmax(v) as u32
+    mllm_runtime::generation::argmax(v) as u32
 }
 
 /// Greedy-decodes `n` tokens for each prompt, alone and all in one batch;

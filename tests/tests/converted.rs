@@ -123,7 +123,7 @@ fn converted_smollm2_keeps_greedy_tokens() {
         let mut logits = engine.feed(&prompt).unwrap_or_else(|e| panic!("{}", e.0));
         let mut got = vec![];
         while got.len() < n {
-            let t = mllm_interpreter::sampler::argmax(&logits) as u32;
+            let t = mllm_runtime::generation::argmax(&logits) as u32;
             got.push(t);
             logits = engine.step(t).unwrap_or_else(|e| panic!("{}", e.0));
         }

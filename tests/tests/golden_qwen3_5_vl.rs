@@ -257,7 +257,7 @@ fn chat_prompts_with_image_files_match_transformers() {
         let want = ids(&c["generated_ids"]);
         let mut gen = vec![];
         while gen.len() < want.len() {
-            let t = mllm_interpreter::sampler::argmax(&logits) as u32;
+            let t = mllm_runtime::generation::argmax(&logits) as u32;
             gen.push(t);
             logits = engine.step(t).unwrap_or_else(|e| panic!("{}", e.0));
         }

@@ -45,7 +45,7 @@ fn stage(m: &mllm_runtime::Loaded, io: &GraphIo) -> Stage {
 }
 
 fn argmax(v: &[f32]) -> u32 {
-    mllm_interpreter::sampler::argmax(v) as u32
+    mllm_runtime::generation::argmax(v) as u32
 }
 
 /// Greedy ids of `n` tokens after `prompt`, and the prompt's last logits.

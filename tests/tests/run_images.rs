@@ -87,7 +87,7 @@ fn check(files: &model_files::ModelFiles, cases: &[&str]) {
         let want = ids(&c["generated_ids"]);
         let mut gen = vec![];
         while gen.len() < want.len() {
-            let t = mllm_interpreter::sampler::argmax(&logits) as u32;
+            let t = mllm_runtime::generation::argmax(&logits) as u32;
             gen.push(t);
             logits = engine.step(t).unwrap_or_else(|e| panic!("{}", e.0));
         }

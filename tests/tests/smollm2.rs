@@ -85,7 +85,7 @@ fn dequantized_greedy_tokens_match_transformers() {
     let mut got = vec![];
     while got.len() < want.len() {
         // Greedy through EOS too: the reference did not stop there.
-        let t = mllm_interpreter::sampler::argmax(&logits) as u32;
+        let t = mllm_runtime::generation::argmax(&logits) as u32;
         got.push(t);
         logits = engine.step(t).unwrap_or_else(|e| panic!("{}", e.0));
     }
@@ -122,7 +122,7 @@ fn quantized_kernels_follow_transformers_greedy_path() {
     let mut agree = 0;
     for (step, (&want, &margin)) in gen.iter().zip(&margins).enumerate() {
         let row = prompt.len() - 1 + step;
-        let got = mllm_interpreter::sampler::argmax(&all[row * vocab..(row + 1) * vocab]) as i32;
+        let got = mllm_runtime::generation::argmax(&all[row * vocab..(row + 1) * vocab]) as i32;
         agree += usize::from(got == want);
         assert!(
             got == want || margin < 0.25,
@@ -204,7 +204,7 @@ fn prompt_logits_agree(f: &ModelFiles, min_cos: f64, min_margin: f32, what: &str
         );
         if margins[p] >= min_margin {
             assert_eq!(
-                mllm_interpreter::sampler::argmax(row) as i32,
+                mllm_runtime::generation::argmax(row) as i32,
                 argmax[p],
                 "{what}: position {p}: argmax differs"
             );

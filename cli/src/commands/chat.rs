@@ -19,10 +19,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::commands::run::SamplingArgs;
-use crate::engine::{generate, Engine, GenRequest, StopReason};
+use crate::engine::{generate, Engine, GenRequest};
 use crate::model_files::{self, load_model};
 use crate::prompt::{self, Message};
 use crate::{CliError, CliResult};
+use mllm_runtime::generation::{Generation, StopReason};
 
 pub struct ChatArgs {
     pub script: Option<String>,
@@ -57,7 +58,8 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
     let context = super::run::context_size(a.ctx_size, files.max_context());
     let mut engine = Engine::new(model, context);
     engine.configure(&a.load)?;
-    let mut sampler = a.sampling.sampler();
+    // Each turn draws with its own seed (the given one plus the turn).
+    let mut turn: u64 = 0;
     let interrupt = Arc::new(AtomicBool::new(false));
     {
         let interrupt = interrupt.clone();
@@ -211,19 +213,19 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
             }
         }
         let batch = crate::images::concat(&pics)?;
-        let mut dec = tok.stream_decoder(true);
+        let mut gen = Generation::new(
+            a.sampling.generation_config(&files, turn),
+            Box::new(tok.stream_decoder(true)),
+        );
+        turn += 1;
         GENERATING.store(true, Ordering::SeqCst);
         let result = generate(
             &mut engine,
-            &mut sampler,
+            &mut gen,
             GenRequest {
                 prompt: &ids,
-                max_new_tokens: a.sampling.max_new_tokens,
-                eos: &files.eos,
-                stops: a.sampling.stop.clone(),
                 images: batch.as_ref().zip(spec.as_ref()),
             },
-            &mut |t| Ok(dec.step(t)?),
             &mut |s| {
                 let _ = stdout.write_all(s.as_bytes());
                 let _ = stdout.flush();
@@ -245,13 +247,11 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
                 continue;
             }
         };
-        let tail = dec.flush();
-        let _ = write!(stdout, "{tail}");
         println!();
         if stats.reason == StopReason::Interrupted {
             eprintln!("(stopped)");
         }
-        history.push(Message::new("assistant", format!("{}{tail}", stats.text)));
+        history.push(Message::new("assistant", &stats.text));
         shown.push(0);
         shown_v.push(0);
         eprintln!("[{}]", stats.summary(None));

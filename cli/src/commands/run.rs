@@ -6,7 +6,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
 
-use mllm_interpreter::{Sampler, SamplerConfig};
+use mllm_runtime::generation::{
+    clock_seed, Generation, GenerationConfig, SamplerConfig, DEFAULT_MAX_TOKENS,
+};
 
 use crate::engine::{generate, Engine, GenRequest};
 use crate::model_files::{self, load_model};
@@ -17,36 +19,36 @@ use crate::{CliError, CliResult};
 #[derive(Clone, Debug, clap::Args)]
 pub struct SamplingArgs {
     /// Temperature; 0 is greedy (the same answer every time).
-    #[arg(long, default_value_t = 0.8)]
+    #[arg(long, default_value_t = SamplerConfig::DEFAULT.temperature)]
     pub temp: f32,
     /// Sample among the K most likely tokens only (0: all).
-    #[arg(long, default_value_t = 40)]
+    #[arg(long, default_value_t = SamplerConfig::DEFAULT.top_k)]
     pub top_k: usize,
     /// Sample among the most likely tokens whose probabilities add up to P.
-    #[arg(long, default_value_t = 0.95)]
+    #[arg(long, default_value_t = SamplerConfig::DEFAULT.top_p)]
     pub top_p: f32,
     /// Drop tokens less likely than P times the most likely one.
-    #[arg(long, default_value_t = 0.05)]
+    #[arg(long, default_value_t = SamplerConfig::DEFAULT.min_p)]
     pub min_p: f32,
     /// Divides the logits of tokens among the last --repeat-last-n (1: off).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = SamplerConfig::DEFAULT.repeat_penalty)]
     pub repeat_penalty: f32,
     /// How many recent tokens the penalties look at.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = SamplerConfig::DEFAULT.repeat_last_n)]
     pub repeat_last_n: usize,
     /// Subtracted from the logit of every token among the last
     /// `--repeat-last-n` (OpenAI's presence penalty).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = SamplerConfig::DEFAULT.presence_penalty)]
     pub presence_penalty: f32,
     /// Subtracted once per time a token appears among the last
     /// `--repeat-last-n` (OpenAI's frequency penalty).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = SamplerConfig::DEFAULT.frequency_penalty)]
     pub frequency_penalty: f32,
     /// Random seed (default: from the clock); the same seed gives the same text.
     #[arg(long, short = 's')]
     pub seed: Option<u64>,
     /// Most tokens to generate per answer.
-    #[arg(long, short = 'n', default_value_t = 512)]
+    #[arg(long, short = 'n', default_value_t = DEFAULT_MAX_TOKENS)]
     pub max_new_tokens: usize,
     /// Stop when this text appears (repeatable); it is not printed.
     #[arg(long = "stop")]
@@ -57,11 +59,15 @@ pub struct SamplingArgs {
 }
 
 impl SamplingArgs {
-    pub fn sampler(&self) -> Sampler {
-        let seed = self
-            .seed
-            .unwrap_or_else(mllm_interpreter::sampler::clock_seed);
-        Sampler::new(SamplerConfig {
+    /// What an answer from `files`' model is asked, its seed `offset`
+    /// past the given one (a chat's turns draw differently).
+    pub fn generation_config(
+        &self,
+        files: &model_files::ModelFiles,
+        offset: u64,
+    ) -> GenerationConfig {
+        let seed = self.seed.unwrap_or_else(clock_seed).wrapping_add(offset);
+        let sampler = SamplerConfig {
             temperature: self.temp,
             top_k: self.top_k,
             top_p: self.top_p,
@@ -71,7 +77,8 @@ impl SamplingArgs {
             presence_penalty: self.presence_penalty,
             frequency_penalty: self.frequency_penalty,
             seed,
-        })
+        };
+        files.generation_config(sampler, self.max_new_tokens, self.stop.clone())
     }
 }
 
@@ -136,21 +143,19 @@ pub fn run(a: RunArgs) -> CliResult<()> {
     }
     let mut engine = Engine::new(model, context);
     engine.configure(&a.load)?;
-    let mut sampler = a.sampling.sampler();
-    let mut dec = tok.stream_decoder(true);
+    let mut gen = Generation::new(
+        a.sampling.generation_config(&files, 0),
+        Box::new(tok.stream_decoder(true)),
+    );
     let stdout = std::io::stdout();
     let interrupt = Arc::new(AtomicBool::new(false));
     let stats = generate(
         &mut engine,
-        &mut sampler,
+        &mut gen,
         GenRequest {
             prompt: &ids,
-            max_new_tokens: a.sampling.max_new_tokens,
-            eos: &files.eos,
-            stops: a.sampling.stop.clone(),
             images: images.as_ref().map(|(i, s)| (i, s)),
         },
-        &mut |t| Ok(dec.step(t)?),
         &mut |s| {
             let mut lock = stdout.lock();
             let _ = lock.write_all(s.as_bytes());
@@ -158,8 +163,6 @@ pub fn run(a: RunArgs) -> CliResult<()> {
         },
         &interrupt,
     )?;
-    let tail = dec.flush();
-    print!("{tail}");
     println!();
     eprintln!("{}", stats.summary(Some(load_secs)));
     Ok(())

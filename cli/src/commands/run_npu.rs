@@ -10,7 +10,8 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-use mllm_runtime::npu::{self, NpuRequest, Vendor};
+use mllm_runtime::generation::Generation;
+use mllm_runtime::npu::{self, Vendor};
 
 use super::run::RunArgs;
 use crate::model_files;
@@ -41,19 +42,15 @@ pub fn run(a: &RunArgs, vendor: Vendor) -> CliResult<()> {
     let mut host = npu::open(dir, vendor, a.load.device)?;
     let load_secs = t0.elapsed().as_secs_f64();
     let ids = super::run::text_prompt_ids(&files, tok, a)?;
-    let mut sampler = a.sampling.sampler();
-    let mut dec = tok.stream_decoder(true);
+    let mut gen = Generation::new(
+        a.sampling.generation_config(&files, 0),
+        Box::new(tok.stream_decoder(true)),
+    );
     let stdout = std::io::stdout();
     let stats = npu::generate(
         &mut host,
-        &mut sampler,
-        NpuRequest {
-            prompt: &ids,
-            max_new_tokens: a.sampling.max_new_tokens,
-            eos: &files.eos,
-            stops: a.sampling.stop.clone(),
-        },
-        &mut |t| Ok(dec.step(t)?),
+        &mut gen,
+        &ids,
         &mut |s| {
             let mut lock = stdout.lock();
             let _ = lock.write_all(s.as_bytes());
@@ -61,7 +58,6 @@ pub fn run(a: &RunArgs, vendor: Vendor) -> CliResult<()> {
         },
         &AtomicBool::new(false),
     )?;
-    print!("{}", dec.flush());
     println!();
     eprintln!("{}", stats.summary(Some(load_secs)));
     Ok(())

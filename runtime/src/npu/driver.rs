@@ -13,10 +13,10 @@ use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use mllm_backends::npu::{HostData, StaticGraph};
-use mllm_interpreter::Sampler;
 
 use super::io::GraphIo;
 use crate::engine::{decode_loop, Decoder, GenStats};
+use crate::generation::Generation;
 use crate::{Error, Result};
 
 /// One graph with what io.json says of it, and its output buffers (made
@@ -280,14 +280,6 @@ impl HostLoop {
     }
 }
 
-/// What `generate` is asked.
-pub struct NpuRequest<'a> {
-    pub prompt: &'a [u32],
-    pub max_new_tokens: usize,
-    pub eos: &'a [u32],
-    pub stops: Vec<String>,
-}
-
 impl Decoder for HostLoop {
     fn history(&self) -> &[u32] {
         &self.tokens
@@ -306,38 +298,27 @@ impl Decoder for HostLoop {
 }
 
 /// Prompt + generation over the host loop (the cache starts empty), through
-/// the sampling loop `engine::generate` runs for eager and compiled steps.
+/// the loop `engine::generate` runs for eager and compiled steps.
 pub fn generate(
     host: &mut HostLoop,
-    sampler: &mut Sampler,
-    req: NpuRequest,
-    detok: &mut dyn FnMut(u32) -> Result<String>,
+    gen: &mut Generation,
+    prompt: &[u32],
     out: &mut dyn FnMut(&str),
     interrupt: &AtomicBool,
 ) -> Result<GenStats> {
     host.reset();
     let t0 = Instant::now();
-    let logits = host.feed(req.prompt)?;
+    let logits = host.feed(prompt)?;
     let prompt_secs = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
-    let d = decode_loop(
-        host,
-        logits,
-        sampler,
-        req.max_new_tokens,
-        req.eos,
-        req.stops,
-        detok,
-        out,
-        interrupt,
-    )?;
+    let reason = decode_loop(host, logits, gen, out, interrupt)?;
     Ok(GenStats {
-        prompt_tokens: req.prompt.len(),
-        prompt_computed: req.prompt.len(),
+        prompt_tokens: prompt.len(),
+        prompt_computed: prompt.len(),
         prompt_secs,
-        generated: d.generated,
+        generated: gen.generated().to_vec(),
         gen_secs: t1.elapsed().as_secs_f64(),
-        text: d.text,
-        reason: d.reason,
+        text: gen.text().to_string(),
+        reason,
     })
 }

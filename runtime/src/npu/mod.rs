@@ -20,7 +20,7 @@ pub mod reference;
 
 use std::path::{Path, PathBuf};
 
-pub use driver::{generate, HostLoop, NpuRequest, Stage};
+pub use driver::{generate, HostLoop, Stage};
 pub use io::GraphIo;
 
 use crate::{Error, Result};

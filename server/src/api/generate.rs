@@ -154,13 +154,13 @@ fn meta(
 async fn decode_images(
     messages: &[Message],
     media: Arc<LocalMedia>,
-) -> Result<Vec<mllm_converter::image_preprocess::RgbImage>, ApiError> {
+) -> Result<Vec<mllm_runtime::image_preprocess::RgbImage>, ApiError> {
     let sources: Vec<ImageSource> = messages.iter().flat_map(|m| m.images.clone()).collect();
     if sources.is_empty() {
         return Ok(vec![]);
     }
     tokio::task::spawn_blocking(move || {
-        use mllm_converter::image_preprocess::{decode_bytes, decode_file};
+        use mllm_runtime::image_preprocess::{decode_bytes, decode_file};
         let unusable = |e| ApiError::bad_request(format!("a message's image cannot be used: {e}"));
         sources
             .iter()

@@ -5,7 +5,7 @@
 
 use serde::Deserialize;
 
-use mllm_interpreter::SamplerConfig;
+use mllm_runtime::generation::{clock_seed, SamplerConfig};
 
 use super::error::ApiError;
 
@@ -200,15 +200,13 @@ impl Common {
         check_range("presence_penalty", self.presence_penalty, -2.0, 2.0)?;
         check_range("frequency_penalty", self.frequency_penalty, -2.0, 2.0)?;
         check_range("repetition_penalty", self.repetition_penalty, 0.0, 100.0)?;
-        let d = SamplerConfig::default();
+        let d = SamplerConfig::DEFAULT;
         let top_k = match self.top_k {
             Some(k) if k < 0 => 0,
             Some(k) => k as usize,
             None => d.top_k,
         };
-        let seed = self
-            .seed
-            .unwrap_or_else(mllm_interpreter::sampler::clock_seed);
+        let seed = self.seed.unwrap_or_else(clock_seed);
         let sampler = SamplerConfig {
             temperature: self.temperature.unwrap_or(d.temperature),
             top_k,

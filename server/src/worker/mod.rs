@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 
-use mllm_converter::image_preprocess::RgbImage;
+use mllm_runtime::image_preprocess::RgbImage;
 use mllm_runtime::model_files::LoadOptions;
 use tokio::sync::{mpsc as tmpsc, oneshot};
 

@@ -24,7 +24,7 @@ fn bad(e: mllm_runtime::Error) -> ApiError {
     ApiError::bad_request(engine_message(&e))
 }
 
-fn tokenizer(files: &ModelFiles) -> Result<&mllm_converter::tokenizer::Tokenizer, ApiError> {
+fn tokenizer(files: &ModelFiles) -> Result<&mllm_runtime::tokenizer::Tokenizer, ApiError> {
     files
         .tokenizer()
         .map_err(|e| ApiError::internal(engine_message(&e)))
@@ -93,7 +93,7 @@ pub fn prompt(
 fn chat(
     files: &ModelFiles,
     messages: &[Message],
-    images: &[mllm_converter::image_preprocess::RgbImage],
+    images: &[mllm_runtime::image_preprocess::RgbImage],
     enable_thinking: Option<bool>,
 ) -> Result<Prepared, ApiError> {
     let tok = tokenizer(files)?;
@@ -131,7 +131,7 @@ fn chat(
 fn truncated(
     files: &ModelFiles,
     messages: &[Message],
-    images: &[mllm_converter::image_preprocess::RgbImage],
+    images: &[mllm_runtime::image_preprocess::RgbImage],
     enable_thinking: Option<bool>,
     context: usize,
 ) -> Result<Prepared, ApiError> {
@@ -158,7 +158,7 @@ fn truncated(
 }
 
 /// What identifies a request's images for prefix reuse: their sizes and pixels.
-fn image_key(images: &[mllm_converter::image_preprocess::RgbImage]) -> u64 {
+fn image_key(images: &[mllm_runtime::image_preprocess::RgbImage]) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     for i in images {
         (i.width, i.height).hash(&mut h);

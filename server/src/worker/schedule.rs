@@ -216,9 +216,8 @@ impl Worker {
             let Some(pending) = self.waiting.pop_front() else {
                 break;
             };
-            let tok = self.files.tokenizer.clone();
             let slot = &mut self.slots[i];
-            match Active::start(pending, &mut slot.seq, tok) {
+            match Active::start(pending, &mut slot.seq, &self.files) {
                 Ok(a) => slot.active = Some(a),
                 Err((events, e)) => {
                     self.inflight.fetch_sub(1, Ordering::SeqCst);
@@ -266,7 +265,7 @@ impl Worker {
                 if active.fault {
                     panic!("a fault injected by MLLM_SERVE_FAULT");
                 }
-                active.sample(&slot.seq, &self.files, &self.metrics)
+                active.sample(&slot.seq, &self.metrics)
             });
             match next {
                 Ok(slot::Next::Feed(token)) => feed.push((i, token)),

@@ -6,17 +6,15 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use mllm_converter::tokenizer::{StreamDecoder, Tokenizer};
-use mllm_interpreter::Sampler;
-use mllm_runtime::engine::StopFilter;
+use mllm_runtime::generation::{self, Generation, Step, StopReason};
 use mllm_runtime::model_files::ModelFiles;
+use mllm_runtime::tokenizer::{StreamDecoder, Tokenizer};
 use mllm_runtime::{Runner, Sequence, PREFILL_CHUNK};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::prepare::Prepared;
 use super::{Event, GenJob, TokenLogprob, Usage};
 use crate::api::error::{engine_message, ApiError};
-use crate::api::request::GenParams;
 use crate::metrics::ModelMetrics;
 
 /// A tokenized request waiting for a slot.
@@ -55,19 +53,15 @@ pub struct Active {
     /// Panic at the first decode step (`MLLM_SERVE_FAULT`, tests only).
     pub fault: bool,
     events: UnboundedSender<Event>,
-    params: GenParams,
     prompt: Prepared,
     /// Where computing the prompt goes on (its length once done).
     next: usize,
     /// The logits to sample the next token from, once the prompt is in.
     logits: Option<Vec<f32>>,
-    sampler: Sampler,
-    filter: StopFilter,
-    decoder: StreamDecoder<'static>,
+    /// The answer's state: sampler, stop strings, limits (the runtime's
+    /// one generation core, as `mllm run` drives it).
+    gen: Generation<'static>,
     tok: Arc<Tokenizer>,
-    generated: usize,
-    /// Most tokens this request may still add (its limit and the context's).
-    max_new: usize,
     usage: Usage,
     started: Instant,
     decode_started: Option<Instant>,
@@ -78,11 +72,11 @@ impl Active {
     pub fn start(
         p: Pending,
         seq: &mut Sequence,
-        tok: Option<Arc<Tokenizer>>,
+        files: &ModelFiles,
     ) -> Result<Active, (UnboundedSender<Event>, ApiError)> {
         let Pending { job, prompt, fault } = p;
         let events = job.events;
-        let Some(tok) = tok else {
+        let Some(tok) = files.tokenizer.clone() else {
             return Err((events, ApiError::internal("the model has no tokenizer")));
         };
         let next = if prompt.images.is_some() {
@@ -96,11 +90,13 @@ impl Active {
         let context = seq.max_context.unwrap_or(usize::MAX);
         let room = context.saturating_sub(prompt.ids.len());
         let max_new = job.params.max_tokens.unwrap_or(usize::MAX).min(room);
+        let p = &job.params;
+        let mut cfg = files.generation_config(p.sampler.clone(), max_new, p.stops.clone());
+        cfg.ignore_eos = p.ignore_eos;
+        cfg.logprobs = p.logprobs;
         Ok(Active {
             fault,
-            sampler: Sampler::new(job.params.sampler.clone()),
-            filter: StopFilter::new(job.params.stops.clone()),
-            decoder: StreamDecoder::shared(tok.clone(), true),
+            gen: Generation::new(cfg, Box::new(StreamDecoder::shared(tok.clone(), true))),
             tok,
             usage: Usage {
                 prompt_tokens: prompt.ids.len(),
@@ -108,12 +104,9 @@ impl Active {
                 ..Usage::default()
             },
             events,
-            params: job.params,
             prompt,
             next,
             logits: None,
-            generated: 0,
-            max_new,
             started: Instant::now(),
             decode_started: None,
         })
@@ -181,113 +174,71 @@ impl Active {
 
     /// Picks the next token from the logits, streams its text, and says
     /// whether the sequence goes on (then the caller computes the token).
-    pub fn sample(&mut self, seq: &Sequence, files: &ModelFiles, metrics: &ModelMetrics) -> Next {
-        let Some(mut logits) = self.logits.take() else {
+    pub fn sample(&mut self, seq: &Sequence, metrics: &ModelMetrics) -> Next {
+        let Some(logits) = self.logits.take() else {
             return Next::Wait;
         };
-        if self.params.ignore_eos {
-            for &e in &files.eos {
-                if let Some(l) = logits.get_mut(e as usize) {
-                    // Finite: the sampler refuses non-finite logits.
-                    *l = f32::MIN;
-                }
-            }
-        }
-        if self.generated >= self.max_new {
-            self.finish("length", metrics);
-            return Next::Finished;
-        }
-        let token = match self.sampler.sample(&logits, &seq.cached) {
-            Ok(t) => t,
+        let step = match self.gen.next(&logits, &seq.cached) {
+            Ok(s) => s,
             Err(e) => {
-                self.fail(ApiError::internal(e));
+                self.fail(ApiError::internal(format!("error: {e}")));
                 metrics.failed.fetch_add(1, Ordering::Relaxed);
                 return Next::Finished;
             }
         };
-        if files.eos.contains(&token) {
-            self.finish("stop", metrics);
-            return Next::Finished;
+        if step.token.is_some() {
+            metrics.generated.fetch_add(1, Ordering::Relaxed);
         }
-        self.generated += 1;
-        metrics.generated.fetch_add(1, Ordering::Relaxed);
-        let logprob = self
-            .params
-            .logprobs
-            .map(|k| logprob_of(&self.tok, &logits, token, k));
-        let chunk = self.decoder.step(token).unwrap_or_default();
-        let (shown, stopped) = self.filter.push(&chunk);
-        let _ = self.events.send(Event::Token {
-            text: shown,
+        self.send(step, metrics)
+    }
+
+    /// Streams a step of the core; the token to compute, if it goes on.
+    fn send(&mut self, step: Step, metrics: &ModelMetrics) -> Next {
+        let Step {
+            token,
             logprob,
-        });
-        if stopped {
-            self.send_done("stop", metrics);
-            return Next::Finished;
+            text,
+            done,
+        } = step;
+        if token.is_some() || !text.is_empty() {
+            let logprob = logprob.map(|lp| self.logprob_text(lp));
+            let _ = self.events.send(Event::Token { text, logprob });
         }
-        if self.generated >= self.max_new {
-            self.finish("length", metrics);
-            return Next::Finished;
+        match (done, token) {
+            (Some(reason), _) => {
+                self.send_done(reason, metrics);
+                Next::Finished
+            }
+            (None, Some(t)) => Next::Feed(t),
+            (None, None) => Next::Wait,
         }
-        Next::Feed(token)
     }
 
-    /// Emits the text held back (incomplete characters, a possible stop
-    /// string that did not come), then the end.
-    fn finish(&mut self, reason: &'static str, metrics: &ModelMetrics) {
-        let rest = self.decoder.flush();
-        let (mut shown, stopped) = self.filter.push(&rest);
-        if !stopped {
-            shown.push_str(&self.filter.finish());
-        }
-        if !shown.is_empty() {
-            let _ = self.events.send(Event::Token {
-                text: shown,
-                logprob: None,
-            });
-        }
-        self.send_done(if stopped { "stop" } else { reason }, metrics);
-    }
-
-    fn send_done(&mut self, reason: &'static str, metrics: &ModelMetrics) {
+    fn send_done(&mut self, reason: StopReason, metrics: &ModelMetrics) {
         let decode_secs = self
             .decode_started
             .map_or(0.0, |t| t.elapsed().as_secs_f64());
-        self.usage.completion_tokens = self.generated;
+        self.usage.completion_tokens = self.gen.generated().len();
         self.usage.decode_ms = decode_secs * 1e3;
         metrics.add_decode(decode_secs);
         metrics.finished.fetch_add(1, Ordering::Relaxed);
         let _ = self.events.send(Event::Done {
-            finish_reason: reason,
+            finish_reason: reason.finish_reason(),
             usage: self.usage.clone(),
         });
     }
 
+    /// The core's log-probabilities with the tokens spelled out.
+    fn logprob_text(&self, lp: generation::TokenLogprob) -> TokenLogprob {
+        let text = |id: u32| self.tok.decode(&[id], false).unwrap_or_default();
+        TokenLogprob {
+            token: text(lp.token),
+            logprob: lp.logprob,
+            top: lp.top.into_iter().map(|(i, p)| (text(i), p)).collect(),
+        }
+    }
+
     pub fn fail(&mut self, e: ApiError) {
         let _ = self.events.send(Event::Error(e));
-    }
-}
-
-/// The chosen token's log-probability and the `k` most likely tokens',
-/// from the model's distribution (before penalties and temperature).
-fn logprob_of(tok: &Tokenizer, logits: &[f32], token: u32, k: usize) -> TokenLogprob {
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let sum: f64 = logits.iter().map(|&v| ((v - max) as f64).exp()).sum();
-    let lse = max as f64 + sum.ln();
-    let lp = |id: usize| (logits[id] as f64 - lse) as f32;
-    let text = |id: u32| tok.decode(&[id], false).unwrap_or_default();
-    let mut order: Vec<usize> = (0..logits.len()).collect();
-    let k = k.min(order.len());
-    if k > 0 {
-        order.select_nth_unstable_by(k - 1, |&a, &b| logits[b].total_cmp(&logits[a]));
-        order.truncate(k);
-        order.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]).then(a.cmp(&b)));
-    } else {
-        order.clear();
-    }
-    TokenLogprob {
-        token: text(token),
-        logprob: lp(token as usize),
-        top: order.into_iter().map(|i| (text(i as u32), lp(i))).collect(),
     }
 }

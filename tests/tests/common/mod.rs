@@ -291,7 +291,7 @@ pub fn engine_greedy(
             &format!("engine_greedy: logits before token {}", got.len()),
             &logits,
         );
-        let t = mllm_interpreter::sampler::argmax(&logits) as u32;
+        let t = mllm_runtime::generation::argmax(&logits) as u32;
         got.push(t);
         logits = engine.step(t).unwrap_or_else(|e| panic!("{}", e.0));
     }

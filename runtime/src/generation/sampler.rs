@@ -2,6 +2,10 @@
 //! top-k -> top-p -> min-p -> temperature -> a seeded draw (llama.cpp's
 //! order and flag meanings). The random generator is written out here so a
 //! seed gives the same text on every platform and crate version.
+//!
+//! `SamplerConfig::DEFAULT` is the one table of defaults: the CLI's flags,
+//! the server's request fields, the C ABI and the Python package all read
+//! it instead of writing the numbers again.
 
 /// Sampling settings; `temperature <= 0` is greedy.
 #[derive(Clone, Debug)]
@@ -21,20 +25,24 @@ pub struct SamplerConfig {
     pub seed: u64,
 }
 
+impl SamplerConfig {
+    /// llama.cpp's defaults (the seed is the caller's: see `clock_seed`).
+    pub const DEFAULT: SamplerConfig = SamplerConfig {
+        temperature: 0.8,
+        top_k: 40,
+        top_p: 0.95,
+        min_p: 0.05,
+        repeat_penalty: 1.0,
+        repeat_last_n: 64,
+        presence_penalty: 0.0,
+        frequency_penalty: 0.0,
+        seed: 0,
+    };
+}
+
 impl Default for SamplerConfig {
     fn default() -> Self {
-        // llama.cpp's defaults.
-        SamplerConfig {
-            temperature: 0.8,
-            top_k: 40,
-            top_p: 0.95,
-            min_p: 0.05,
-            repeat_penalty: 1.0,
-            repeat_last_n: 64,
-            presence_penalty: 0.0,
-            frequency_penalty: 0.0,
-            seed: 0,
-        }
+        SamplerConfig::DEFAULT
     }
 }
 
@@ -103,8 +111,19 @@ impl Sampler {
     /// generated), for the repetition penalty. Logits holding a NaN or an
     /// infinity are an error, never sampled: they mean a broken model.
     pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> Result<u32, String> {
-        crate::numerics::check_logits(logits)?;
+        mllm_interpreter::numerics::check_logits(logits)?;
         Ok(self.pick(logits, history))
+    }
+
+    /// Picks the next token from logits a processor may have masked: a
+    /// masked token is `-inf` and never drawn. The caller has checked the
+    /// model's own logits (`sample` does both); `None` when every token is
+    /// masked.
+    pub fn sample_masked(&mut self, logits: &[f32], history: &[u32]) -> Option<u32> {
+        if !logits.iter().any(|v| v.is_finite()) {
+            return None;
+        }
+        Some(self.pick(logits, history))
     }
 
     fn pick(&mut self, logits: &[f32], history: &[u32]) -> u32 {
