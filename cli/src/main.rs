@@ -174,6 +174,7 @@ fn run(cli: Cli) -> i32 {
             ssl_key_file,
             shutdown_grace,
             log_format,
+            reasoning_format,
             threads,
             load,
         } => {
@@ -212,6 +213,7 @@ fn run(cli: Cli) -> i32 {
                 load: load.into(),
                 shutdown_grace,
                 log_format,
+                split_reasoning: reasoning_format == "deepseek",
             })
         }
         Cmd::Convert {

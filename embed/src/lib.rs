@@ -31,6 +31,7 @@ mod error;
 mod params;
 
 pub use error::{clean_message, Error, Result, Status};
+pub use mllm_runtime::generation::ConstraintSpec;
 pub use params::{Input, LoadConfig, Outcome, Params, StopReason, Turn};
 
 use mllm_runtime::set_threads;
@@ -355,6 +356,13 @@ impl Session {
             params.generation_config(&shared.files),
             Box::new(StreamDecoder::shared(shared.tok.clone(), true)),
         );
+        if let Some(spec) = &params.constraint {
+            let c = shared
+                .files
+                .constraint(spec)
+                .map_err(|e| Error::new(Status::InvalidArgument, e.to_string()))?;
+            gen.add_processor(Box::new(c));
+        }
         // Set when `on_text` asks to stop: nothing more reaches it.
         let stopped = std::cell::Cell::new(false);
         let mut emit = |s: &str| {

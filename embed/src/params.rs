@@ -1,7 +1,9 @@
 //! What callers pass in and get back: load and generation settings,
 //! conversation turns, prompts, and the outcome of an answer.
 
-use mllm_runtime::generation::{clock_seed, GenerationConfig, SamplerConfig, DEFAULT_MAX_TOKENS};
+use mllm_runtime::generation::{
+    clock_seed, ConstraintSpec, GenerationConfig, SamplerConfig, DEFAULT_MAX_TOKENS,
+};
 use mllm_runtime::model_files::ModelFiles;
 
 /// How a model loads.
@@ -35,6 +37,8 @@ pub struct Params {
     pub stop: Vec<String>,
     /// Qwen3-style thinking switch passed to the chat template.
     pub enable_thinking: Option<bool>,
+    /// What the answer must follow: a JSON schema, a grammar, a regex.
+    pub constraint: Option<ConstraintSpec>,
 }
 
 impl Default for Params {
@@ -53,6 +57,7 @@ impl Default for Params {
             seed: None,
             stop: vec![],
             enable_thinking: None,
+            constraint: None,
         }
     }
 }

@@ -233,7 +233,10 @@ fn params(
     seed: Option<u64>,
     stop: Option<&Bound<'_, PyAny>>,
     enable_thinking: Option<bool>,
+    json_schema: Option<&Bound<'_, PyAny>>,
+    grammar: Option<String>,
 ) -> PyResult<Params> {
+    let constraint = constraint(json_schema, grammar)?;
     Ok(Params {
         max_tokens,
         temperature,
@@ -246,8 +249,46 @@ fn params(
         seed,
         stop: stop_list(stop)?,
         enable_thinking,
+        constraint,
         ..Params::default()
     })
+}
+
+/// `json_schema` (a dict, or its JSON text; `{}` or `True` for any JSON
+/// object) or `grammar` (llama.cpp's GBNF), one at most.
+fn constraint(
+    json_schema: Option<&Bound<'_, PyAny>>,
+    grammar: Option<String>,
+) -> PyResult<Option<mllm::ConstraintSpec>> {
+    let schema = match json_schema {
+        Some(s) if !s.is_none() => {
+            let text: String = match s.extract::<String>() {
+                Ok(t) => t,
+                Err(_) if s.extract::<bool>().is_ok_and(|b| b) => "{}".into(),
+                Err(_) => s
+                    .py()
+                    .import("json")?
+                    .call_method1("dumps", (s,))?
+                    .extract()?,
+            };
+            let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+                PyValueError::new_err(format!("json_schema is not valid JSON: {e}"))
+            })?;
+            Some(match v.as_object() {
+                Some(o) if o.is_empty() => mllm::ConstraintSpec::JsonObject,
+                _ => mllm::ConstraintSpec::JsonSchema(v),
+            })
+        }
+        _ => None,
+    };
+    match (schema, grammar) {
+        (Some(_), Some(_)) => Err(PyValueError::new_err(
+            "json_schema and grammar each constrain the answer; give one",
+        )),
+        (Some(s), None) => Ok(Some(s)),
+        (None, Some(g)) => Ok(Some(mllm::ConstraintSpec::Gbnf(g))),
+        (None, None) => Ok(None),
+    }
 }
 
 /// Image paths (str or os.PathLike) as the runtime takes them.
@@ -292,7 +333,8 @@ impl Model {
     #[pyo3(signature = (
         prompt, *, max_tokens=512, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
         repeat_penalty=1.0, presence_penalty=0.0, frequency_penalty=0.0, seed=None,
-        stop=None, stream=false, raw=false, system=None, images=None, enable_thinking=None
+        stop=None, stream=false, raw=false, system=None, images=None, enable_thinking=None,
+        json_schema=None, grammar=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn generate(
@@ -314,6 +356,8 @@ impl Model {
         system: Option<String>,
         images: Option<Vec<std::path::PathBuf>>,
         enable_thinking: Option<bool>,
+        json_schema: Option<&Bound<'_, PyAny>>,
+        grammar: Option<String>,
     ) -> PyResult<Py<PyAny>> {
         let p = params(
             max_tokens,
@@ -327,6 +371,8 @@ impl Model {
             seed,
             stop,
             enable_thinking,
+            json_schema,
+            grammar,
         )?;
         let req = Request::Prompt {
             system,
@@ -345,7 +391,7 @@ impl Model {
     #[pyo3(signature = (
         messages, images=None, *, max_tokens=512, temperature=0.8, top_k=40, top_p=0.95,
         min_p=0.05, repeat_penalty=1.0, presence_penalty=0.0, frequency_penalty=0.0, seed=None,
-        stop=None, stream=false, enable_thinking=None
+        stop=None, stream=false, enable_thinking=None, json_schema=None, grammar=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn chat(
@@ -365,6 +411,8 @@ impl Model {
         stop: Option<&Bound<'_, PyAny>>,
         stream: bool,
         enable_thinking: Option<bool>,
+        json_schema: Option<&Bound<'_, PyAny>>,
+        grammar: Option<String>,
     ) -> PyResult<Py<PyAny>> {
         let mut turns: Vec<Turn> = messages.iter().map(turn).collect::<PyResult<_>>()?;
         if let Some(imgs) = images.filter(|i| !i.is_empty()) {
@@ -387,6 +435,8 @@ impl Model {
             seed,
             stop,
             enable_thinking,
+            json_schema,
+            grammar,
         )?;
         self.answer(py, Request::Conversation(turns), p, stream)
     }

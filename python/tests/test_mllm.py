@@ -215,3 +215,30 @@ def test_keyword_defaults_are_the_engines():
         params = inspect.signature(method).parameters
         for name, value in mllm.DEFAULTS.items():
             assert params[name].default == pytest.approx(value), (method, name)
+
+
+def test_answers_follow_a_json_schema_or_a_grammar(model):
+    schema = {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "maxLength": 12},
+            "population": {"type": "integer", "minimum": 0},
+        },
+        "required": ["city", "population"],
+        "additionalProperties": False,
+    }
+    for seed in range(3):
+        text = model.generate(
+            "Name a city and its population.", json_schema=schema, temperature=1.0, seed=seed, max_tokens=64
+        )
+        answer = json.loads(text)
+        assert set(answer) == {"city", "population"}, text
+        assert isinstance(answer["population"], int) and answer["population"] >= 0, text
+    # The schema as JSON text, and `True` for any object.
+    assert isinstance(json.loads(model.generate("A JSON object:", json_schema=json.dumps(schema), max_tokens=64)), dict)
+    text = model.chat([{"role": "user", "content": "Yes or no?"}], grammar='root ::= "yes" | "no"')
+    assert text in ("yes", "no"), text
+    with pytest.raises(ValueError, match="JSON schema cannot be used"):
+        model.generate("x", json_schema={"type": "objekt"})
+    with pytest.raises(ValueError, match="give one"):
+        model.generate("x", json_schema=schema, grammar='root ::= "a"')

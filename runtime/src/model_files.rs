@@ -12,6 +12,7 @@ use mllm_converter::tokenizer::{GgufVocab, Tokenizer};
 use mllm_converter::{HfModelDir, SafetensorsDir};
 use serde_json::Value as Json;
 
+use crate::generation::{Constraint, ConstraintError, ConstraintSpec, Grammars};
 use crate::weight_check::WeightCheck;
 use crate::{Error as CliError, Result as CliResult};
 
@@ -36,6 +37,9 @@ pub struct ModelFiles {
     /// A `.mllm` file's checksums, checked while the weights are prepared
     /// (`weights_verified`).
     pub check: WeightCheck,
+    /// The vocabulary's trie for constrained decoding, built at the first
+    /// constrained answer.
+    grammars: std::sync::OnceLock<Result<std::sync::Arc<Grammars>, ConstraintError>>,
 }
 
 fn cpu() -> mllm_backends::SharedBackend {
@@ -374,6 +378,7 @@ fn open_tokenizer_dir(dir: &Path) -> CliResult<ModelFiles> {
         video_preprocessor_config: None,
         backend: cpu(),
         check: WeightCheck::none(),
+        grammars: Default::default(),
     })
 }
 
@@ -433,6 +438,7 @@ fn open_hf(dir: &Path, skip_tokenizer: bool) -> CliResult<ModelFiles> {
         video_preprocessor_config: read_json(&dir.join("video_preprocessor_config.json"))?,
         backend: cpu(),
         check: WeightCheck::none(),
+        grammars: Default::default(),
     })
 }
 
@@ -501,6 +507,7 @@ fn open_gguf(path: &Path, mmproj: Option<&str>, opts: LoadOptions) -> CliResult<
         video_preprocessor_config: None,
         backend: cpu(),
         check: WeightCheck::none(),
+        grammars: Default::default(),
     })
 }
 
@@ -550,10 +557,26 @@ fn open_mllm(path: &Path, opts: LoadOptions) -> CliResult<ModelFiles> {
         video_preprocessor_config: None,
         backend: cpu(),
         check,
+        grammars: Default::default(),
     })
 }
 
 impl ModelFiles {
+    /// The processor that keeps an answer to `spec` (a JSON schema, a
+    /// grammar); the vocabulary's trie is built once per model.
+    pub fn constraint(&self, spec: &ConstraintSpec) -> Result<Constraint, ConstraintError> {
+        let grammars = self.grammars.get_or_init(|| {
+            let tok = self.tokenizer.clone().ok_or_else(|| {
+                ConstraintError("constrained decoding needs the model's tokenizer".into())
+            })?;
+            Grammars::new(tok, &self.eos).map(std::sync::Arc::new)
+        });
+        match grammars {
+            Ok(g) => g.constraint(spec),
+            Err(e) => Err(e.clone()),
+        }
+    }
+
     /// What an answer from this model is asked: its end-of-sequence ids
     /// and its tokenizer's vocabulary (so padded head rows are never
     /// drawn), with the caller's sampler, token limit and stop strings.

@@ -121,6 +121,9 @@ pub struct ServerConfig {
     pub shutdown_grace: u64,
     /// The request log's lines: text or JSON.
     pub log_format: access_log::LogFormat,
+    /// `--reasoning-format`: `deepseek` splits `<think>` blocks into
+    /// `reasoning_content`, `none` leaves them in `content`.
+    pub split_reasoning: bool,
 }
 
 /// Loads every model, then serves until SIGINT/SIGTERM. `on_listen`
@@ -184,6 +187,7 @@ pub fn run(cfg: ServerConfig, on_listen: impl FnOnce(&str)) -> Result<(), String
         media: Arc::new(media),
         http_requests: AtomicU64::new(0),
         log_format: cfg.log_format,
+        split_reasoning: cfg.split_reasoning,
     });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -284,6 +284,9 @@ fn run_args(model: &Path, backend: mllm_runtime::model_files::Backend) -> RunArg
             max_new_tokens: 2,
             stop: vec![],
             enable_thinking: None,
+            json_schema: None,
+            grammar_file: None,
+            json: false,
         },
         load: mllm_runtime::model_files::LoadOptions {
             backend,

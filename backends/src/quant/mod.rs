@@ -128,18 +128,6 @@ impl QuantType {
             .map(|k| QuantType::W8A8 { k })
     }
 
-    /// One of ggml's types (which GGUF files may hold).
-    pub fn is_ggml(self) -> bool {
-        !matches!(
-            self,
-            QuantType::W4A16 { .. }
-                | QuantType::W8A8 { .. }
-                | QuantType::Q4_0x16
-                | QuantType::Q4_1x16
-                | QuantType::Q8_0x16
-        )
-    }
-
     /// One of the in-memory interleaved layouts (`packed`): rows are not
     /// stored one after the other.
     pub fn is_packed(self) -> bool {

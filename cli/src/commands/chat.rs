@@ -23,7 +23,7 @@ use crate::engine::{generate, Engine, GenRequest};
 use crate::model_files::{self, load_model};
 use crate::prompt::{self, Message};
 use crate::{CliError, CliResult};
-use mllm_runtime::generation::{Generation, StopReason};
+use mllm_runtime::generation::StopReason;
 
 pub struct ChatArgs {
     pub script: Option<String>,
@@ -213,10 +213,7 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
             }
         }
         let batch = crate::images::concat(&pics)?;
-        let mut gen = Generation::new(
-            a.sampling.generation_config(&files, turn),
-            Box::new(tok.stream_decoder(true)),
-        );
+        let mut gen = a.sampling.generation(&files, tok, turn)?;
         turn += 1;
         GENERATING.store(true, Ordering::SeqCst);
         let result = generate(

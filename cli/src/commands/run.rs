@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use mllm_runtime::generation::{
-    clock_seed, Generation, GenerationConfig, SamplerConfig, DEFAULT_MAX_TOKENS,
+    clock_seed, ConstraintSpec, Generation, GenerationConfig, SamplerConfig, DEFAULT_MAX_TOKENS,
 };
+use mllm_runtime::tokenizer::Tokenizer;
 
 use crate::engine::{generate, Engine, GenRequest};
 use crate::model_files::{self, load_model};
@@ -56,9 +57,84 @@ pub struct SamplingArgs {
     /// Qwen3-style thinking switch passed to the chat template.
     #[arg(long)]
     pub enable_thinking: Option<bool>,
+    /// The answer follows this JSON Schema: a file, or the schema itself
+    /// when it starts with `{`.
+    #[arg(long, short = 'j', value_name = "FILE_OR_JSON")]
+    pub json_schema: Option<String>,
+    /// The answer follows this grammar: llama.cpp's GBNF (`root ::= ...`),
+    /// or llguidance's Lark for a `.lark` file.
+    #[arg(long, value_name = "FILE")]
+    pub grammar_file: Option<String>,
+    /// The answer is one JSON object (any keys).
+    #[arg(long)]
+    pub json: bool,
 }
 
 impl SamplingArgs {
+    /// The answer's generation: sampler, limits and stops from the flags,
+    /// constrained by `--json-schema`, `--grammar-file` or `--json`.
+    pub fn generation<'t>(
+        &self,
+        files: &model_files::ModelFiles,
+        tok: &'t Tokenizer,
+        offset: u64,
+    ) -> CliResult<Generation<'t>> {
+        let mut gen = Generation::new(
+            self.generation_config(files, offset),
+            Box::new(tok.stream_decoder(true)),
+        );
+        if let Some(spec) = self.constraint_spec()? {
+            let c = files
+                .constraint(&spec)
+                .map_err(|e| CliError(format!("error: {e}")))?;
+            gen.add_processor(Box::new(c));
+        }
+        Ok(gen)
+    }
+
+    /// What `--json-schema`, `--grammar-file` and `--json` ask (one at most).
+    pub fn constraint_spec(&self) -> CliResult<Option<ConstraintSpec>> {
+        let given = [
+            self.json_schema.is_some(),
+            self.grammar_file.is_some(),
+            self.json,
+        ];
+        if given.iter().filter(|&&g| g).count() > 1 {
+            return Err(CliError(
+                "error: --json-schema, --grammar-file and --json each constrain the answer; give one".into(),
+            ));
+        }
+        if self.json {
+            return Ok(Some(ConstraintSpec::JsonObject));
+        }
+        if let Some(arg) = &self.json_schema {
+            let (text, origin) = if arg.trim_start().starts_with('{') {
+                (arg.clone(), "the --json-schema text".to_string())
+            } else {
+                let text = std::fs::read_to_string(arg).map_err(|e| {
+                    CliError(format!(
+                        "error: cannot read the JSON schema file {arg}: {e} (give a file, or the schema itself starting with `{{`)"
+                    ))
+                })?;
+                (text, arg.clone())
+            };
+            let schema = serde_json::from_str(&text)
+                .map_err(|e| CliError(format!("error: {origin} is not valid JSON: {e}")))?;
+            return Ok(Some(ConstraintSpec::JsonSchema(schema)));
+        }
+        if let Some(path) = &self.grammar_file {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                CliError(format!("error: cannot read the grammar file {path}: {e}"))
+            })?;
+            return Ok(Some(if path.ends_with(".lark") {
+                ConstraintSpec::Lark(text)
+            } else {
+                ConstraintSpec::Gbnf(text)
+            }));
+        }
+        Ok(None)
+    }
+
     /// What an answer from `files`' model is asked, its seed `offset`
     /// past the given one (a chat's turns draw differently).
     pub fn generation_config(
@@ -143,10 +219,7 @@ pub fn run(a: RunArgs) -> CliResult<()> {
     }
     let mut engine = Engine::new(model, context);
     engine.configure(&a.load)?;
-    let mut gen = Generation::new(
-        a.sampling.generation_config(&files, 0),
-        Box::new(tok.stream_decoder(true)),
-    );
+    let mut gen = a.sampling.generation(&files, tok, 0)?;
     let stdout = std::io::stdout();
     let interrupt = Arc::new(AtomicBool::new(false));
     let stats = generate(
@@ -186,7 +259,7 @@ pub fn context_size(asked: Option<usize>, model: Option<usize>) -> Option<usize>
 /// once on stderr). `run_npu` shares it.
 pub(crate) fn text_prompt_ids(
     files: &model_files::ModelFiles,
-    tok: &mllm_converter::tokenizer::Tokenizer,
+    tok: &Tokenizer,
     a: &RunArgs,
 ) -> CliResult<Vec<u32>> {
     if a.raw || files.chat_template.is_none() {

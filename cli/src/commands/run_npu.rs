@@ -10,7 +10,6 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-use mllm_runtime::generation::Generation;
 use mllm_runtime::npu::{self, Vendor};
 
 use super::run::RunArgs;
@@ -42,10 +41,7 @@ pub fn run(a: &RunArgs, vendor: Vendor) -> CliResult<()> {
     let mut host = npu::open(dir, vendor, a.load.device)?;
     let load_secs = t0.elapsed().as_secs_f64();
     let ids = super::run::text_prompt_ids(&files, tok, a)?;
-    let mut gen = Generation::new(
-        a.sampling.generation_config(&files, 0),
-        Box::new(tok.stream_decoder(true)),
-    );
+    let mut gen = a.sampling.generation(&files, tok, 0)?;
     let stdout = std::io::stdout();
     let stats = npu::generate(
         &mut host,

@@ -250,11 +250,6 @@ impl MllmWriter {
         &self.removed_stale
     }
 
-    /// The name of the tensor `write_next` expects, if any is left.
-    pub fn next_name(&self) -> Option<&str> {
-        self.entries.get(self.next).map(|e| e.name.as_str())
-    }
-
     /// Writes the next planned tensor's data (in plan order).
     pub fn write_next(&mut self, name: &str, bytes: &[u8]) -> Result<()> {
         let Some(e) = self.entries.get(self.next) else {

@@ -248,10 +248,6 @@ impl Tokenizer {
         &self.eos_ids
     }
 
-    pub fn is_eos(&self, id: u32) -> bool {
-        self.eos_ids.contains(&id)
-    }
-
     /// Adds a stop id (e.g. from a model's generation config).
     pub fn add_eos_id(&mut self, id: u32) {
         if !self.eos_ids.contains(&id) {

@@ -14,8 +14,10 @@
 //! The defaults live once, here: `SamplerConfig::DEFAULT` and
 //! `DEFAULT_MAX_TOKENS`.
 
+pub mod constrain;
 mod core;
 pub mod processors;
+pub mod reasoning;
 pub mod sampler;
 pub mod stop;
 #[cfg(test)]
@@ -24,6 +26,7 @@ mod tests;
 pub use self::core::{
     Detokenize, Generation, GenerationConfig, GenerationError, Step, StopReason, TokenLogprob,
 };
+pub use constrain::{Constraint, ConstraintError, ConstraintSpec, Grammars};
 pub use processors::{LogitsProcessor, ProcessorError};
 pub use sampler::{argmax, clock_seed, Sampler, SamplerConfig};
 pub use stop::StopFilter;

@@ -11,6 +11,7 @@ use axum::extract::{Extension, State};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use mllm_runtime::generation::reasoning::{ReasoningSplit, Split};
 use serde_json::{json, Value};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
@@ -38,6 +39,8 @@ struct Meta {
     created: u64,
     include_usage: bool,
     logprobs: bool,
+    /// `<think>` blocks go to `reasoning_content` (chat only).
+    reasoning: bool,
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -88,13 +91,14 @@ async fn chat_inner(s: Shared, tokens: Tokens, body: Bytes) -> Result<Response, 
         enable_thinking,
         truncate: req.common.truncate,
     };
-    let meta = meta(
+    let mut meta = meta(
         Kind::Chat,
         model,
         req.common.include_usage(),
         &params,
         tokens,
     );
+    meta.reasoning = req.common.split_reasoning(s.split_reasoning)?;
     answer(model, prompt, params, meta, req.common.stream).await
 }
 
@@ -146,6 +150,7 @@ fn meta(
         created: now(),
         include_usage,
         logprobs: params.logprobs.is_some(),
+        reasoning: false,
     }
 }
 
@@ -195,44 +200,69 @@ async fn answer(
     })?;
     // The first event says whether the prompt was accepted, so errors in
     // it are HTTP errors, not a failed stream.
-    match rx.recv().await {
-        Some(Event::Started { .. }) => {}
+    let split = match rx.recv().await {
+        Some(Event::Started { thinking, .. }) => {
+            (meta.reasoning && meta.kind == Kind::Chat).then(|| ReasoningSplit::new(thinking))
+        }
         Some(Event::Error(e)) => return Err(e),
         _ => return Err(ApiError::internal("the model stopped before answering")),
-    }
+    };
     if stream {
-        Ok(stream_response(rx, meta).into_response())
+        Ok(stream_response(rx, meta, split).into_response())
     } else {
-        collect(rx, meta).await
+        collect(rx, meta, split).await
     }
 }
 
 struct Collected {
     text: String,
+    reasoning: String,
     logprobs: Vec<TokenLogprob>,
 }
 
-async fn collect(mut rx: UnboundedReceiver<Event>, meta: Meta) -> Result<Response, ApiError> {
+impl Collected {
+    fn add(&mut self, s: Split) {
+        self.reasoning.push_str(&s.reasoning);
+        self.text.push_str(&s.content);
+    }
+}
+
+async fn collect(
+    mut rx: UnboundedReceiver<Event>,
+    meta: Meta,
+    mut split: Option<ReasoningSplit>,
+) -> Result<Response, ApiError> {
     let mut c = Collected {
         text: String::new(),
+        reasoning: String::new(),
         logprobs: vec![],
     };
     loop {
         match rx.recv().await {
             Some(Event::Token { text, logprob }) => {
-                c.text.push_str(&text);
+                match split.as_mut() {
+                    Some(sp) => c.add(sp.push(&text)),
+                    None => c.text.push_str(&text),
+                }
                 c.logprobs.extend(logprob);
             }
             Some(Event::Done {
                 finish_reason,
                 usage,
             }) => {
+                if let Some(sp) = split.as_mut() {
+                    c.add(sp.finish());
+                }
                 meta.tokens
                     .set(usage.prompt_tokens, usage.completion_tokens);
+                let mut message = json!({ "role": "assistant", "content": c.text });
+                if !c.reasoning.is_empty() {
+                    message["reasoning_content"] = json!(c.reasoning.trim_end());
+                }
                 let choice = match meta.kind {
                     Kind::Chat => json!({
                         "index": 0,
-                        "message": { "role": "assistant", "content": c.text },
+                        "message": message,
                         "logprobs": meta.logprobs.then(|| chat_logprobs(&c.logprobs)),
                         "finish_reason": finish_reason,
                     }),
@@ -328,11 +358,14 @@ struct Streamer {
     done: bool,
     /// Bytes of answer text sent so far (the legacy logprobs' offsets).
     sent: usize,
+    /// Splits `<think>` blocks off into `delta.reasoning_content`.
+    split: Option<ReasoningSplit>,
 }
 
 fn stream_response(
     rx: UnboundedReceiver<Event>,
     meta: Meta,
+    split: Option<ReasoningSplit>,
 ) -> Sse<impl futures_util::Stream<Item = Result<SseEvent, Infallible>>> {
     let mut st = Streamer {
         rx,
@@ -340,6 +373,7 @@ fn stream_response(
         out: Default::default(),
         done: false,
         sent: 0,
+        split,
     };
     if st.meta.kind == Kind::Chat {
         let first = st.chunk(json!({ "role": "assistant", "content": "" }), None, None);
@@ -381,6 +415,21 @@ impl Streamer {
         Self::data(&self.envelope(json!([choice])))
     }
 
+    /// A split piece of answer as chat deltas: its reasoning, then its
+    /// content (which carries the logprobs; an empty one when only they
+    /// are left to send).
+    fn send_split(&mut self, s: Split, logprobs: Option<Value>) {
+        if !s.reasoning.is_empty() {
+            let ev = self.chunk(json!({ "reasoning_content": s.reasoning }), None, None);
+            self.out.push_back(ev);
+        }
+        if !s.content.is_empty() || logprobs.is_some() {
+            self.sent += s.content.len();
+            let ev = self.chunk(json!({ "content": s.content }), logprobs, None);
+            self.out.push_back(ev);
+        }
+    }
+
     fn envelope(&self, choices: Value) -> Value {
         let object = match self.meta.kind {
             Kind::Chat => "chat.completion.chunk",
@@ -406,14 +455,23 @@ impl Streamer {
                     Kind::Chat => chat_logprobs(&lps),
                     Kind::Completion => legacy_logprobs(&lps, self.sent),
                 });
-                self.sent += text.len();
-                let ev = self.chunk(json!({ "content": text }), logprobs, None);
-                self.out.push_back(ev);
+                let Some(sp) = self.split.as_mut() else {
+                    self.sent += text.len();
+                    let ev = self.chunk(json!({ "content": text }), logprobs, None);
+                    self.out.push_back(ev);
+                    return;
+                };
+                let s = sp.push(&text);
+                self.send_split(s, logprobs);
             }
             Some(Event::Done {
                 finish_reason,
                 usage,
             }) => {
+                if let Some(sp) = self.split.as_mut() {
+                    let s = sp.finish();
+                    self.send_split(s, None);
+                }
                 self.meta
                     .tokens
                     .set(usage.prompt_tokens, usage.completion_tokens);

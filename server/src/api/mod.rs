@@ -32,6 +32,9 @@ pub struct AppState {
     pub media: Arc<LocalMedia>,
     pub http_requests: AtomicU64,
     pub log_format: LogFormat,
+    /// `--reasoning-format deepseek` (the default): `<think>` blocks go
+    /// to `reasoning_content`.
+    pub split_reasoning: bool,
 }
 
 pub type Shared = Arc<AppState>;

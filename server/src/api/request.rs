@@ -5,7 +5,7 @@
 
 use serde::Deserialize;
 
-use mllm_runtime::generation::{clock_seed, SamplerConfig};
+use mllm_runtime::generation::{clock_seed, ConstraintSpec, SamplerConfig};
 
 use super::error::ApiError;
 
@@ -59,6 +59,26 @@ pub struct Common {
     /// system message and the last message stay) instead of a 400.
     #[serde(default)]
     pub truncate: bool,
+    /// OpenAI's `{"type": "text" | "json_object" | "json_schema", ...}`.
+    pub response_format: Option<serde_json::Value>,
+    /// llama-server's extensions: a JSON Schema, or a GBNF grammar.
+    pub json_schema: Option<serde_json::Value>,
+    pub grammar: Option<String>,
+    /// Token id (as a string key) -> bias added to its logit, -100..100.
+    pub logit_bias: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Tool calling is not implemented yet: a request that asks for it is
+    /// refused rather than answered in prose as if it had not.
+    pub tools: Option<serde_json::Value>,
+    pub tool_choice: Option<serde_json::Value>,
+    pub functions: Option<serde_json::Value>,
+    pub function_call: Option<serde_json::Value>,
+    /// `deepseek`: `<think>...</think>` goes to `reasoning_content`;
+    /// `none`: it stays in `content` (default: the server's
+    /// `--reasoning-format`).
+    pub reasoning_format: Option<String>,
+    /// OpenAI's effort: `none` turns a thinking template's thinking off;
+    /// `minimal`, `low`, `medium` and `high` leave it on.
+    pub reasoning_effort: Option<String>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -149,6 +169,10 @@ pub struct GenParams {
     /// alternatives'.
     pub logprobs: Option<usize>,
     pub ignore_eos: bool,
+    /// What the answer must follow (`response_format`, `json_schema`,
+    /// `grammar`).
+    pub constraint: Option<ConstraintSpec>,
+    pub logit_bias: Vec<(u32, f32)>,
 }
 
 /// Most alternatives per token OpenAI allows (and we compute).
@@ -242,13 +266,141 @@ impl Common {
             stops,
             logprobs,
             ignore_eos: self.ignore_eos,
+            constraint: self.constraint()?,
+            logit_bias: self.logit_bias()?,
         })
+    }
+
+    /// The constraint `response_format`, `json_schema` or `grammar` asks
+    /// for (one of them at most); tool calling is refused by name.
+    fn constraint(&self) -> Result<Option<ConstraintSpec>, ApiError> {
+        for (name, v) in [
+            ("tools", &self.tools),
+            ("tool_choice", &self.tool_choice),
+            ("functions", &self.functions),
+            ("function_call", &self.function_call),
+        ] {
+            let asked = match v {
+                None | Some(serde_json::Value::Null) => false,
+                Some(serde_json::Value::Array(a)) => !a.is_empty(),
+                Some(serde_json::Value::String(s)) => s != "none",
+                Some(_) => true,
+            };
+            if asked {
+                return Err(ApiError::bad_request(format!(
+                    "`{name}`: tool calling is not supported by this server yet; describe the call in the prompt and constrain the answer with `response_format` (a JSON schema) instead"
+                ))
+                .with_param(name));
+            }
+        }
+        let mut specs = vec![];
+        if let Some(rf) = &self.response_format {
+            if let Some(spec) = response_format(rf)? {
+                specs.push(("response_format", spec));
+            }
+        }
+        if let Some(schema) = &self.json_schema {
+            if !schema.is_object() && !schema.is_boolean() {
+                return Err(ApiError::bad_request(
+                    "`json_schema` must be a JSON Schema (an object)",
+                )
+                .with_param("json_schema"));
+            }
+            specs.push(("json_schema", ConstraintSpec::JsonSchema(schema.clone())));
+        }
+        if let Some(g) = &self.grammar {
+            specs.push(("grammar", ConstraintSpec::Gbnf(g.clone())));
+        }
+        if specs.len() > 1 {
+            let names: Vec<&str> = specs.iter().map(|(n, _)| *n).collect();
+            return Err(ApiError::bad_request(format!(
+                "`{}` each constrain the answer; send one",
+                names.join("`, `")
+            ))
+            .with_param(names[1]));
+        }
+        Ok(specs.pop().map(|(_, s)| s))
+    }
+
+    /// `logit_bias`: token ids as keys, biases from -100 to 100.
+    fn logit_bias(&self) -> Result<Vec<(u32, f32)>, ApiError> {
+        let Some(map) = &self.logit_bias else {
+            return Ok(vec![]);
+        };
+        let mut out = Vec::with_capacity(map.len());
+        for (k, v) in map {
+            let param = format!("logit_bias.{k}");
+            let id: u32 = k.trim().parse().map_err(|_| {
+                ApiError::bad_request(format!("`logit_bias` keys are token ids; `{k}` is not one"))
+                    .with_param(&param)
+            })?;
+            let b = v
+                .as_f64()
+                .filter(|b| (-100.0..=100.0).contains(b))
+                .ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "`logit_bias.{k}` must be a number from -100 to 100, got {v}"
+                    ))
+                    .with_param(&param)
+                })?;
+            out.push((id, b as f32));
+        }
+        Ok(out)
+    }
+
+    /// Whether `<think>` blocks go to `reasoning_content`: the request's
+    /// `reasoning_format`, else the server's default.
+    pub fn split_reasoning(&self, default: bool) -> Result<bool, ApiError> {
+        match self.reasoning_format.as_deref() {
+            None => Ok(default),
+            Some("deepseek" | "auto") => Ok(true),
+            Some("none") => Ok(false),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "`reasoning_format` `{other}` is not one of deepseek, none"
+            ))
+            .with_param("reasoning_format")),
+        }
     }
 
     pub fn include_usage(&self) -> bool {
         self.stream_options
             .as_ref()
             .is_some_and(|o| o.include_usage)
+    }
+}
+
+/// OpenAI's `response_format`: `text` (no constraint), `json_object`
+/// (any object; llama-server also takes a `schema` there) or
+/// `json_schema` with `json_schema.schema`.
+fn response_format(rf: &serde_json::Value) -> Result<Option<ConstraintSpec>, ApiError> {
+    let bad = |m: String| ApiError::bad_request(m).with_param("response_format");
+    let kind = rf.get("type").and_then(|t| t.as_str()).ok_or_else(|| {
+        bad("`response_format.type` must be `text`, `json_object` or `json_schema`".into())
+    })?;
+    match kind {
+        "text" => Ok(None),
+        "json_object" => Ok(Some(match rf.get("schema") {
+            Some(schema) if schema.is_object() => ConstraintSpec::JsonSchema(schema.clone()),
+            _ => ConstraintSpec::JsonObject,
+        })),
+        "json_schema" => {
+            let schema = rf
+                .get("json_schema")
+                .and_then(|j| j.get("schema"))
+                .or_else(|| rf.get("schema"))
+                .ok_or_else(|| {
+                    bad("`response_format.json_schema.schema` is missing: the JSON Schema the answer must follow".into())
+                })?;
+            if !schema.is_object() && !schema.is_boolean() {
+                return Err(bad(
+                    "`response_format.json_schema.schema` must be a JSON Schema (an object)".into(),
+                ));
+            }
+            Ok(Some(ConstraintSpec::JsonSchema(schema.clone())))
+        }
+        other => Err(bad(format!(
+            "`response_format.type` `{other}` is not one of text, json_object, json_schema"
+        ))),
     }
 }
 
@@ -327,12 +479,22 @@ impl ChatRequest {
 
     /// `chat_template_kwargs.enable_thinking`, when given.
     pub fn enable_thinking(&self) -> Result<Option<bool>, ApiError> {
+        let effort = match self.common.reasoning_effort.as_deref() {
+            None | Some("minimal" | "low" | "medium" | "high") => None,
+            Some("none") => Some(false),
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "`reasoning_effort` `{other}` is not one of none, minimal, low, medium, high"
+                ))
+                .with_param("reasoning_effort"))
+            }
+        };
         match self
             .chat_template_kwargs
             .as_ref()
             .and_then(|k| k.get("enable_thinking"))
         {
-            None => Ok(None),
+            None => Ok(effort),
             Some(serde_json::Value::Bool(b)) => Ok(Some(*b)),
             Some(v) => Err(ApiError::bad_request(format!(
                 "`chat_template_kwargs.enable_thinking` must be true or false, got {v}"

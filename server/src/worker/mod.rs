@@ -56,7 +56,7 @@ pub struct GenJob {
 }
 
 pub enum Job {
-    Generate(GenJob),
+    Generate(Box<GenJob>),
     Tokenize {
         text: String,
         add_special: bool,
@@ -96,6 +96,9 @@ pub enum Event {
     /// The prompt is tokenized and checked; generation will follow.
     Started {
         prompt_tokens: usize,
+        /// The rendered prompt ends with `<think>`: the answer starts
+        /// inside the model's reasoning.
+        thinking: bool,
     },
     /// A generated token: its text (possibly empty while a character or a
     /// possible stop string is incomplete) and log-probabilities if asked.
@@ -183,7 +186,7 @@ impl ModelHandle {
                 self.queue_limit
             )));
         }
-        self.send(Job::Generate(job))
+        self.send(Job::Generate(Box::new(job)))
     }
 
     pub fn send(&self, job: Job) -> Result<(), ApiError> {

@@ -209,3 +209,14 @@ pub fn detokenize(files: &ModelFiles, ids: &[u32]) -> Result<String, ApiError> {
         .decode(ids, false)
         .map_err(|e| ApiError::bad_request(e.to_string()).with_param("tokens"))
 }
+
+/// Whether a prompt ends inside an opened `<think>` (templates that start
+/// the model's reasoning for it): the last few tokens, decoded.
+pub fn opens_thinking(files: &ModelFiles, ids: &[u32]) -> bool {
+    let Ok(tok) = files.tokenizer() else {
+        return false;
+    };
+    let tail = &ids[ids.len().saturating_sub(6)..];
+    tok.decode(tail, false)
+        .is_ok_and(|t| t.trim_end().ends_with("<think>"))
+}

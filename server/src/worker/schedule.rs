@@ -134,10 +134,18 @@ impl Worker {
     fn take(&mut self, job: Job) {
         match job {
             Job::Generate(g) => {
-                match guarded(|| prepare::prompt(&self.files, &g.prompt, self.info.context))
-                    .unwrap_or_else(|why| Err(crash_error(&why)))
-                {
-                    Ok(p) => {
+                let files = &self.files;
+                let ready = guarded(|| {
+                    let p = prepare::prompt(files, &g.prompt, self.info.context)?;
+                    let c = g.params.constraint.as_ref().map(|spec| {
+                        files
+                            .constraint(spec)
+                            .map_err(|e| ApiError::bad_request(e.to_string()))
+                    });
+                    Ok((p, c.transpose()?))
+                });
+                match ready.unwrap_or_else(|why| Err(crash_error(&why))) {
+                    Ok((p, constraint)) => {
                         let fault = self
                             .fault
                             .as_deref()
@@ -145,10 +153,12 @@ impl Worker {
                         if g.events
                             .send(Event::Started {
                                 prompt_tokens: p.ids.len(),
+                                thinking: prepare::opens_thinking(&self.files, &p.ids),
                             })
                             .is_ok()
                         {
-                            self.waiting.push_back(slot::Pending::new(g, p, fault));
+                            self.waiting
+                                .push_back(slot::Pending::new(*g, p, constraint, fault));
                         } else {
                             self.inflight.fetch_sub(1, Ordering::SeqCst);
                         }

@@ -6,7 +6,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use mllm_runtime::generation::{self, Generation, Step, StopReason};
+use mllm_runtime::generation::processors::LogitBias;
+use mllm_runtime::generation::{self, Constraint, Generation, Step, StopReason};
 use mllm_runtime::model_files::ModelFiles;
 use mllm_runtime::tokenizer::{StreamDecoder, Tokenizer};
 use mllm_runtime::{Runner, Sequence, PREFILL_CHUNK};
@@ -21,12 +22,24 @@ use crate::metrics::ModelMetrics;
 pub struct Pending {
     job: GenJob,
     pub prompt: Prepared,
+    /// The compiled `response_format`/`json_schema`/`grammar`.
+    constraint: Option<Constraint>,
     fault: bool,
 }
 
 impl Pending {
-    pub fn new(job: GenJob, prompt: Prepared, fault: bool) -> Pending {
-        Pending { job, prompt, fault }
+    pub fn new(
+        job: GenJob,
+        prompt: Prepared,
+        constraint: Option<Constraint>,
+        fault: bool,
+    ) -> Pending {
+        Pending {
+            job,
+            prompt,
+            constraint,
+            fault,
+        }
     }
 
     /// The client has gone.
@@ -74,7 +87,12 @@ impl Active {
         seq: &mut Sequence,
         files: &ModelFiles,
     ) -> Result<Active, (UnboundedSender<Event>, ApiError)> {
-        let Pending { job, prompt, fault } = p;
+        let Pending {
+            job,
+            prompt,
+            constraint,
+            fault,
+        } = p;
         let events = job.events;
         let Some(tok) = files.tokenizer.clone() else {
             return Err((events, ApiError::internal("the model has no tokenizer")));
@@ -94,9 +112,16 @@ impl Active {
         let mut cfg = files.generation_config(p.sampler.clone(), max_new, p.stops.clone());
         cfg.ignore_eos = p.ignore_eos;
         cfg.logprobs = p.logprobs;
+        let mut gen = Generation::new(cfg, Box::new(StreamDecoder::shared(tok.clone(), true)));
+        if !p.logit_bias.is_empty() {
+            gen.add_processor(Box::new(LogitBias(p.logit_bias.clone())));
+        }
+        if let Some(c) = constraint {
+            gen.add_processor(Box::new(c));
+        }
         Ok(Active {
             fault,
-            gen: Generation::new(cfg, Box::new(StreamDecoder::shared(tok.clone(), true))),
+            gen,
             tok,
             usage: Usage {
                 prompt_tokens: prompt.ids.len(),
