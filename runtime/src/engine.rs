@@ -235,7 +235,7 @@ pub(crate) fn decode_loop(
         if interrupt.swap(false, Ordering::SeqCst) {
             return Ok(end(gen, StopReason::Interrupted, out));
         }
-        let step = gen.next(&logits, dec.history())?;
+        let step = gen.next(&mut logits, dec.history())?;
         out(&step.text);
         let (Some(token), None) = (step.token, step.done) else {
             return Ok(step.done.unwrap_or(StopReason::MaxTokens));

@@ -12,7 +12,7 @@ use mllm_converter::tokenizer::{GgufVocab, Tokenizer};
 use mllm_converter::{HfModelDir, SafetensorsDir};
 use serde_json::Value as Json;
 
-use crate::generation::{Constraint, ConstraintError, ConstraintSpec, Grammars};
+use crate::generation::{ConstraintError, Grammars};
 use crate::weight_check::WeightCheck;
 use crate::{Error as CliError, Result as CliResult};
 
@@ -39,7 +39,7 @@ pub struct ModelFiles {
     pub check: WeightCheck,
     /// The vocabulary's trie for constrained decoding, built at the first
     /// constrained answer.
-    grammars: std::sync::OnceLock<Result<std::sync::Arc<Grammars>, ConstraintError>>,
+    pub(crate) grammars: std::sync::OnceLock<Result<std::sync::Arc<Grammars>, ConstraintError>>,
 }
 
 fn cpu() -> mllm_backends::SharedBackend {
@@ -562,40 +562,6 @@ fn open_mllm(path: &Path, opts: LoadOptions) -> CliResult<ModelFiles> {
 }
 
 impl ModelFiles {
-    /// The processor that keeps an answer to `spec` (a JSON schema, a
-    /// grammar); the vocabulary's trie is built once per model.
-    pub fn constraint(&self, spec: &ConstraintSpec) -> Result<Constraint, ConstraintError> {
-        let grammars = self.grammars.get_or_init(|| {
-            let tok = self.tokenizer.clone().ok_or_else(|| {
-                ConstraintError("constrained decoding needs the model's tokenizer".into())
-            })?;
-            Grammars::new(tok, &self.eos).map(std::sync::Arc::new)
-        });
-        match grammars {
-            Ok(g) => g.constraint(spec),
-            Err(e) => Err(e.clone()),
-        }
-    }
-
-    /// What an answer from this model is asked: its end-of-sequence ids
-    /// and its tokenizer's vocabulary (so padded head rows are never
-    /// drawn), with the caller's sampler, token limit and stop strings.
-    pub fn generation_config(
-        &self,
-        sampler: crate::generation::SamplerConfig,
-        max_new_tokens: usize,
-        stops: Vec<String>,
-    ) -> crate::generation::GenerationConfig {
-        crate::generation::GenerationConfig {
-            sampler,
-            max_new_tokens,
-            eos: self.eos.clone(),
-            stops,
-            vocab: self.tokenizer().ok().map(Tokenizer::vocab_size),
-            ..Default::default()
-        }
-    }
-
     /// Waits for the checksum check of a `.mllm` file (started when it was
     /// opened): an error names the damaged tensors and what to do.
     pub fn weights_verified(&self) -> CliResult<()> {

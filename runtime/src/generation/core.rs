@@ -184,7 +184,11 @@ impl<'a> Generation<'a> {
 
     /// Chooses the token after `logits` (the model's, after every token in
     /// `history`: prompt and generated).
-    pub fn next(&mut self, logits: &[f32], history: &[u32]) -> Result<Step, GenerationError> {
+    ///
+    /// The processors and the sampler's penalties work on `logits` in
+    /// place (a decode step's row is large: 151k values for Qwen3), so the
+    /// caller's row is changed.
+    pub fn next(&mut self, logits: &mut [f32], history: &[u32]) -> Result<Step, GenerationError> {
         if let Some(reason) = self.done {
             return Ok(self.ended(reason));
         }
@@ -192,19 +196,21 @@ impl<'a> Generation<'a> {
             return Ok(self.finish(StopReason::MaxTokens));
         }
         mllm_interpreter::numerics::check_logits(logits).map_err(GenerationError::NonFinite)?;
-        let mut l = logits.to_vec();
         for p in &mut self.processors {
-            p.process(&mut l, history)
+            p.process(logits, history)
                 .map_err(GenerationError::Processor)?;
         }
+        // Log-probabilities are of the masked distribution, before the
+        // penalties the sampler applies: kept only when asked for.
+        let masked = self.logprobs.map(|k| (k, logits.to_vec()));
         let token = self
             .sampler
-            .sample_masked(&l, history)
+            .sample_masked(logits, history)
             .ok_or(GenerationError::NothingAllowed)?;
         if self.eos.contains(&token) {
             return Ok(self.finish(StopReason::Eos));
         }
-        let logprob = self.logprobs.map(|k| logprob_of(&l, token, k));
+        let logprob = masked.map(|(k, l)| logprob_of(&l, token, k));
         for p in &mut self.processors {
             p.accept(token).map_err(GenerationError::Processor)?;
         }
@@ -248,12 +254,12 @@ impl<'a> Generation<'a> {
     pub fn verify(
         &mut self,
         proposed: &[u32],
-        rows: &[Vec<f32>],
+        rows: &mut [Vec<f32>],
         history: &[u32],
     ) -> Result<Vec<Step>, GenerationError> {
         let mut h = history.to_vec();
         let mut steps = vec![];
-        for (i, row) in rows.iter().enumerate().take(proposed.len() + 1) {
+        for (i, row) in rows.iter_mut().enumerate().take(proposed.len() + 1) {
             let step = self.next(row, &h)?;
             let stop = step.done.is_some()
                 || match (step.token, proposed.get(i)) {

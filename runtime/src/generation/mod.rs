@@ -16,6 +16,7 @@
 
 pub mod constrain;
 mod core;
+mod for_model;
 pub mod processors;
 pub mod reasoning;
 pub mod sampler;

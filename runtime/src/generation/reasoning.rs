@@ -66,12 +66,8 @@ impl ReasoningSplit {
                     self.trim = false;
                 }
                 State::Thinking => {
-                    if self.trim {
-                        self.pending = self.pending.trim_start().to_string();
-                        if self.pending.is_empty() {
-                            return out;
-                        }
-                        self.trim = false;
+                    if !self.trim_after_tag() {
+                        return out;
                     }
                     if let Some(at) = self.pending.find(CLOSE) {
                         out.reasoning.push_str(&self.pending[..at]);
@@ -87,12 +83,8 @@ impl ReasoningSplit {
                     return out;
                 }
                 State::Content => {
-                    if self.trim {
-                        self.pending = self.pending.trim_start().to_string();
-                        if self.pending.is_empty() {
-                            return out;
-                        }
-                        self.trim = false;
+                    if !self.trim_after_tag() {
+                        return out;
                     }
                     out.content.push_str(&self.pending);
                     self.pending.clear();
@@ -120,6 +112,21 @@ impl ReasoningSplit {
                 },
             },
         }
+    }
+}
+
+impl ReasoningSplit {
+    /// Drops the whitespace right after a tag; false while only
+    /// whitespace has come (more may follow).
+    fn trim_after_tag(&mut self) -> bool {
+        if self.trim {
+            self.pending = self.pending.trim_start().to_string();
+            if self.pending.is_empty() {
+                return false;
+            }
+            self.trim = false;
+        }
+        true
     }
 }
 

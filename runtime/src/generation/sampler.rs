@@ -112,22 +112,22 @@ impl Sampler {
     /// infinity are an error, never sampled: they mean a broken model.
     pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> Result<u32, String> {
         mllm_interpreter::numerics::check_logits(logits)?;
-        Ok(self.pick(logits, history))
+        Ok(self.pick(&mut logits.to_vec(), history))
     }
 
     /// Picks the next token from logits a processor may have masked: a
     /// masked token is `-inf` and never drawn. The caller has checked the
     /// model's own logits (`sample` does both); `None` when every token is
-    /// masked.
-    pub fn sample_masked(&mut self, logits: &[f32], history: &[u32]) -> Option<u32> {
+    /// masked. The penalties are applied to `logits` in place: the decode
+    /// loop's row is not copied again.
+    pub fn sample_masked(&mut self, logits: &mut [f32], history: &[u32]) -> Option<u32> {
         if !logits.iter().any(|v| v.is_finite()) {
             return None;
         }
         Some(self.pick(logits, history))
     }
 
-    fn pick(&mut self, logits: &[f32], history: &[u32]) -> u32 {
-        let mut l = logits.to_vec();
+    fn pick(&mut self, l: &mut [f32], history: &[u32]) -> u32 {
         let c = &self.config;
         if c.repeat_penalty != 1.0 && c.repeat_penalty > 0.0 {
             let start = history.len().saturating_sub(c.repeat_last_n);
@@ -156,7 +156,7 @@ impl Sampler {
             }
         }
         if c.temperature <= 0.0 {
-            return argmax(&l) as u32;
+            return argmax(l) as u32;
         }
         // Candidates sorted by logit, highest first.
         let mut cand: Vec<(u32, f32)> = l
@@ -166,7 +166,7 @@ impl Sampler {
             .map(|(i, &v)| (i as u32, v))
             .collect();
         if cand.is_empty() {
-            return argmax(&l) as u32;
+            return argmax(l) as u32;
         }
         cand.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         if c.top_k > 0 && c.top_k < cand.len() {

@@ -61,7 +61,7 @@ fn drive(g: &mut Generation, winners: &[u32]) -> Vec<Step> {
     let mut steps = vec![];
     let mut hist = vec![];
     for &w in winners {
-        let s = g.next(&peaked(w, VOCAB), &hist).expect("step");
+        let s = g.next(&mut peaked(w, VOCAB), &hist).expect("step");
         let done = s.done.is_some();
         hist.extend(s.token);
         steps.push(s);
@@ -82,7 +82,7 @@ fn eos_ends_the_answer_and_is_not_generated() {
     assert_eq!(g.generated(), &[0, 1]);
     assert_eq!(g.text(), "ab");
     // Asked again after the end: nothing more.
-    let again = g.next(&peaked(0, VOCAB), &[]).expect("ended");
+    let again = g.next(&mut peaked(0, VOCAB), &[]).expect("ended");
     assert_eq!((again.token, again.done), (None, Some(StopReason::Eos)));
 }
 
@@ -134,7 +134,7 @@ fn ignore_eos_masks_it_and_padded_vocab_rows_are_never_drawn() {
     let mut cfg = config(SamplerConfig::greedy(), 4);
     cfg.ignore_eos = true;
     let mut g = Generation::new(cfg, Box::new(Pieces));
-    let s = g.next(&peaked(EOS, VOCAB), &[]).expect("step");
+    let s = g.next(&mut peaked(EOS, VOCAB), &[]).expect("step");
     assert!(s.token.is_some() && s.token != Some(EOS), "{s:?}");
 
     // A head of 16 rows over a 12-token vocabulary: rows 12..16 lead but
@@ -147,7 +147,7 @@ fn ignore_eos_masks_it_and_padded_vocab_rows_are_never_drawn() {
         for _ in 0..50 {
             let mut l = model(&hist, 16);
             l[12..].fill(100.0);
-            let s = g.next(&l, &hist).expect("in the vocabulary");
+            let s = g.next(&mut l, &hist).expect("in the vocabulary");
             hist.extend(s.token);
             if s.done.is_some() {
                 break;
@@ -163,7 +163,7 @@ fn broken_logits_and_a_chain_that_forbids_everything_are_errors() {
         let mut g = Generation::new(config(SamplerConfig::greedy(), 5), Box::new(Pieces));
         let mut l = peaked(0, VOCAB);
         l[4] = bad;
-        let e = g.next(&l, &[]).expect_err("not sampled");
+        let e = g.next(&mut l, &[]).expect_err("not sampled");
         assert!(
             matches!(e, GenerationError::NonFinite(ref m) if m.contains("at token 4")),
             "{e}"
@@ -178,7 +178,9 @@ fn broken_logits_and_a_chain_that_forbids_everything_are_errors() {
     }
     let mut g = Generation::new(config(SamplerConfig::DEFAULT, 5), Box::new(Pieces));
     g.add_processor(Box::new(Nothing));
-    let e = g.next(&peaked(0, VOCAB), &[]).expect_err("nothing allowed");
+    let e = g
+        .next(&mut peaked(0, VOCAB), &[])
+        .expect_err("nothing allowed");
     assert_eq!(e, GenerationError::NothingAllowed);
 }
 
@@ -223,8 +225,8 @@ fn logprobs_come_from_the_masked_distribution() {
     cfg.logprobs = Some(3);
     cfg.vocab = Some(4);
     let mut g = Generation::new(cfg, Box::new(Pieces));
-    let l = vec![1.0, 3.0, 2.0, 0.0, 9.0, 9.0];
-    let lp = g.next(&l, &[]).expect("step").logprob.expect("asked");
+    let mut l = vec![1.0, 3.0, 2.0, 0.0, 9.0, 9.0];
+    let lp = g.next(&mut l, &[]).expect("step").logprob.expect("asked");
     let z: f64 = [1.0f64, 3.0, 2.0, 0.0].iter().map(|v| v.exp()).sum();
     assert_eq!(lp.token, 1);
     assert!((lp.logprob as f64 - (3.0 - z.ln())).abs() < 1e-5, "{lp:?}");
@@ -237,7 +239,7 @@ fn sequential(cfg: &GenerationConfig, prompt: &[u32]) -> (Vec<u32>, String, Opti
     let mut g = Generation::new(cfg.clone(), Box::new(Pieces));
     let mut hist = prompt.to_vec();
     loop {
-        let s = g.next(&model(&hist, VOCAB), &hist).expect("step");
+        let s = g.next(&mut model(&hist, VOCAB), &hist).expect("step");
         hist.extend(s.token);
         if s.done.is_some() {
             return (g.generated().to_vec(), g.text().to_string(), s.done);
@@ -269,10 +271,10 @@ fn speculative(
             h.push(t);
         }
         round += 1;
-        let rows: Vec<Vec<f32>> = (0..=k)
+        let mut rows: Vec<Vec<f32>> = (0..=k)
             .map(|i| model(&[&hist[..], &proposed[..i]].concat(), VOCAB))
             .collect();
-        let steps = g.verify(&proposed, &rows, &hist).expect("verify");
+        let steps = g.verify(&proposed, &mut rows, &hist).expect("verify");
         assert!(!steps.is_empty() && steps.len() <= k + 1);
         for s in &steps {
             hist.extend(s.token);

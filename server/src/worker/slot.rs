@@ -200,10 +200,10 @@ impl Active {
     /// Picks the next token from the logits, streams its text, and says
     /// whether the sequence goes on (then the caller computes the token).
     pub fn sample(&mut self, seq: &Sequence, metrics: &ModelMetrics) -> Next {
-        let Some(logits) = self.logits.take() else {
+        let Some(mut logits) = self.logits.take() else {
             return Next::Wait;
         };
-        let step = match self.gen.next(&logits, &seq.cached) {
+        let step = match self.gen.next(&mut logits, &seq.cached) {
             Ok(s) => s,
             Err(e) => {
                 self.fail(ApiError::internal(format!("error: {e}")));
