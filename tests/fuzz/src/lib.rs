@@ -1,13 +1,15 @@
 //! Helpers shared by the fuzz targets (`fuzz_targets/*.rs`): splitting one
 //! fuzz input into the several files a surface reads, a per-process scratch
 //! folder for readers that only open paths, touching every tensor a weight
-//! source offers, and the fixture folder. Each target's own file says what
-//! its input is.
+//! source offers, and the fixture folder. Each target's own file
+//! (`targets/NAME.rs`) says what its input is.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use mllm_backends::weights::WeightSource;
+
+pub mod targets;
 
 /// Separates the files packed into one input (`parts`). The fuzzer learns it
 /// from the seeds and from each target's dictionary (`tests/fuzz/dict/`).
@@ -37,9 +39,14 @@ pub fn join(pieces: &[&[u8]]) -> Vec<u8> {
 }
 
 /// The repository's `tests/fixtures` (compiled in: fuzz binaries run from
-/// this checkout).
+/// this checkout). This file is also compiled into the `mllm-tests` crate
+/// (`tests/`), whose manifest sits beside `fixtures/`, not below it.
 pub fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures")
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    match manifest.join("fixtures") {
+        beside if beside.is_dir() => beside,
+        _ => manifest.join("../fixtures"),
+    }
 }
 
 /// A folder of this process for readers that take paths: targets write the
