@@ -190,14 +190,29 @@ fn serve_refuses_what_it_cannot_do_and_biases_logits() {
         assert!(msg.contains(says), "{extra}: {msg}");
     };
     refused(
-        json!({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}),
-        "tools",
-        "tool calling is not supported",
+        json!({"functions": [{"name": "f", "parameters": {}}]}),
+        "functions",
+        "send `tools`",
     );
     refused(
         json!({"tool_choice": "required"}),
         "tool_choice",
-        "tool calling",
+        "no `tools` are given",
+    );
+    refused(
+        json!({"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": {"type": "function", "function": {"name": "g"}}}),
+        "tool_choice",
+        "`g`, which is not one of `tools`",
+    );
+    refused(
+        json!({"tools": [{"type": "retrieval"}]}),
+        "tools[0]",
+        "only `function` tools",
+    );
+    refused(
+        json!({"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "required", "response_format": {"type": "json_object"}}),
+        "tool_choice",
+        "cannot be combined",
     );
     refused(
         json!({"response_format": {"type": "json_object"}, "grammar": "root ::= \"a\""}),

@@ -52,6 +52,8 @@ impl ChatMessage {
 pub struct ChatTemplate {
     /// Where the template came from, for error messages.
     origin: String,
+    /// The template as written (tool-call formats are read off it).
+    source: String,
     env: Environment<'static>,
     special_tokens: Vec<(&'static str, String)>,
     limits: TemplateLimits,
@@ -84,6 +86,7 @@ impl ChatTemplate {
         let limits = TemplateLimits::from_env().map_err(ConvertError::Unsupported)?;
         let mut t = ChatTemplate {
             origin: origin.to_string(),
+            source: source.to_string(),
             env,
             special_tokens: Vec::new(),
             limits,
@@ -102,6 +105,11 @@ impl ChatTemplate {
 
     pub fn limits(&self) -> TemplateLimits {
         self.limits
+    }
+
+    /// The template's Jinja source, as given.
+    pub fn source(&self) -> &str {
+        &self.source
     }
 
     /// `tokenizer_config.json`'s `chat_template` (a string, or a list of
@@ -166,11 +174,9 @@ impl ChatTemplate {
     /// Renders messages given as JSON (for fields beyond role and content:
     /// `reasoning_content`, `tool_calls`). As transformers does, keys whose
     /// value is null are dropped and `reasoning_content` is filled from
-    /// `thinking`/`reasoning` (and `thinking` from it). serde_json keeps
-    /// object keys sorted, so a message's keys reach the template as `role`,
-    /// `content`, then the rest sorted: what `tojson` of a message written
-    /// `{"role": .., "content": ..}` in Python gives; deeper objects stay
-    /// sorted.
+    /// `thinking`/`reasoning` (and `thinking` from it). A message's keys
+    /// reach the template as `role`, `content`, then the rest in the order
+    /// given (serde_json's `preserve_order`), as a Python dict keeps them.
     pub fn render_json(
         &self,
         messages: &serde_json::Value,

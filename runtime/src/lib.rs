@@ -20,6 +20,7 @@ pub mod prompt;
 pub mod runner;
 pub mod sequence;
 pub mod tiled_images;
+pub mod tool_calls;
 pub mod videos;
 pub mod weight_check;
 

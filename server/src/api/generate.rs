@@ -12,11 +12,15 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use mllm_runtime::generation::reasoning::{ReasoningSplit, Split};
+use mllm_runtime::tool_calls::{
+    grammar, ToolCall, ToolChoice, ToolFormat, ToolRequest, ToolStream,
+};
 use serde_json::{json, Value};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use super::error::ApiError;
 use super::request::{self, GenParams, ImageSource, Message, Prompt};
+use super::tools;
 use super::Shared;
 use crate::access_log::Tokens;
 use crate::security::LocalMedia;
@@ -41,6 +45,9 @@ struct Meta {
     logprobs: bool,
     /// `<think>` blocks go to `reasoning_content` (chat only).
     reasoning: bool,
+    /// The tools offered and the model's format: the answer is read for
+    /// calls.
+    tools: Option<(ToolFormat, ToolRequest)>,
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -74,10 +81,27 @@ pub async fn completion(
 async fn chat_inner(s: Shared, tokens: Tokens, body: Bytes) -> Result<Response, ApiError> {
     refuse_when_draining()?;
     let req = request::parse_chat(&body)?;
-    let params = req.params()?;
+    let mut params = req.params()?;
     let messages = req.messages()?;
-    let enable_thinking = req.enable_thinking()?;
+    let mut enable_thinking = req.enable_thinking()?;
     let model = s.model(req.common.model.as_deref())?;
+    let tools = tools::tool_request(&req.common)?;
+    let format = model.info.tool_format;
+    if let Some(t) = tools.as_ref().filter(|t| t.forced()) {
+        if params.constraint.is_some() {
+            return Err(ApiError::bad_request(
+                "`tool_choice` forces a tool call, whose arguments follow the tool's schema; it cannot be combined with `response_format`, `json_schema` or `grammar`",
+            )
+            .with_param("tool_choice"));
+        }
+        params.constraint = Some(
+            grammar::forced(format, t)
+                .map_err(|m| ApiError::bad_request(m).with_param("tool_choice"))?,
+        );
+        // The call comes at once: a thinking template's reasoning would
+        // have to fit the grammar too.
+        enable_thinking.get_or_insert(false);
+    }
     let images = decode_images(&messages, s.media.clone()).await?;
     if !images.is_empty() && !model.info.vision {
         return Err(ApiError::bad_request(format!(
@@ -85,11 +109,18 @@ async fn chat_inner(s: Shared, tokens: Tokens, body: Bytes) -> Result<Response, 
             model.name
         )));
     }
+    if !images.is_empty() && tools.is_some() {
+        return Err(ApiError::bad_request(
+            "`tools` with images is not supported yet: send the images or the tools",
+        )
+        .with_param("tools"));
+    }
     let prompt = PreparedPrompt::Chat {
         messages,
         images,
         enable_thinking,
         truncate: req.common.truncate,
+        tools: tools.clone(),
     };
     let mut meta = meta(
         Kind::Chat,
@@ -99,6 +130,9 @@ async fn chat_inner(s: Shared, tokens: Tokens, body: Bytes) -> Result<Response, 
         tokens,
     );
     meta.reasoning = req.common.split_reasoning(s.split_reasoning)?;
+    meta.tools = tools
+        .filter(|t| t.choice != ToolChoice::None)
+        .map(|t| (format, t));
     answer(model, prompt, params, meta, req.common.stream).await
 }
 
@@ -151,6 +185,7 @@ fn meta(
         include_usage,
         logprobs: params.logprobs.is_some(),
         reasoning: false,
+        tools: None,
     }
 }
 
@@ -200,17 +235,67 @@ async fn answer(
     })?;
     // The first event says whether the prompt was accepted, so errors in
     // it are HTTP errors, not a failed stream.
-    let split = match rx.recv().await {
-        Some(Event::Started { thinking, .. }) => {
-            (meta.reasoning && meta.kind == Kind::Chat).then(|| ReasoningSplit::new(thinking))
-        }
+    let reader = match rx.recv().await {
+        Some(Event::Started { thinking, .. }) => Reader {
+            split: (meta.reasoning && meta.kind == Kind::Chat)
+                .then(|| ReasoningSplit::new(thinking)),
+            calls: meta.tools.clone().map(|(f, t)| ToolStream::new(f, t)),
+        },
         Some(Event::Error(e)) => return Err(e),
         _ => return Err(ApiError::internal("the model stopped before answering")),
     };
     if stream {
-        Ok(stream_response(rx, meta, split).into_response())
+        Ok(stream_response(rx, meta, reader).into_response())
     } else {
-        collect(rx, meta, split).await
+        collect(rx, meta, reader).await
+    }
+}
+
+/// Reads a chat answer as it comes: `<think>` blocks split off first,
+/// then tool calls out of the rest.
+struct Reader {
+    split: Option<ReasoningSplit>,
+    calls: Option<ToolStream>,
+}
+
+impl Reader {
+    /// The next piece of answer; what may be shown now.
+    fn push(&mut self, text: &str) -> Split {
+        let mut s = match self.split.as_mut() {
+            Some(sp) => sp.push(text),
+            None => Split {
+                reasoning: String::new(),
+                content: text.to_string(),
+            },
+        };
+        if let Some(ts) = self.calls.as_mut() {
+            s.content = ts.push(&s.content);
+        }
+        s
+    }
+
+    /// The answer ended: what was held, and the calls it made.
+    fn finish(&mut self) -> (Split, Vec<ToolCall>) {
+        let mut s = self
+            .split
+            .as_mut()
+            .map(|sp| sp.finish())
+            .unwrap_or_default();
+        let mut calls = vec![];
+        if let Some(ts) = self.calls.as_mut() {
+            let mut content = ts.push(&s.content);
+            let parsed = ts.finish();
+            content.push_str(&parsed.content);
+            s.content = content;
+            calls = parsed.calls;
+        }
+        (s, calls)
+    }
+
+    /// Whether pieces go through unchanged (a completion, or a chat with
+    /// neither a split nor tools).
+    fn plain(&self) -> bool {
+        self.split.is_none() && self.calls.is_none()
     }
 }
 
@@ -230,7 +315,7 @@ impl Collected {
 async fn collect(
     mut rx: UnboundedReceiver<Event>,
     meta: Meta,
-    mut split: Option<ReasoningSplit>,
+    mut reader: Reader,
 ) -> Result<Response, ApiError> {
     let mut c = Collected {
         text: String::new(),
@@ -240,24 +325,27 @@ async fn collect(
     loop {
         match rx.recv().await {
             Some(Event::Token { text, logprob }) => {
-                match split.as_mut() {
-                    Some(sp) => c.add(sp.push(&text)),
-                    None => c.text.push_str(&text),
-                }
+                c.add(reader.push(&text));
                 c.logprobs.extend(logprob);
             }
             Some(Event::Done {
-                finish_reason,
+                mut finish_reason,
                 usage,
             }) => {
-                if let Some(sp) = split.as_mut() {
-                    c.add(sp.finish());
-                }
+                let (rest, calls) = reader.finish();
+                c.add(rest);
                 meta.tokens
                     .set(usage.prompt_tokens, usage.completion_tokens);
                 let mut message = json!({ "role": "assistant", "content": c.text });
                 if !c.reasoning.is_empty() {
                     message["reasoning_content"] = json!(c.reasoning.trim_end());
+                }
+                if !calls.is_empty() {
+                    if c.text.is_empty() {
+                        message["content"] = Value::Null;
+                    }
+                    message["tool_calls"] = tools::calls_json(&calls);
+                    finish_reason = "tool_calls";
                 }
                 let choice = match meta.kind {
                     Kind::Chat => json!({
@@ -358,14 +446,15 @@ struct Streamer {
     done: bool,
     /// Bytes of answer text sent so far (the legacy logprobs' offsets).
     sent: usize,
-    /// Splits `<think>` blocks off into `delta.reasoning_content`.
-    split: Option<ReasoningSplit>,
+    /// Splits `<think>` blocks off into `delta.reasoning_content` and tool
+    /// calls into `delta.tool_calls`.
+    reader: Reader,
 }
 
 fn stream_response(
     rx: UnboundedReceiver<Event>,
     meta: Meta,
-    split: Option<ReasoningSplit>,
+    reader: Reader,
 ) -> Sse<impl futures_util::Stream<Item = Result<SseEvent, Infallible>>> {
     let mut st = Streamer {
         rx,
@@ -373,7 +462,7 @@ fn stream_response(
         out: Default::default(),
         done: false,
         sent: 0,
-        split,
+        reader,
     };
     if st.meta.kind == Kind::Chat {
         let first = st.chunk(json!({ "role": "assistant", "content": "" }), None, None);
@@ -455,22 +544,27 @@ impl Streamer {
                     Kind::Chat => chat_logprobs(&lps),
                     Kind::Completion => legacy_logprobs(&lps, self.sent),
                 });
-                let Some(sp) = self.split.as_mut() else {
+                if self.reader.plain() {
                     self.sent += text.len();
                     let ev = self.chunk(json!({ "content": text }), logprobs, None);
                     self.out.push_back(ev);
                     return;
-                };
-                let s = sp.push(&text);
+                }
+                let s = self.reader.push(&text);
                 self.send_split(s, logprobs);
             }
             Some(Event::Done {
-                finish_reason,
+                mut finish_reason,
                 usage,
             }) => {
-                if let Some(sp) = self.split.as_mut() {
-                    let s = sp.finish();
-                    self.send_split(s, None);
+                let (rest, calls) = self.reader.finish();
+                self.send_split(rest, None);
+                for delta in tools::call_deltas(&calls) {
+                    let ev = self.chunk(delta, None, None);
+                    self.out.push_back(ev);
+                }
+                if !calls.is_empty() {
+                    finish_reason = "tool_calls";
                 }
                 self.meta
                     .tokens

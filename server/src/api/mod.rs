@@ -6,6 +6,7 @@ pub mod error;
 mod generate;
 mod misc;
 pub mod request;
+pub mod tools;
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;

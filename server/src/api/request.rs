@@ -66,10 +66,11 @@ pub struct Common {
     pub grammar: Option<String>,
     /// Token id (as a string key) -> bias added to its logit, -100..100.
     pub logit_bias: Option<serde_json::Map<String, serde_json::Value>>,
-    /// Tool calling is not implemented yet: a request that asks for it is
-    /// refused rather than answered in prose as if it had not.
+    /// OpenAI's tools (`super::tools` reads them); the legacy `functions`
+    /// and `function_call` are refused by name.
     pub tools: Option<serde_json::Value>,
     pub tool_choice: Option<serde_json::Value>,
+    pub parallel_tool_calls: Option<bool>,
     pub functions: Option<serde_json::Value>,
     pub function_call: Option<serde_json::Value>,
     /// `deepseek`: `<think>...</think>` goes to `reasoning_content`;
@@ -106,6 +107,11 @@ pub enum Content {
 pub struct MessageIn {
     pub role: String,
     pub content: Option<Content>,
+    /// An assistant turn's calls, as OpenAI returned them.
+    pub tool_calls: Option<Vec<serde_json::Value>>,
+    /// A `tool` turn: the call it answers.
+    pub tool_call_id: Option<String>,
+    pub name: Option<String>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -150,6 +156,27 @@ pub struct Message {
     pub text: String,
     /// Where each image comes from: a data URI's bytes or a local file.
     pub images: Vec<ImageSource>,
+    /// `tool_calls`, `tool_call_id` and `name` when given.
+    pub tool_calls: Option<Vec<serde_json::Value>>,
+    pub tool_call_id: Option<String>,
+    pub name: Option<String>,
+}
+
+impl Message {
+    /// The turn as OpenAI's JSON, for the chat template.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut m = serde_json::json!({ "role": self.role, "content": self.text });
+        if let Some(c) = &self.tool_calls {
+            m["tool_calls"] = serde_json::Value::from(c.clone());
+        }
+        if let Some(id) = &self.tool_call_id {
+            m["tool_call_id"] = id.clone().into();
+        }
+        if let Some(n) = &self.name {
+            m["name"] = n.clone().into();
+        }
+        m
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -272,11 +299,10 @@ impl Common {
     }
 
     /// The constraint `response_format`, `json_schema` or `grammar` asks
-    /// for (one of them at most); tool calling is refused by name.
+    /// for (one of them at most); the legacy function calling is refused by
+    /// name.
     fn constraint(&self) -> Result<Option<ConstraintSpec>, ApiError> {
         for (name, v) in [
-            ("tools", &self.tools),
-            ("tool_choice", &self.tool_choice),
             ("functions", &self.functions),
             ("function_call", &self.function_call),
         ] {
@@ -288,7 +314,7 @@ impl Common {
             };
             if asked {
                 return Err(ApiError::bad_request(format!(
-                    "`{name}`: tool calling is not supported by this server yet; describe the call in the prompt and constrain the answer with `response_format` (a JSON schema) instead"
+                    "`{name}` is OpenAI's deprecated function calling: send `tools` and `tool_choice` instead"
                 ))
                 .with_param(name));
             }
@@ -468,10 +494,26 @@ impl ChatRequest {
                 ))
                 .with_param(&format!("messages[{i}].role")));
             }
+            if let Some(calls) = &m.tool_calls {
+                for (j, c) in calls.iter().enumerate() {
+                    if c.pointer("/function/name")
+                        .and_then(|n| n.as_str())
+                        .is_none()
+                    {
+                        return Err(ApiError::bad_request(format!(
+                            "messages[{i}].tool_calls[{j}] has no `function.name`"
+                        ))
+                        .with_param(&format!("messages[{i}].tool_calls")));
+                    }
+                }
+            }
             out.push(Message {
                 role: m.role.clone(),
                 text,
                 images,
+                tool_calls: m.tool_calls.clone(),
+                tool_call_id: m.tool_call_id.clone(),
+                name: m.name.clone(),
             });
         }
         Ok(out)

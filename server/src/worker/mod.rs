@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use mllm_runtime::image_preprocess::RgbImage;
 use mllm_runtime::model_files::LoadOptions;
+use mllm_runtime::tool_calls::{ToolFormat, ToolRequest};
 use tokio::sync::{mpsc as tmpsc, oneshot};
 
 use crate::api::error::ApiError;
@@ -33,6 +34,8 @@ pub struct ModelInfo {
     pub kv_bytes: Option<usize>,
     pub vision: bool,
     pub has_template: bool,
+    /// How the template writes tool calls.
+    pub tool_format: ToolFormat,
     pub created: u64,
 }
 
@@ -44,6 +47,8 @@ pub enum PreparedPrompt {
         enable_thinking: Option<bool>,
         /// `"truncate": true`: drop the oldest turns that do not fit.
         truncate: bool,
+        /// The tools offered, rendered by the template.
+        tools: Option<ToolRequest>,
     },
     Text(String),
     Ids(Vec<u32>),

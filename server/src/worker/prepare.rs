@@ -6,7 +6,8 @@ use std::hash::{Hash, Hasher};
 
 use mllm_runtime::images::{self, ImageTokens, Images, Turn};
 use mllm_runtime::model_files::ModelFiles;
-use mllm_runtime::prompt::{self, Message as TemplateMessage};
+use mllm_runtime::prompt;
+use mllm_runtime::tool_calls::ToolRequest;
 use serde_json::json;
 
 use super::PreparedPrompt;
@@ -61,6 +62,7 @@ pub fn prompt(
             images,
             enable_thinking,
             truncate,
+            tools,
         } => {
             if files.chat_template.is_none() {
                 return Err(ApiError::bad_request(format!(
@@ -68,11 +70,16 @@ pub fn prompt(
                     files.path.display()
                 )));
             }
-            let first = chat(files, messages, images, *enable_thinking)?;
+            let c = Conversation {
+                images,
+                enable_thinking: *enable_thinking,
+                tools: tools.as_ref(),
+            };
+            let first = chat(files, messages, &c)?;
             if !*truncate || first.ids.len() < context {
                 first
             } else {
-                truncated(files, messages, images, *enable_thinking, context)?
+                truncated(files, messages, &c, context)?
             }
         }
     };
@@ -89,16 +96,19 @@ pub fn prompt(
     Ok(prepared)
 }
 
-/// A conversation's ids (and images) through the chat template.
-fn chat(
-    files: &ModelFiles,
-    messages: &[Message],
-    images: &[mllm_runtime::image_preprocess::RgbImage],
+/// What a conversation's messages are rendered with.
+struct Conversation<'a> {
+    images: &'a [mllm_runtime::image_preprocess::RgbImage],
     enable_thinking: Option<bool>,
-) -> Result<Prepared, ApiError> {
+    tools: Option<&'a ToolRequest>,
+}
+
+/// A conversation's ids (and images) through the chat template.
+fn chat(files: &ModelFiles, messages: &[Message], c: &Conversation) -> Result<Prepared, ApiError> {
+    let (images, enable_thinking) = (c.images, c.enable_thinking);
     let tok = tokenizer(files)?;
     if images.is_empty() {
-        let text = template(files, messages, enable_thinking)?;
+        let text = render(files, messages, enable_thinking, c.tools)?;
         return Ok(Prepared {
             ids: tok
                 .encode(&text, false)
@@ -131,12 +141,11 @@ fn chat(
 fn truncated(
     files: &ModelFiles,
     messages: &[Message],
-    images: &[mllm_runtime::image_preprocess::RgbImage],
-    enable_thinking: Option<bool>,
+    c: &Conversation,
     context: usize,
 ) -> Result<Prepared, ApiError> {
     let mut msgs = messages.to_vec();
-    let mut imgs = images.to_vec();
+    let mut imgs = c.images.to_vec();
     while let Some(first) = msgs.iter().position(|m| m.role != "system") {
         let mut end = first + 1;
         while end < msgs.len() && !matches!(msgs[end].role.as_str(), "user" | "system") {
@@ -149,12 +158,26 @@ fn truncated(
         let dropped: usize = msgs[first..end].iter().map(|m| m.images.len()).sum();
         imgs.drain(before..before + dropped);
         msgs.drain(first..end);
-        let p = chat(files, &msgs, &imgs, enable_thinking)?;
+        let p = chat(
+            files,
+            &msgs,
+            &Conversation {
+                images: &imgs,
+                ..*c
+            },
+        )?;
         if p.ids.len() < context {
             return Ok(p);
         }
     }
-    chat(files, &msgs, &imgs, enable_thinking)
+    chat(
+        files,
+        &msgs,
+        &Conversation {
+            images: &imgs,
+            ..*c
+        },
+    )
 }
 
 /// What identifies a request's images for prefix reuse: their sizes and pixels.
@@ -177,11 +200,19 @@ pub fn template(
             "/apply-template renders text only; remove the image parts",
         ));
     }
-    let msgs: Vec<TemplateMessage> = messages
-        .iter()
-        .map(|m| TemplateMessage::new(&m.role, &m.text))
-        .collect();
-    prompt::render(files, &msgs, true, enable_thinking).map_err(bad)
+    render(files, messages, enable_thinking, None)
+}
+
+/// A text conversation through the template, with the tools offered and
+/// past calls written as the template's tool-call format wants them.
+fn render(
+    files: &ModelFiles,
+    messages: &[Message],
+    enable_thinking: Option<bool>,
+    tools: Option<&ToolRequest>,
+) -> Result<String, ApiError> {
+    let msgs: Vec<serde_json::Value> = messages.iter().map(Message::to_json).collect();
+    prompt::render_with_tools(files, &msgs, tools, true, enable_thinking).map_err(bad)
 }
 
 pub fn tokenize(

@@ -8,6 +8,7 @@ use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
 use mllm_runtime::model_files;
+use mllm_runtime::tool_calls::ToolFormat;
 use mllm_runtime::{Runner, Sequence};
 
 use super::slot::{self, Active};
@@ -86,6 +87,10 @@ impl Worker {
             kv_bytes: files.kv_bytes_at(context, kv.size() as f64 / kv.block_size() as f64),
             vision: files.config.get("vision_config").is_some(),
             has_template: files.chat_template.is_some(),
+            tool_format: files
+                .chat_template
+                .as_ref()
+                .map_or(ToolFormat::Generic, |t| ToolFormat::detect(t.source())),
             created: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
