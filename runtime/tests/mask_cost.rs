@@ -9,11 +9,14 @@
 //! It needs `.cache/npm/qwen3/tokenizer.json` (`bash tests/fetch_assets.sh`).
 //! A walk through the schema's language: at each step the mask is computed
 //! (as a constrained answer computes it), a token it allows is taken, and
-//! the parser advances; the time per step is the overhead a constrained
-//! answer adds to each decode step.
+//! the parser advances. Run back to back, the time per step is the whole
+//! work of the mask; run with a 15 ms forward (a sleep) after each token,
+//! it is what the caller still waits for while the constraint's thread
+//! computes the next mask beside the forward (`generation/mask_ahead.rs`):
+//! taking the token in and applying the mask to the logits.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use mllm_runtime::generation::{ConstraintSpec, Grammars, LogitsProcessor};
 use mllm_runtime::tokenizer::Tokenizer;
@@ -44,10 +47,39 @@ fn mask_cost_per_token_on_qwen3s_vocabulary() {
         },
         "required": ["name", "age", "tags", "address"]
     });
+    let (steps, secs, worst) = walk(&grammars, &schema, vocab, eos, 20, Duration::ZERO);
+    let mean = secs / steps as f64;
+    println!(
+        "{steps} steps: mean {:.1} us per token (mask + advance), worst {:.1} us; \
+         Qwen3-0.6B Q8_0 decodes a token in ~15 ms at 2 threads, so the mask is {:.2}% of a step",
+        mean * 1e6,
+        worst * 1e6,
+        mean / 0.015 * 100.0
+    );
+    // The same walk with a 15 ms forward (a sleep) after each token: what
+    // the caller still waits for when the mask is computed beside it.
+    let (steps, secs, _) = walk(&grammars, &schema, vocab, eos, 3, Duration::from_millis(15));
+    println!(
+        "{steps} steps beside a 15 ms forward: the caller waits {:.1} us per token ({:.2}% of a step)",
+        secs / steps as f64 * 1e6,
+        secs / steps as f64 / 0.015 * 100.0
+    );
+}
+
+/// A random walk of `seeds` answers through `schema`'s language: (steps,
+/// seconds the caller waited on the constraint, the worst step's).
+fn walk(
+    grammars: &Grammars,
+    schema: &serde_json::Value,
+    vocab: usize,
+    eos: u32,
+    seeds: u64,
+    forward: Duration,
+) -> (usize, f64, f64) {
     let mut steps = 0usize;
     let mut secs = 0.0f64;
     let mut worst = 0.0f64;
-    for seed in 0..20u64 {
+    for seed in 0..seeds {
         let t = Instant::now();
         let mut c = grammars
             .constraint(&ConstraintSpec::JsonSchema(schema.clone()))
@@ -79,6 +111,9 @@ fn mask_cost_per_token_on_qwen3s_vocabulary() {
             let t = Instant::now();
             c.accept(pick).expect("allowed");
             let dt = dt + t.elapsed().as_secs_f64();
+            // The forward of the token just taken, during which the
+            // constraint's thread computes the next mask.
+            std::thread::sleep(forward);
             secs += dt;
             worst = worst.max(dt);
             steps += 1;
@@ -87,12 +122,5 @@ fn mask_cost_per_token_on_qwen3s_vocabulary() {
             }
         }
     }
-    let mean = secs / steps as f64;
-    println!(
-        "{steps} steps: mean {:.1} us per token (mask + advance), worst {:.1} us; \
-         Qwen3-0.6B Q8_0 decodes a token in ~15 ms at 2 threads, so the mask is {:.2}% of a step",
-        mean * 1e6,
-        worst * 1e6,
-        mean / 0.015 * 100.0
-    );
+    (steps, secs, worst)
 }

@@ -13,7 +13,7 @@ use llguidance::toktrie::{TokEnv, TokRxInfo, TokTrie, TokenId, TokenizerEnv};
 use llguidance::{Matcher, ParserFactory};
 use mllm_converter::tokenizer::Tokenizer;
 
-use super::processors::{LogitsProcessor, ProcessorError};
+pub use super::mask_ahead::Constraint;
 
 /// What an answer must follow.
 #[derive(Clone, Debug, PartialEq)]
@@ -120,7 +120,7 @@ impl Grammars {
         if let Some(e) = matcher.get_error() {
             return Err(ConstraintError(format!("{}: {e}", spec.kind())));
         }
-        Ok(Constraint { matcher })
+        Constraint::start(matcher)
     }
 }
 
@@ -147,41 +147,6 @@ impl ConstraintSpec {
             ConstraintSpec::Gbnf(_) => "the GBNF grammar cannot be used",
             ConstraintSpec::Regex(_) => "the regex cannot be used",
         }
-    }
-}
-
-/// One answer's constraint: masks every token its parser cannot take.
-pub struct Constraint {
-    matcher: Matcher,
-}
-
-impl LogitsProcessor for Constraint {
-    fn process(&mut self, logits: &mut [f32], _history: &[u32]) -> Result<(), ProcessorError> {
-        let mask = self
-            .matcher
-            .compute_mask_or_eos()
-            .map_err(|e| ProcessorError(format!("the constraint failed: {e}")))?;
-        let n = mask.len().min(logits.len());
-        mask.iter_unset_entries(|i| {
-            if i < n {
-                logits[i] = f32::NEG_INFINITY;
-            }
-        });
-        // Rows the vocabulary does not have (a padded head) are never allowed.
-        if let Some(rest) = logits.get_mut(n..) {
-            rest.fill(f32::NEG_INFINITY);
-        }
-        Ok(())
-    }
-
-    fn accept(&mut self, token: u32) -> Result<(), ProcessorError> {
-        self.matcher
-            .consume_token(token)
-            .map_err(|e| ProcessorError(format!("the constraint refused token {token}: {e}")))
-    }
-
-    fn is_complete(&self) -> bool {
-        self.matcher.is_stopped()
     }
 }
 

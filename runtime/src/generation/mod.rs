@@ -17,6 +17,7 @@
 pub mod constrain;
 mod core;
 mod for_model;
+mod mask_ahead;
 pub mod processors;
 pub mod reasoning;
 pub mod sampler;

@@ -3,6 +3,7 @@
 //! `crate::security`'s.
 
 pub mod error;
+mod fields;
 mod generate;
 mod misc;
 pub mod request;

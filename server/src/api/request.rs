@@ -1,7 +1,7 @@
 //! OpenAI request bodies, parsed and checked into what a model worker runs.
-//! Everything a client can get wrong is a 400 naming the field; unknown
-//! fields are ignored (clients send extras), known fields of the wrong type
-//! are not. Pure functions of the body, so the fuzzer drives them.
+//! Everything a client can get wrong is a 400 naming the field: a known
+//! field of the wrong type here, a field this server does not honour in
+//! `super::fields`. Pure functions of the body, so the fuzzer drives them.
 
 use serde::Deserialize;
 
@@ -433,6 +433,7 @@ fn response_format(rf: &serde_json::Value) -> Result<Option<ConstraintSpec>, Api
 pub fn parse_chat(body: &[u8]) -> Result<ChatRequest, ApiError> {
     let mut r: ChatRequest = parse(body)?;
     r.common = parse(body)?;
+    super::fields::check(body, true)?;
     if r.messages.is_empty() {
         return Err(ApiError::bad_request("`messages` is empty").with_param("messages"));
     }
@@ -577,6 +578,7 @@ fn image_source(url: &str) -> Result<ImageSource, ApiError> {
 pub fn parse_completion(body: &[u8]) -> Result<CompletionRequest, ApiError> {
     let mut r: CompletionRequest = parse(body)?;
     r.common = parse(body)?;
+    super::fields::check(body, false)?;
     Ok(r)
 }
 
