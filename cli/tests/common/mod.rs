@@ -56,3 +56,15 @@ pub fn smollm2() -> String {
     );
     p.display().to_string()
 }
+
+/// The venv `tests/fetch_assets.sh` makes for the serve tests' Python
+/// clients (`openai`, `jsonschema`).
+pub fn serve_python() -> PathBuf {
+    let python = root().join(".cache/serve-venv/bin/python");
+    assert!(
+        python.is_file(),
+        "{} is missing: run `bash tests/fetch_assets.sh` to install the Python clients",
+        python.display()
+    );
+    python
+}

@@ -45,20 +45,25 @@ pub fn conversation(
     }
 }
 
-/// A call's `function.arguments`, sent as a JSON string, as the object it
-/// holds (a string that is not JSON stays as it is).
+/// Each call's `function.arguments`, sent as a JSON string, as the object
+/// it holds (`arguments_value`).
 fn arguments_as_objects(m: &Json) -> Json {
     let mut m = m.clone();
     if let Some(calls) = m.get_mut("tool_calls").and_then(|c| c.as_array_mut()) {
         for call in calls {
             if let Some(args) = call.pointer_mut("/function/arguments") {
-                if let Some(parsed) = args.as_str().and_then(|s| serde_json::from_str(s).ok()) {
-                    *args = parsed;
-                }
+                *args = arguments_value(args);
             }
         }
     }
     m
+}
+
+/// A call's arguments: the object a JSON string holds, else as given.
+fn arguments_value(args: &Json) -> Json {
+    args.as_str()
+        .and_then(|s| serde_json::from_str(s).ok())
+        .unwrap_or_else(|| args.clone())
 }
 
 /// One turn for a template that knows no tools.
@@ -72,11 +77,7 @@ fn generic_turn(m: &Json) -> Json {
                 .flatten()
                 .map(|c| {
                     let f = &c["function"];
-                    let args = match &f["arguments"] {
-                        Json::String(s) => serde_json::from_str(s).unwrap_or(json!(s)),
-                        other => other.clone(),
-                    };
-                    json!({"name": f["name"], "arguments": args})
+                    json!({"name": f["name"], "arguments": arguments_value(&f["arguments"])})
                 })
                 .collect();
             let call = json!({ "tool_calls": calls }).to_string();
