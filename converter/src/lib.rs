@@ -16,6 +16,7 @@ pub mod image_preprocess;
 pub mod mllm_format;
 pub mod pytorch;
 pub mod safetensors_dir;
+pub mod sentence_transformers;
 pub mod tokenizer;
 
 pub use error::{ConvertError, Result};

@@ -43,6 +43,14 @@ fn dtype_of(d: StDtype, name: &str, file: &Path) -> Result<DType> {
     })
 }
 
+/// BERT's `embeddings.position_ids` and `embeddings.token_type_ids`: int64
+/// buffers (0, 1, 2, ... and zeros) that transformers before 4.31 saved
+/// and that transformers itself never loads. They are left out here (and
+/// not counted as unused by the binder).
+pub fn is_index_buffer(name: &str) -> bool {
+    name.ends_with("embeddings.position_ids") || name.ends_with("embeddings.token_type_ids")
+}
+
 impl SafetensorsDir {
     /// Opens a checkpoint directory or a single `.safetensors` file.
     pub fn open(path: &Path) -> Result<SafetensorsDir> {
@@ -143,6 +151,9 @@ impl SafetensorsDir {
         let data_start = 8 + header_len;
         let fi = self.files.len();
         for (name, info) in meta.tensors() {
+            if is_index_buffer(&name) && info.dtype == StDtype::I64 {
+                continue;
+            }
             let dtype = dtype_of(info.dtype, &name, path)?;
             let (s, e) = info.data_offsets;
             let start = data_start

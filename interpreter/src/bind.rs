@@ -126,13 +126,20 @@ impl<'w> Binder<'w> {
             .map_err(|msg| RtError::new("mdl::bind::load", format!("cannot load `{path}`: {msg}")))
     }
 
-    /// Checkpoint tensors no declaration asked for.
+    /// Checkpoint tensors no declaration asked for. BERT's
+    /// `embeddings.position_ids` and `token_type_ids` are not counted:
+    /// buffers that transformers before 4.31 saved (a PyTorch checkpoint
+    /// still has them) and transformers itself never loads.
     pub fn unused(&self) -> Vec<String> {
         match self.source {
             Some(ws) => ws
                 .names()
                 .into_iter()
-                .filter(|n| !self.used.contains(n))
+                .filter(|n| {
+                    !self.used.contains(n)
+                        && !n.ends_with("embeddings.position_ids")
+                        && !n.ends_with("embeddings.token_type_ids")
+                })
                 .collect(),
             None => vec![],
         }

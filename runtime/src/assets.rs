@@ -38,6 +38,7 @@ pub const MODELS: &[(&str, &str)] = &[
         "deepseek_ocr2",
         include_str!("../../models/deepseek_ocr2.mdl"),
     ),
+    ("bert", include_str!("../../models/bert.mdl")),
 ];
 
 /// The built-in script serving a checkpoint: the one that declares a module

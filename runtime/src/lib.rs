@@ -3,11 +3,13 @@
 //! model scripts are embedded; a file on disk overrides), bind the weights,
 //! then prefill, decode and sample, with images for vision-language
 //! scripts and steps run eagerly or as captured graphs. `generation` is
-//! the one generation core every front end drives. The `mllm` CLI, and
+//! the one generation core every front end drives; `embeddings` turns
+//! texts into vectors with encoder (BERT) and decoder embedding models. The `mllm` CLI, and
 //! later the server and the C/Python bindings, are thin layers over it; it
 //! prints nothing except warnings on stderr.
 
 pub mod assets;
+pub mod embeddings;
 pub mod engine;
 pub mod generation;
 pub mod image_prompt;

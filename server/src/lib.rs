@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use mllm_runtime::model_files::LoadOptions;
 
+use worker::embed::EmbedHandle;
 use worker::{ModelHandle, WorkerConfig, DRAINING};
 
 /// One `--model`: `NAME=PATH`, or a path served under its file or
@@ -31,6 +32,8 @@ pub struct ModelSpec {
     pub path: String,
     /// The vision tower of a GGUF `path` (`--mmproj`): llama.cpp's mmproj file.
     pub mmproj: Option<String>,
+    /// Served for `/v1/embeddings` instead of generation (`--embedding`).
+    pub embedding: bool,
 }
 
 impl ModelSpec {
@@ -41,6 +44,7 @@ impl ModelSpec {
                     name: name.to_string(),
                     path: path.to_string(),
                     mmproj: None,
+                    embedding: false,
                 };
             }
         }
@@ -59,7 +63,26 @@ impl ModelSpec {
             name,
             path: arg.to_string(),
             mmproj: None,
+            embedding: false,
         }
+    }
+
+    /// Marks the models `--embedding` names for embeddings: `*` (the flag
+    /// without a value) every model, NAME one of them.
+    pub fn attach_embedding(specs: &mut [ModelSpec], args: &[String]) -> Result<(), String> {
+        for arg in args {
+            if arg == "*" {
+                specs.iter_mut().for_each(|s| s.embedding = true);
+                continue;
+            }
+            let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+            let names = names.join(", ");
+            let spec = specs.iter_mut().find(|s| s.name == *arg).ok_or_else(|| {
+                format!("--embedding {arg}: no model is named `{arg}` (models: {names})")
+            })?;
+            spec.embedding = true;
+        }
+        Ok(())
     }
 
     /// Gives each `--mmproj [NAME=]FILE` to its model: NAME picks one by
@@ -142,14 +165,38 @@ pub fn run(cfg: ServerConfig, on_listen: impl FnOnce(&str)) -> Result<(), String
     let media = security::LocalMedia::new(&cfg.allowed_local_media)?;
     let tls_config = cfg.tls.as_ref().map(tls::server_config).transpose()?;
     let mut handles = Vec::new();
+    let mut embedders = Vec::new();
     for spec in &cfg.models {
-        if handles.iter().any(|h: &ModelHandle| h.name == spec.name) {
+        if handles.iter().any(|h: &ModelHandle| h.name == spec.name)
+            || embedders.iter().any(|h: &EmbedHandle| h.name == spec.name)
+        {
             return Err(format!(
                 "two models are named `{}`; name them apart with --model NAME=PATH",
                 spec.name
             ));
         }
         let t0 = std::time::Instant::now();
+        if spec.embedding {
+            if embedders.iter().any(|h: &EmbedHandle| h.name == spec.name) {
+                return Err(format!(
+                    "two models are named `{}`; name them apart with --model NAME=PATH",
+                    spec.name
+                ));
+            }
+            let h = EmbedHandle::spawn(spec.name.clone(), spec.path.clone(), cfg.script.clone())
+                .map_err(|e| format!("cannot serve {} for embeddings: {e}", spec.path))?;
+            eprintln!(
+                "loaded `{}` from {} for embeddings in {:.2}s ({} values, up to {} tokens an input, {} pooling)",
+                h.name,
+                spec.path,
+                t0.elapsed().as_secs_f64(),
+                h.info.dimension,
+                h.info.max_tokens,
+                h.info.pooling
+            );
+            embedders.push(h);
+            continue;
+        }
         let h = ModelHandle::spawn(
             spec.name.clone(),
             WorkerConfig {
@@ -182,6 +229,7 @@ pub fn run(cfg: ServerConfig, on_listen: impl FnOnce(&str)) -> Result<(), String
     }
     let state = Arc::new(api::AppState {
         models: handles,
+        embedders,
         api_keys: cfg.api_keys.clone(),
         policies,
         media: Arc::new(media),

@@ -5,6 +5,7 @@ pub mod chat;
 pub mod check;
 pub mod convert;
 pub mod devices;
+pub mod embed;
 pub mod exec;
 pub mod export;
 pub mod graph;

@@ -198,6 +198,13 @@ impl SourceModel {
         } else {
             None
         };
+        let mut config = config;
+        if let (Some(st), Some(c)) = (
+            crate::sentence_transformers::files(&dir)?,
+            config.as_object_mut(),
+        ) {
+            c.insert(crate::sentence_transformers::CONFIG_KEY.into(), st);
+        }
         Ok(SourceModel {
             format,
             path: src.to_path_buf(),

@@ -133,6 +133,14 @@ impl Tokenizer {
         unk_token: Option<String>,
         pad_token: Option<String>,
     ) -> Result<Tokenizer> {
+        let mut inner = inner;
+        // A tokenizer.json may carry padding and truncation (all-MiniLM's
+        // pads every input to 128 tokens); transformers ignores both unless
+        // a call asks for them, and so do we (`truncating` asks).
+        inner.with_padding(None);
+        inner
+            .with_truncation(None)
+            .map_err(|e| ConvertError::Corrupt(format!("{origin}: {e}")))?;
         let vocab = inner.get_vocab(true);
         let vocab_size = vocab.values().map(|&id| id as usize + 1).max().unwrap_or(0);
         let lookup = |t: &Option<String>, what: &str| -> Result<Option<u32>> {
@@ -158,6 +166,30 @@ impl Tokenizer {
             eos_token,
             unk_token,
             pad_token,
+        })
+    }
+
+    /// A copy whose encodings are cut to `max_length` ids, the special
+    /// tokens kept (transformers' `truncation=True, max_length=...`).
+    pub fn truncating(&self, max_length: usize) -> Result<Tokenizer> {
+        let mut inner = self.inner.clone();
+        inner
+            .with_truncation(Some(tokenizers::TruncationParams {
+                max_length,
+                ..Default::default()
+            }))
+            .map_err(|e| ConvertError::Unsupported(format!("{}: {e}", self.origin)))?;
+        Ok(Tokenizer {
+            inner,
+            origin: self.origin.clone(),
+            vocab_size: self.vocab_size,
+            bos: self.bos,
+            eos: self.eos,
+            eos_ids: self.eos_ids.clone(),
+            bos_token: self.bos_token.clone(),
+            eos_token: self.eos_token.clone(),
+            unk_token: self.unk_token.clone(),
+            pad_token: self.pad_token.clone(),
         })
     }
 

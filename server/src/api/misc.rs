@@ -38,6 +38,20 @@ pub async fn models(State(s): State<Shared>) -> Response {
                 },
             })
         })
+        .chain(s.embedders.iter().map(|e| {
+            json!({
+                "id": e.name,
+                "object": "model",
+                "created": e.info.created,
+                "owned_by": "mllm",
+                "meta": {
+                    "embedding": true,
+                    "n_embd": e.info.dimension,
+                    "max_input_tokens": e.info.max_tokens,
+                    "pooling": e.info.pooling,
+                },
+            })
+        }))
         .collect();
     Json(json!({ "object": "list", "data": data })).into_response()
 }

@@ -2,6 +2,7 @@
 //! its model. The network policies (hosts, origins, local files) are
 //! `crate::security`'s.
 
+mod embeddings;
 pub mod error;
 mod fields;
 mod generate;
@@ -21,6 +22,7 @@ use axum::Router;
 
 use crate::access_log::{self, LogFormat};
 use crate::security::{self, ApiKeys, LocalMedia, Policies};
+use crate::worker::embed::EmbedHandle;
 use crate::worker::ModelHandle;
 use error::ApiError;
 
@@ -29,6 +31,8 @@ pub const MAX_BODY_BYTES: usize = 64 << 20;
 
 pub struct AppState {
     pub models: Vec<ModelHandle>,
+    /// Models served for embeddings (`--embedding`).
+    pub embedders: Vec<EmbedHandle>,
     pub api_keys: ApiKeys,
     pub policies: Policies,
     pub media: Arc<LocalMedia>,
@@ -47,8 +51,25 @@ impl AppState {
     /// their own default (`gpt-4o-mini`) work; with several, an unknown
     /// name is a 404 listing them.
     pub fn model(&self, name: Option<&str>) -> Result<&ModelHandle, ApiError> {
-        if let [only] = self.models.as_slice() {
+        if let ([only], []) = (self.models.as_slice(), self.embedders.as_slice()) {
             return Ok(only);
+        }
+        if let Some(e) = self
+            .embedders
+            .iter()
+            .find(|e| Some(e.name.as_str()) == name)
+        {
+            return Err(ApiError::bad_request(format!(
+                "model `{}` is served for embeddings only (POST /v1/embeddings); start the server without --embedding for it to generate",
+                e.name
+            ))
+            .with_param("model"));
+        }
+        if self.models.is_empty() {
+            return Err(ApiError::bad_request(format!(
+                "this server serves embeddings only (models: {}): POST /v1/embeddings",
+                self.names()
+            )));
         }
         match name {
             None | Some("") => Err(ApiError::bad_request(format!(
@@ -66,10 +87,55 @@ impl AppState {
         }
     }
 
+    /// The embedding model a request names: with one loaded and no other
+    /// model, any name; a generation model is a 400 saying how to serve it
+    /// for embeddings.
+    pub fn embedder(&self, name: Option<&str>) -> Result<&EmbedHandle, ApiError> {
+        if let ([only], []) = (self.embedders.as_slice(), self.models.as_slice()) {
+            return Ok(only);
+        }
+        let hint = |n: &str| {
+            format!("start the server with --embedding {n} (or --embedding for every model) to embed with it")
+        };
+        if let Some(m) = self.models.iter().find(|m| Some(m.name.as_str()) == name) {
+            return Err(ApiError::bad_request(format!(
+                "model `{}` is served for generation, not embeddings: {}",
+                m.name,
+                hint(&m.name)
+            ))
+            .with_param("model"));
+        }
+        if self.embedders.is_empty() {
+            let n = self.models.first().map_or("NAME", |m| m.name.as_str());
+            return Err(ApiError::bad_request(format!(
+                "no model is served for embeddings: {}",
+                hint(n)
+            )));
+        }
+        match name {
+            Some(n) if !n.is_empty() => {
+                self.embedders.iter().find(|m| m.name == n).ok_or_else(|| {
+                    ApiError::not_found(format!(
+                        "model `{n}` is not loaded; loaded: {}",
+                        self.names()
+                    ))
+                    .with_param("model")
+                })
+            }
+            _ if self.embedders.len() == 1 => Ok(&self.embedders[0]),
+            _ => Err(ApiError::bad_request(format!(
+                "`model` is required when several models are loaded: one of {}",
+                self.names()
+            ))
+            .with_param("model")),
+        }
+    }
+
     fn names(&self) -> String {
         self.models
             .iter()
             .map(|m| m.name.as_str())
+            .chain(self.embedders.iter().map(|e| e.name.as_str()))
             .collect::<Vec<_>>()
             .join(", ")
     }
@@ -81,6 +147,8 @@ pub fn router(state: Shared) -> Router {
         .route("/chat/completions", post(generate::chat))
         .route("/v1/completions", post(generate::completion))
         .route("/completions", post(generate::completion))
+        .route("/v1/embeddings", post(embeddings::embeddings))
+        .route("/embeddings", post(embeddings::embeddings))
         .route("/tokenize", post(misc::tokenize))
         .route("/detokenize", post(misc::detokenize))
         .route("/apply-template", post(misc::apply_template))

@@ -8,6 +8,7 @@
 //! The model (its backend, `Rc` caches) never leaves this thread; handlers
 //! talk to it through `Job`s and receive `Event`s.
 
+pub mod embed;
 mod prepare;
 mod schedule;
 mod slot;
