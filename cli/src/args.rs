@@ -172,6 +172,10 @@ pub(crate) enum Cmd {
         /// `--embedding` every model, `--embedding NAME` one (repeatable).
         #[arg(long, alias = "embeddings", value_name = "NAME", num_args = 0..=1, default_missing_value = "*")]
         embedding: Vec<String>,
+        /// Serve a cross-encoder for POST /v1/rerank instead of generation:
+        /// `--rerank` every model, `--rerank NAME` one (repeatable).
+        #[arg(long, alias = "reranking", value_name = "NAME", num_args = 0..=1, default_missing_value = "*")]
+        rerank: Vec<String>,
         /// A script that overrides the one each model's architecture picks.
         #[arg(long)]
         script: Option<String>,

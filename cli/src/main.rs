@@ -160,6 +160,7 @@ fn run(cli: Cli) -> i32 {
             model,
             mmproj,
             embedding,
+            rerank,
             script,
             host,
             port,
@@ -185,7 +186,8 @@ fn run(cli: Cli) -> i32 {
                 .map(|m| mllm_server::ModelSpec::parse(m))
                 .collect();
             if let Err(e) = mllm_server::ModelSpec::attach_mmproj(&mut models, &mmproj)
-                .and_then(|_| mllm_server::ModelSpec::attach_embedding(&mut models, &embedding))
+                .and_then(|_| mllm_server::ModelSpec::attach_role(&mut models, &embedding, false))
+                .and_then(|_| mllm_server::ModelSpec::attach_role(&mut models, &rerank, true))
             {
                 eprintln!("error: {e}");
                 return 2;

@@ -353,7 +353,7 @@ fn serve_embeddings_with_the_official_client() {
             .to_string(),
     );
     assert_eq!(resp.status, 400, "{}", resp.body);
-    assert!(resp.body.contains("embeddings only"), "{}", resp.body);
+    assert!(resp.body.contains("served for embeddings"), "{}", resp.body);
     // truncate: true embeds the long input as sentence-transformers does.
     let resp = post(
         &srv.addr,
@@ -385,6 +385,154 @@ fn a_chat_only_server_says_how_to_embed() {
     use common::http::{post, Server};
     let mut srv = Server::start(&["-m", &common::smollm2()]);
     let resp = post(&srv.addr, "/v1/embeddings", r#"{"input": "hello"}"#);
+    assert_eq!(resp.status, 400, "{}", resp.body);
+    assert!(resp.body.contains("--embedding"), "{}", resp.body);
+    srv.terminate();
+}
+
+/// A decoder embedder (Qwen3-Embedding's layout: Qwen3ForCausalLM weights,
+/// last-token pooling, a query prompt) against sentence-transformers, on a
+/// tiny random-weight fixture (tests/fixtures/embeddings/qwen3_embedding).
+#[test]
+fn qwen3_embedding_matches_sentence_transformers() {
+    let dir = root().join("tests/fixtures/embeddings/qwen3_embedding");
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap())
+            .unwrap();
+    let bytes = std::fs::read(dir.join("reference.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let inputs: Vec<String> = meta["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    let file = temp("qwen3-inputs.txt");
+    std::fs::write(&file, inputs.join("\n")).unwrap();
+    let model = dir.display().to_string();
+    for (key, extra) in [("plain", vec![]), ("query", vec!["--prompt-name", "query"])] {
+        let t = st.tensor(key).unwrap();
+        let d = t.shape()[1];
+        let want: Vec<f32> = t
+            .data()
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        let mut args = vec!["-m", model.as_str(), "--file", file.to_str().unwrap()];
+        args.extend(extra);
+        let (got, tokens) = embed_json(&args);
+        for (i, g) in got.iter().enumerate() {
+            let c = cosine(&floats(g), &want[i * d..(i + 1) * d]);
+            assert!(c >= 0.9999, "{key}: input {i} cosine {c}");
+        }
+        if key == "query" {
+            let counts: u64 = meta["query_token_counts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap())
+                .sum();
+            assert_eq!(tokens, counts);
+        }
+    }
+}
+
+/// `serve --rerank` with a BERT cross-encoder (a tiny random-weight
+/// BertForSequenceClassification, tests/fixtures/embeddings/cross_encoder)
+/// against sentence-transformers' CrossEncoder scores; then top_n,
+/// return_documents and the 400s.
+#[test]
+fn serve_rerank_matches_the_cross_encoder() {
+    use common::http::{post, Server};
+    let dir = root().join("tests/fixtures/embeddings/cross_encoder");
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap())
+            .unwrap();
+    let spec = format!("ce={}", dir.display());
+    let mut srv = Server::start(&["-m", &spec, "--rerank"]);
+    let body =
+        serde_json::json!({"model": "ce", "query": meta["query"], "documents": meta["documents"]});
+    let resp = post(&srv.addr, "/v1/rerank", &body.to_string());
+    assert_eq!(resp.status, 200, "{}", resp.body);
+    let v = resp.json();
+    let results = v["results"].as_array().unwrap();
+    let scores = meta["scores"].as_array().unwrap();
+    let logits = meta["logits"].as_array().unwrap();
+    assert_eq!(results.len(), scores.len());
+    let mut last = f64::INFINITY;
+    for r in results {
+        let i = r["index"].as_u64().unwrap() as usize;
+        let (got, want) = (
+            r["relevance_score"].as_f64().unwrap(),
+            scores[i].as_f64().unwrap(),
+        );
+        assert!((got - want).abs() < 1e-5, "document {i}: {got} vs {want}");
+        assert!((r["logit"].as_f64().unwrap() - logits[i].as_f64().unwrap()).abs() < 1e-4);
+        assert!(got <= last, "results are not sorted best first");
+        last = got;
+    }
+    let counts: u64 = meta["pair_token_counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .sum();
+    assert_eq!(v["usage"]["prompt_tokens"].as_u64().unwrap(), counts);
+    // top_n and return_documents, with Cohere's {"text"} documents.
+    let docs: Vec<Value> = meta["documents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| serde_json::json!({"text": d}))
+        .collect();
+    let resp = post(
+        &srv.addr,
+        "/rerank",
+        &serde_json::json!({"query": meta["query"], "documents": docs, "top_n": 2, "return_documents": true}).to_string(),
+    );
+    assert_eq!(resp.status, 200, "{}", resp.body);
+    let top = resp.json()["results"].as_array().unwrap().clone();
+    assert_eq!(top.len(), 2);
+    assert_eq!(top[0]["index"], results[0]["index"]);
+    let i = top[0]["index"].as_u64().unwrap() as usize;
+    assert_eq!(top[0]["document"]["text"], meta["documents"][i]);
+    // The 400s.
+    for (body, want) in [
+        (
+            serde_json::json!({"query": "q", "documents": []}),
+            "empty list",
+        ),
+        (
+            serde_json::json!({"query": "q", "documents": [3]}),
+            "documents[0]",
+        ),
+        (
+            serde_json::json!({"query": "q", "documents": ["a"], "top_n": 0}),
+            "top_n",
+        ),
+        (
+            serde_json::json!({"query": "q ".repeat(200), "documents": ["a"]}),
+            "more than the 128",
+        ),
+        (serde_json::json!({"documents": ["a"]}), "query"),
+    ] {
+        let resp = post(&srv.addr, "/v1/rerank", &body.to_string());
+        assert_eq!(resp.status, 400, "{body}: {}", resp.body);
+        assert!(
+            resp.body.contains(want),
+            "{body}: {} lacks {want:?}",
+            resp.body
+        );
+    }
+    let resp = post(
+        &srv.addr,
+        "/v1/rerank",
+        &serde_json::json!({"query": "q ".repeat(200), "documents": ["a"], "truncate": true})
+            .to_string(),
+    );
+    assert_eq!(resp.status, 200, "{}", resp.body);
+    // A cross-encoder does not embed, and says so.
+    let resp = post(&srv.addr, "/v1/embeddings", r#"{"input": "a"}"#);
     assert_eq!(resp.status, 400, "{}", resp.body);
     assert!(resp.body.contains("--embedding"), "{}", resp.body);
     srv.terminate();

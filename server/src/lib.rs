@@ -34,6 +34,8 @@ pub struct ModelSpec {
     pub mmproj: Option<String>,
     /// Served for `/v1/embeddings` instead of generation (`--embedding`).
     pub embedding: bool,
+    /// Served for `/v1/rerank` instead of generation (`--rerank`).
+    pub rerank: bool,
 }
 
 impl ModelSpec {
@@ -45,6 +47,7 @@ impl ModelSpec {
                     path: path.to_string(),
                     mmproj: None,
                     embedding: false,
+                    rerank: false,
                 };
             }
         }
@@ -64,25 +67,8 @@ impl ModelSpec {
             path: arg.to_string(),
             mmproj: None,
             embedding: false,
+            rerank: false,
         }
-    }
-
-    /// Marks the models `--embedding` names for embeddings: `*` (the flag
-    /// without a value) every model, NAME one of them.
-    pub fn attach_embedding(specs: &mut [ModelSpec], args: &[String]) -> Result<(), String> {
-        for arg in args {
-            if arg == "*" {
-                specs.iter_mut().for_each(|s| s.embedding = true);
-                continue;
-            }
-            let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
-            let names = names.join(", ");
-            let spec = specs.iter_mut().find(|s| s.name == *arg).ok_or_else(|| {
-                format!("--embedding {arg}: no model is named `{arg}` (models: {names})")
-            })?;
-            spec.embedding = true;
-        }
-        Ok(())
     }
 
     /// Gives each `--mmproj [NAME=]FILE` to its model: NAME picks one by
@@ -109,6 +95,41 @@ impl ModelSpec {
                 return Err(format!("--mmproj: model `{}` has two", spec.name));
             }
             spec.mmproj = Some(file.to_string());
+        }
+        Ok(())
+    }
+
+    /// Marks the models `--embedding` (or, with `rerank`, `--rerank`)
+    /// names: `*` (the flag without a value) every model, NAME one of them.
+    pub fn attach_role(
+        specs: &mut [ModelSpec],
+        args: &[String],
+        rerank: bool,
+    ) -> Result<(), String> {
+        let flag = if rerank { "--rerank" } else { "--embedding" };
+        let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+        for arg in args {
+            let mut any = false;
+            for s in specs.iter_mut().filter(|s| arg == "*" || s.name == *arg) {
+                any = true;
+                if rerank {
+                    s.rerank = true
+                } else {
+                    s.embedding = true
+                }
+                if s.rerank && s.embedding {
+                    return Err(format!(
+                        "model `{}` has both --embedding and --rerank; a model is served for one",
+                        s.name
+                    ));
+                }
+            }
+            if !any {
+                return Err(format!(
+                    "{flag} {arg}: no model is named `{arg}` (models: {})",
+                    names.join(", ")
+                ));
+            }
         }
         Ok(())
     }
@@ -176,17 +197,27 @@ pub fn run(cfg: ServerConfig, on_listen: impl FnOnce(&str)) -> Result<(), String
             ));
         }
         let t0 = std::time::Instant::now();
-        if spec.embedding {
+        if spec.embedding || spec.rerank {
             if embedders.iter().any(|h: &EmbedHandle| h.name == spec.name) {
                 return Err(format!(
                     "two models are named `{}`; name them apart with --model NAME=PATH",
                     spec.name
                 ));
             }
-            let h = EmbedHandle::spawn(spec.name.clone(), spec.path.clone(), cfg.script.clone())
-                .map_err(|e| format!("cannot serve {} for embeddings: {e}", spec.path))?;
+            let what = if spec.rerank {
+                "reranking"
+            } else {
+                "embeddings"
+            };
+            let h = EmbedHandle::spawn(
+                spec.name.clone(),
+                spec.path.clone(),
+                cfg.script.clone(),
+                spec.rerank,
+            )
+            .map_err(|e| format!("cannot serve {} for {what}: {e}", spec.path))?;
             eprintln!(
-                "loaded `{}` from {} for embeddings in {:.2}s ({} values, up to {} tokens an input, {} pooling)",
+                "loaded `{}` from {} for {what} in {:.2}s ({} values, up to {} tokens an input, {} pooling)",
                 h.name,
                 spec.path,
                 t0.elapsed().as_secs_f64(),

@@ -232,6 +232,25 @@ impl Tokenizer {
         Ok(enc.get_ids().to_vec())
     }
 
+    /// Ids and token types (0 for `a`, 1 for `b`) of a text pair, as a
+    /// cross-encoder reads it (`[CLS] a [SEP] b [SEP]` for BERT): the
+    /// post-processor's pair template, special tokens always added.
+    pub fn encode_pair(&self, a: &str, b: &str) -> Result<(Vec<u32>, Vec<u32>)> {
+        let max = max_text_bytes()?;
+        if (a.len() + b.len()) as u64 > max {
+            return Err(ConvertError::Unsupported(format!(
+                "{}: a text pair of {} bytes is over the limit of {max} bytes; MLLM_MAX_TEXT_BYTES raises the limit",
+                self.origin,
+                a.len() + b.len()
+            )));
+        }
+        let enc = self
+            .inner
+            .encode_fast((a, b), true)
+            .map_err(|e| ConvertError::Corrupt(format!("{}: cannot encode: {e}", self.origin)))?;
+        Ok((enc.get_ids().to_vec(), enc.get_type_ids().to_vec()))
+    }
+
     /// Text of `ids`. Unlike the `tokenizers` crate, which silently drops
     /// ids it does not know, an out-of-range id is an error: it means the
     /// model and the tokenizer disagree.

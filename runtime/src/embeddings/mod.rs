@@ -13,6 +13,7 @@
 //! (`st_config`), unless the caller overrides them.
 
 pub mod pooling;
+pub mod rerank;
 pub mod st_config;
 
 use std::cell::RefCell;
@@ -271,22 +272,9 @@ impl Embedder {
         let mut out = Vec::new();
         match self.kind {
             Kind::Encoder => {
-                let all: Vec<i32> = inputs.iter().flatten().map(|&i| i as i32).collect();
-                let n = all.len();
-                let positions: Vec<i32> = inputs.iter().flat_map(|v| 0..v.len() as i32).collect();
-                let lengths = inputs.iter().map(|v| Value::Int(v.len() as i64)).collect();
-                let args = vec![
-                    ("input_ids", Value::Tensor(Tensor::from_i32(all, vec![n])?)),
-                    (
-                        "token_type_ids",
-                        Value::Tensor(Tensor::from_i32(vec![0; n], vec![n])?),
-                    ),
-                    (
-                        "positions",
-                        Value::Tensor(Tensor::from_i32(positions, vec![n])?),
-                    ),
-                    ("lengths", Value::List(Rc::new(lengths))),
-                ];
+                let n = inputs.iter().map(Vec::len).sum();
+                let types: Vec<&[u32]> = inputs.iter().map(|v| &v[..0]).collect();
+                let args = encoder_args(inputs, &types)?;
                 let v = self
                     .model
                     .call("encode", &mut self.exec, args)
@@ -339,6 +327,33 @@ impl Embedder {
             ))),
         }
     }
+}
+
+/// The arguments of an encoder script's `encode`/`score`: the inputs' ids
+/// one after another, their token types (`types[i]` empty: all 0),
+/// positions restarting at 0 per input, and the lengths.
+fn encoder_args(inputs: &[Vec<u32>], types: &[&[u32]]) -> Result<Vec<(&'static str, Value)>> {
+    let ids: Vec<i32> = inputs.iter().flatten().map(|&i| i as i32).collect();
+    let n = ids.len();
+    let token_types: Vec<i32> = inputs
+        .iter()
+        .zip(types)
+        .flat_map(|(v, t)| (0..v.len()).map(move |j| t.get(j).map_or(0, |&x| x as i32)))
+        .collect();
+    let positions: Vec<i32> = inputs.iter().flat_map(|v| 0..v.len() as i32).collect();
+    let lengths = inputs.iter().map(|v| Value::Int(v.len() as i64)).collect();
+    Ok(vec![
+        ("input_ids", Value::Tensor(Tensor::from_i32(ids, vec![n])?)),
+        (
+            "token_type_ids",
+            Value::Tensor(Tensor::from_i32(token_types, vec![n])?),
+        ),
+        (
+            "positions",
+            Value::Tensor(Tensor::from_i32(positions, vec![n])?),
+        ),
+        ("lengths", Value::List(Rc::new(lengths))),
+    ])
 }
 
 fn describe(v: &Value) -> String {

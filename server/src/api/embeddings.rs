@@ -92,7 +92,7 @@ pub async fn embeddings(State(s): State<Shared>, body: Bytes) -> Response {
                 .with_param("encoding_format"))
             }
         };
-        let m = s.embedder(r.model.as_deref())?;
+        let m = s.embedder(r.model.as_deref(), false)?;
         if let Some(d) = r.dimensions {
             if d == 0 || d > m.info.dimension {
                 return Err(ApiError::bad_request(format!(
@@ -104,7 +104,7 @@ pub async fn embeddings(State(s): State<Shared>, body: Bytes) -> Response {
         }
         let texts = texts(r.input)?;
         let (tx, rx) = oneshot::channel();
-        m.send(EmbedJob {
+        m.send(EmbedJob::Embed {
             texts,
             opts: EmbedOptions {
                 truncate: r.truncate,

@@ -45,7 +45,8 @@ pub async fn models(State(s): State<Shared>) -> Response {
                 "created": e.info.created,
                 "owned_by": "mllm",
                 "meta": {
-                    "embedding": true,
+                    "embedding": !e.info.rerank,
+                    "rerank": e.info.rerank,
                     "n_embd": e.info.dimension,
                     "max_input_tokens": e.info.max_tokens,
                     "pooling": e.info.pooling,

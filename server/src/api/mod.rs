@@ -8,6 +8,7 @@ mod fields;
 mod generate;
 mod misc;
 pub mod request;
+mod rerank;
 pub mod tools;
 
 use std::sync::atomic::AtomicU64;
@@ -60,14 +61,24 @@ impl AppState {
             .find(|e| Some(e.name.as_str()) == name)
         {
             return Err(ApiError::bad_request(format!(
-                "model `{}` is served for embeddings only (POST /v1/embeddings); start the server without --embedding for it to generate",
-                e.name
+                "model `{}` is served for {} only; start the server without {} for it to generate",
+                e.name,
+                if e.info.rerank {
+                    "reranking (POST /v1/rerank)"
+                } else {
+                    "embeddings (POST /v1/embeddings)"
+                },
+                if e.info.rerank {
+                    "--rerank"
+                } else {
+                    "--embedding"
+                }
             ))
             .with_param("model"));
         }
         if self.models.is_empty() {
             return Err(ApiError::bad_request(format!(
-                "this server serves embeddings only (models: {}): POST /v1/embeddings",
+                "this server serves embeddings or reranking only (models: {}): POST /v1/embeddings, /v1/rerank",
                 self.names()
             )));
         }
@@ -87,42 +98,59 @@ impl AppState {
         }
     }
 
-    /// The embedding model a request names: with one loaded and no other
-    /// model, any name; a generation model is a 400 saying how to serve it
-    /// for embeddings.
-    pub fn embedder(&self, name: Option<&str>) -> Result<&EmbedHandle, ApiError> {
-        if let ([only], []) = (self.embedders.as_slice(), self.models.as_slice()) {
+    /// The embedding model (`rerank`: the reranker) a request names: with
+    /// one such model loaded and no other model, any name; a model served
+    /// otherwise is a 400 saying how to serve it for this.
+    pub fn embedder(&self, name: Option<&str>, rerank: bool) -> Result<&EmbedHandle, ApiError> {
+        let (flag, what) = match rerank {
+            true => ("--rerank", "reranking"),
+            false => ("--embedding", "embeddings"),
+        };
+        let fit: Vec<&EmbedHandle> = self
+            .embedders
+            .iter()
+            .filter(|e| e.info.rerank == rerank)
+            .collect();
+        if let ([only], 1) = (fit.as_slice(), self.models.len() + self.embedders.len()) {
             return Ok(only);
         }
         let hint = |n: &str| {
-            format!("start the server with --embedding {n} (or --embedding for every model) to embed with it")
+            format!("start the server with {flag} {n} (or {flag} for every model) for {what}")
         };
-        if let Some(m) = self.models.iter().find(|m| Some(m.name.as_str()) == name) {
+        let other = self
+            .models
+            .iter()
+            .map(|m| m.name.as_str())
+            .chain(
+                self.embedders
+                    .iter()
+                    .filter(|e| e.info.rerank != rerank)
+                    .map(|e| e.name.as_str()),
+            )
+            .find(|n| Some(*n) == name);
+        if let Some(n) = other {
             return Err(ApiError::bad_request(format!(
-                "model `{}` is served for generation, not embeddings: {}",
-                m.name,
-                hint(&m.name)
+                "model `{n}` is not served for {what}: {}",
+                hint(n)
             ))
             .with_param("model"));
         }
-        if self.embedders.is_empty() {
+        if fit.is_empty() {
             let n = self.models.first().map_or("NAME", |m| m.name.as_str());
             return Err(ApiError::bad_request(format!(
-                "no model is served for embeddings: {}",
+                "no model is served for {what}: {}",
                 hint(n)
             )));
         }
         match name {
-            Some(n) if !n.is_empty() => {
-                self.embedders.iter().find(|m| m.name == n).ok_or_else(|| {
-                    ApiError::not_found(format!(
-                        "model `{n}` is not loaded; loaded: {}",
-                        self.names()
-                    ))
-                    .with_param("model")
-                })
-            }
-            _ if self.embedders.len() == 1 => Ok(&self.embedders[0]),
+            Some(n) if !n.is_empty() => fit.into_iter().find(|m| m.name == n).ok_or_else(|| {
+                ApiError::not_found(format!(
+                    "model `{n}` is not loaded; loaded: {}",
+                    self.names()
+                ))
+                .with_param("model")
+            }),
+            _ if fit.len() == 1 => Ok(fit[0]),
             _ => Err(ApiError::bad_request(format!(
                 "`model` is required when several models are loaded: one of {}",
                 self.names()
@@ -148,6 +176,9 @@ pub fn router(state: Shared) -> Router {
         .route("/v1/completions", post(generate::completion))
         .route("/completions", post(generate::completion))
         .route("/v1/embeddings", post(embeddings::embeddings))
+        .route("/v1/rerank", post(rerank::rerank))
+        .route("/rerank", post(rerank::rerank))
+        .route("/v1/reranking", post(rerank::rerank))
         .route("/embeddings", post(embeddings::embeddings))
         .route("/tokenize", post(misc::tokenize))
         .route("/detokenize", post(misc::detokenize))

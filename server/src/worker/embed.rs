@@ -1,24 +1,41 @@
-//! A model served for embeddings (`serve --embedding`): a thread that owns
-//! the `Embedder` (its model is not `Send`) and answers one request at a
-//! time; a request's inputs already run as one batched forward, so a queue
-//! of whole requests keeps the cores as busy as slots would.
+//! A model served for embeddings (`serve --embedding`) or reranking
+//! (`serve --rerank`): a thread that owns the `Embedder` or `Reranker` (its
+//! model is not `Send`) and answers one request at a time; a request's
+//! inputs already run as one batched forward, so a queue of whole requests
+//! keeps the cores as busy as slots would.
 
 use std::sync::mpsc;
 
+use mllm_runtime::embeddings::rerank::{Reranker, Scores};
 use mllm_runtime::embeddings::{EmbedOptions, Embedder, Embeddings};
 use tokio::sync::oneshot;
 
 use crate::api::error::{engine_message, ApiError};
 
-pub struct EmbedJob {
-    pub texts: Vec<String>,
-    pub opts: EmbedOptions,
-    pub reply: oneshot::Sender<Result<Embeddings, ApiError>>,
+pub enum EmbedJob {
+    Embed {
+        texts: Vec<String>,
+        opts: EmbedOptions,
+        reply: oneshot::Sender<Result<Embeddings, ApiError>>,
+    },
+    Rerank {
+        query: String,
+        documents: Vec<String>,
+        truncate: bool,
+        reply: oneshot::Sender<Result<Scores, ApiError>>,
+    },
+}
+
+enum Engine {
+    Embed(Embedder),
+    Rerank(Reranker),
 }
 
 /// What the API tells about an embedding model.
 #[derive(Clone, Debug)]
 pub struct EmbedInfo {
+    /// Served for `/v1/rerank` (a cross-encoder) rather than embeddings.
+    pub rerank: bool,
     pub dimension: usize,
     pub max_tokens: usize,
     pub pooling: &'static str,
@@ -32,20 +49,23 @@ pub struct EmbedHandle {
 }
 
 impl EmbedHandle {
-    /// Loads the model on a new thread; returns once it is ready.
+    /// Loads the model on a new thread (as a reranker with `rerank`);
+    /// returns once it is ready.
     pub fn spawn(
         name: String,
         path: String,
         script: Option<String>,
+        rerank: bool,
     ) -> Result<EmbedHandle, String> {
         let (tx, rx) = mpsc::channel::<EmbedJob>();
         let (ready_tx, ready_rx) = mpsc::channel();
         let p = path.clone();
         std::thread::Builder::new()
             .name(format!("embed {name}"))
-            .spawn(move || match Embedder::open(&p, script.as_deref()) {
-                Ok(e) => {
+            .spawn(move || {
+                let loaded = Embedder::open(&p, script.as_deref()).and_then(|e| {
                     let info = EmbedInfo {
+                        rerank,
                         dimension: e.dimension(),
                         max_tokens: e.max_tokens(),
                         pooling: e.settings().pooling.name(),
@@ -53,11 +73,21 @@ impl EmbedHandle {
                             .duration_since(std::time::UNIX_EPOCH)
                             .map_or(0, |d| d.as_secs()),
                     };
-                    let _ = ready_tx.send(Ok(info));
-                    serve(e, rx);
-                }
-                Err(e) => {
-                    let _ = ready_tx.send(Err(engine_message(&e)));
+                    let engine = if rerank {
+                        Engine::Rerank(Reranker::new(e)?)
+                    } else {
+                        Engine::Embed(e)
+                    };
+                    Ok((engine, info))
+                });
+                match loaded {
+                    Ok((engine, info)) => {
+                        let _ = ready_tx.send(Ok(info));
+                        serve(engine, rx);
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(engine_message(&e)));
+                    }
                 }
             })
             .map_err(|e| format!("cannot start a thread for {name}: {e}"))?;
@@ -78,22 +108,51 @@ impl EmbedHandle {
     }
 }
 
-fn serve(mut e: Embedder, rx: mpsc::Receiver<EmbedJob>) {
+fn serve(mut engine: Engine, rx: mpsc::Receiver<EmbedJob>) {
     while let Ok(job) = rx.recv() {
-        if job.reply.is_closed() {
-            continue; // the client left while it waited
+        match job {
+            EmbedJob::Embed { texts, opts, reply } => {
+                if reply.is_closed() {
+                    continue; // the client left while it waited
+                }
+                let out = guarded(|| match &mut engine {
+                    Engine::Embed(e) => e.embed(&texts, &opts),
+                    Engine::Rerank(_) => Err(mllm_runtime::Error(
+                        "this model ranks; it does not embed".into(),
+                    )),
+                });
+                let _ = reply.send(out);
+            }
+            EmbedJob::Rerank {
+                query,
+                documents,
+                truncate,
+                reply,
+            } => {
+                if reply.is_closed() {
+                    continue;
+                }
+                let out = guarded(|| match &mut engine {
+                    Engine::Rerank(r) => r.score(&query, &documents, truncate),
+                    Engine::Embed(_) => Err(mllm_runtime::Error(
+                        "this model embeds; it does not rank".into(),
+                    )),
+                });
+                let _ = reply.send(out);
+            }
         }
-        // A panic is that request's 500, not the model's end.
-        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            e.embed(&job.texts, &job.opts)
-        }));
-        let answer = match out {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(err)) => Err(ApiError::bad_request(engine_message(&err))),
-            Err(_) => Err(ApiError::internal(
-                "embedding failed unexpectedly (a bug: please report it)",
-            )),
-        };
-        let _ = job.reply.send(answer);
+    }
+}
+
+/// Runs one request; its error is a 400 (the engine's errors here are
+/// about the input: lengths, dimensions), a panic that request's 500, not
+/// the model's end.
+fn guarded<T>(f: impl FnOnce() -> mllm_runtime::Result<T>) -> Result<T, ApiError> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(err)) => Err(ApiError::bad_request(engine_message(&err))),
+        Err(_) => Err(ApiError::internal(
+            "the request failed unexpectedly (a bug: please report it)",
+        )),
     }
 }
