@@ -21,6 +21,25 @@ fn minilm() -> String {
     p.display().to_string()
 }
 
+/// A fixture's `reference.json`.
+fn meta(dir: &std::path::Path, file: &str) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join(file)).unwrap()).unwrap()
+}
+
+/// The rows of an f32 [n, d] tensor of a reference safetensors file.
+fn f32_rows(file: &std::path::Path, name: &str) -> Vec<Vec<f32>> {
+    let bytes = std::fs::read(file).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let t = st.tensor(name).unwrap();
+    let d = t.shape()[1];
+    let flat: Vec<f32> = t
+        .data()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    flat.chunks(d).map(<[f32]>::to_vec).collect()
+}
+
 struct Reference {
     inputs: Vec<String>,
     token_counts: Vec<usize>,
@@ -29,18 +48,7 @@ struct Reference {
 
 fn reference() -> Reference {
     let dir = root().join("tests/fixtures/embeddings");
-    let meta: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("minilm_reference.json")).unwrap())
-            .unwrap();
-    let bytes = std::fs::read(dir.join("minilm_reference.safetensors")).unwrap();
-    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
-    let e = st.tensor("embeddings").unwrap();
-    let (n, d) = (e.shape()[0], e.shape()[1]);
-    let flat: Vec<f32> = e
-        .data()
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect();
+    let meta = meta(&dir, "minilm_reference.json");
     let strings = |k: &str| -> Vec<Value> { meta[k].as_array().unwrap().clone() };
     Reference {
         inputs: strings("inputs")
@@ -51,7 +59,7 @@ fn reference() -> Reference {
             .iter()
             .map(|v| v.as_u64().unwrap() as usize)
             .collect(),
-        embeddings: (0..n).map(|i| flat[i * d..(i + 1) * d].to_vec()).collect(),
+        embeddings: f32_rows(&dir.join("minilm_reference.safetensors"), "embeddings"),
     }
 }
 
@@ -396,33 +404,23 @@ fn a_chat_only_server_says_how_to_embed() {
 #[test]
 fn qwen3_embedding_matches_sentence_transformers() {
     let dir = root().join("tests/fixtures/embeddings/qwen3_embedding");
-    let meta: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap())
-            .unwrap();
-    let bytes = std::fs::read(dir.join("reference.safetensors")).unwrap();
-    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
-    let inputs: Vec<String> = meta["inputs"]
+    let meta = meta(&dir, "reference.json");
+    let inputs: Vec<&str> = meta["inputs"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|v| v.as_str().unwrap().to_string())
+        .map(|v| v.as_str().unwrap())
         .collect();
     let file = temp("qwen3-inputs.txt");
     std::fs::write(&file, inputs.join("\n")).unwrap();
     let model = dir.display().to_string();
     for (key, extra) in [("plain", vec![]), ("query", vec!["--prompt-name", "query"])] {
-        let t = st.tensor(key).unwrap();
-        let d = t.shape()[1];
-        let want: Vec<f32> = t
-            .data()
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
+        let want = f32_rows(&dir.join("reference.safetensors"), key);
         let mut args = vec!["-m", model.as_str(), "--file", file.to_str().unwrap()];
         args.extend(extra);
         let (got, tokens) = embed_json(&args);
         for (i, g) in got.iter().enumerate() {
-            let c = cosine(&floats(g), &want[i * d..(i + 1) * d]);
+            let c = cosine(&floats(g), &want[i]);
             assert!(c >= 0.9999, "{key}: input {i} cosine {c}");
         }
         if key == "query" {
@@ -445,9 +443,7 @@ fn qwen3_embedding_matches_sentence_transformers() {
 fn serve_rerank_matches_the_cross_encoder() {
     use common::http::{post, Server};
     let dir = root().join("tests/fixtures/embeddings/cross_encoder");
-    let meta: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap())
-            .unwrap();
+    let meta = meta(&dir, "reference.json");
     let spec = format!("ce={}", dir.display());
     let mut srv = Server::start(&["-m", &spec, "--rerank"]);
     let body =
@@ -536,4 +532,44 @@ fn serve_rerank_matches_the_cross_encoder() {
     assert_eq!(resp.status, 400, "{}", resp.body);
     assert!(resp.body.contains("--embedding"), "{}", resp.body);
     srv.terminate();
+}
+
+/// A BERT embedder from llama.cpp's own GGUF converter (a tiny random-weight
+/// BertModel, tests/fixtures/embeddings/bert_tiny): its `bert` vocabulary
+/// (WordPiece in llama.cpp's phantom-space spelling) and tensor names read
+/// back into the same embeddings sentence-transformers gives for the
+/// Hugging Face directory, which is checked too.
+#[test]
+fn bert_gguf_from_llama_cpp_matches_sentence_transformers() {
+    let dir = root().join("tests/fixtures/embeddings/bert_tiny");
+    let meta = meta(&dir, "reference.json");
+    let want = f32_rows(&dir.join("reference.safetensors"), "embeddings");
+    let inputs: Vec<&str> = meta["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let counts: u64 = meta["token_counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    for model in [dir.join("bert_tiny.gguf"), dir.clone()] {
+        let m = model.display().to_string();
+        let mut args = vec!["-m", m.as_str()];
+        for i in &inputs {
+            args.extend(["--text", i]);
+        }
+        let (got, tokens) = embed_json(&args);
+        assert_eq!(
+            tokens, counts,
+            "{m}: token counts differ from the reference tokenizer's"
+        );
+        for (i, g) in got.iter().enumerate() {
+            let c = cosine(&floats(g), &want[i]);
+            assert!(c >= 0.9999, "{m}: input {i} ({:?}) cosine {c}", inputs[i]);
+        }
+    }
 }

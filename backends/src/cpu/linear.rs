@@ -2,11 +2,14 @@
 //! bf16; half-precision rows are widened once per block of output features
 //! and reused for every row of `x`, so prefill pays the widening once.
 
-use super::simd::{dot, dot_2x4, dot_bf16, dot_f16, dot_ref};
+use super::simd::{dot, dot_2x4, dot_4x4, dot_bf16, dot_f16, dot_ref};
 use crate::tensor::FloatSlice;
 
 /// Output features handled by one parallel task.
 const BLOCK_N: usize = 16;
+/// Activation floats a task of `linear_into` reads (64K floats, 256 KiB:
+/// a quarter of a typical L2, leaving room for the weight rows).
+const ROW_BLOCK_FLOATS: usize = 1 << 16;
 
 /// Reference: `out[i, j] = sum_k x[i, k] * w[j, k] + b[j]`.
 pub fn linear_ref(
@@ -52,12 +55,25 @@ pub fn linear_into(
     bias: Option<&[f32]>,
     out: &mut [f32],
 ) {
-    let blocks = n.div_ceil(BLOCK_N);
+    let n_blocks = n.div_ceil(BLOCK_N);
+    // Many rows (a prompt, a batch of texts): tasks are also cut by rows,
+    // `rows_per` at a time (even, so rows pair up for `dot_2x4` exactly as
+    // in one block and every output is the same dot product), so the rows
+    // a task reads stay in the core's L2 while it sweeps its weight rows;
+    // a block of all rows would stream every row from memory once per
+    // 16 weight rows. Few rows: one block of rows, as before.
+    let rows_per = (ROW_BLOCK_FLOATS / k.max(1)).max(2) & !1;
+    let m_blocks = m.div_ceil(rows_per).max(1);
+    let blocks = n_blocks * m_blocks;
     debug_assert_eq!(out.len(), m * n);
-    // Each task writes its block of columns, `[m, bn]` at `j0`, straight
-    // into `out`; blocks own disjoint columns.
+    // Each task writes its rows `i0..i1` of its block of columns (`bn` at
+    // `j0`) straight into `out`; tasks own disjoint blocks.
     let dst = super::qlinear::SendPtr(out.as_mut_ptr());
-    let run_block = |b: usize| {
+    let run_block = |t: usize| {
+        // Row-block major: consecutive tasks share their rows.
+        let (mb, b) = (t / n_blocks, t % n_blocks);
+        let i0 = mb * rows_per;
+        let i1 = (i0 + rows_per).min(m);
         let j0 = b * BLOCK_N;
         let bn = BLOCK_N.min(n - j0);
         // SAFETY: (i, j) with i < m, j < bn lies in this block's columns.
@@ -66,7 +82,7 @@ pub fn linear_into(
         // Few rows (decode): read half-precision weights directly, no
         // widened copy; the weights are streamed exactly once either way.
         if m <= 2 && !matches!(w, FloatSlice::F32(_)) {
-            for i in 0..m {
+            for i in i0..i1 {
                 let xi = &x[i * k..(i + 1) * k];
                 for j in 0..bn {
                     let r = (j0 + j) * k;
@@ -94,8 +110,29 @@ pub fn linear_into(
         // bias is added after each dot, as before the direct writes.
         let row = |i: usize| &x[i * k..(i + 1) * k];
         let wrow = |j: usize| &wb[j * k..(j + 1) * k];
-        let (m2, n4) = (m - m % 2, bn - bn % 4);
-        for i in (0..m2).step_by(2) {
+        let (m2, n4) = (i1 - (i1 - i0) % 2, bn - bn % 4);
+        // Four rows at a time where they are (a 4x4 tile gives each output
+        // exactly what the 2x4 tiles below would), then pairs.
+        let m4 = i0 + (m2 - i0) / 4 * 4;
+        for i in (i0..m4).step_by(4) {
+            for j in (0..n4).step_by(4) {
+                let t = dot_4x4(
+                    [row(i), row(i + 1), row(i + 2), row(i + 3)],
+                    [wrow(j), wrow(j + 1), wrow(j + 2), wrow(j + 3)],
+                );
+                for r in 0..4 {
+                    for c in 0..4 {
+                        put(i + r, j + c, t[r * 4 + c] + bias_of(j + c));
+                    }
+                }
+            }
+            for r in 0..4 {
+                for j in n4..bn {
+                    put(i + r, j, dot(row(i + r), wrow(j)) + bias_of(j));
+                }
+            }
+        }
+        for i in (m4..m2).step_by(2) {
             for j in (0..n4).step_by(4) {
                 let t = dot_2x4(
                     [row(i), row(i + 1)],
@@ -112,7 +149,7 @@ pub fn linear_into(
                 put(i + 1, j, dot(row(i + 1), wrow(j)) + bias_of(j));
             }
         }
-        for i in m2..m {
+        for i in m2..i1 {
             for j in 0..bn {
                 put(i, j, dot(row(i), wrow(j)) + bias_of(j));
             }
@@ -212,6 +249,29 @@ mod tests {
             assert_close(&linear(&x, m, k, FloatSlice::F16(&wh), n, bias), &rh, 1e-4)?;
             let rb = linear_ref(&x, m, k, FloatSlice::BF16(&wb), n, bias);
             assert_close(&linear(&x, m, k, FloatSlice::BF16(&wb), n, bias), &rb, 1e-4)?;
+        }
+
+        // Many rows, cut into row blocks (`ROW_BLOCK_FLOATS / k` rows) and
+        // 4x4 / 2x4 tiles with odd edges: every row still equals the
+        // reference, and equals what the same row gets in a 3-row call
+        // bit for bit when it sits at the same place in a pair (a block
+        // boundary or tile change moves no row into another pairing).
+        #[test]
+        fn many_rows_match_reference_and_small_calls(m in 130usize..260, k in 500usize..1100, n in 5usize..40, seed in any::<u64>(), half in any::<bool>()) {
+            let x = vec_f32(seed, m * k);
+            let w = vec_f32(seed ^ 1, n * k);
+            let wh: Vec<f16> = w.iter().map(|&v| f16::from_f32(v)).collect();
+            let ws = if half { FloatSlice::F16(&wh) } else { FloatSlice::F32(&w) };
+            let got = linear(&x, m, k, ws, n, None);
+            assert_close(&got, &linear_ref(&x, m, k, ws, n, None), 1e-4)?;
+            // Rows 2i and 2i + 1 as the first pair of a 3-row call.
+            // (Three rows: one or two take the direct half-precision path.)
+            for i in [0, m / 4 * 2, (m - 3) / 2 * 2] {
+                let small = linear(&x[i * k..(i + 3) * k], 3, k, ws, n, None);
+                for j in 0..2 * n {
+                    prop_assert_eq!(got[i * n + j].to_bits(), small[j].to_bits(), "row {} col {}", i + j / n, j % n);
+                }
+            }
         }
 
         #[test]

@@ -38,7 +38,20 @@ pub fn run(args: EmbedArgs) -> CliResult<()> {
         prompt_name: args.prompt_name.clone(),
         dimensions: args.dimensions,
     };
+    let t0 = std::time::Instant::now();
     let out = embedder.embed(&texts, &opts)?;
+    let secs = t0.elapsed().as_secs_f64();
+    // What `mllm embed` is timed by (the model's load excluded), on stderr
+    // as llama-embedding prints its timings.
+    eprintln!(
+        "embedded {} input{} ({} tokens) in {:.3} s: {:.1} inputs/s, {:.0} tokens/s",
+        texts.len(),
+        if texts.len() == 1 { "" } else { "s" },
+        out.prompt_tokens,
+        secs,
+        texts.len() as f64 / secs.max(1e-9),
+        out.prompt_tokens as f64 / secs.max(1e-9)
+    );
     if args.json {
         println!("{}", openai_json(&out, &args.model));
     } else {

@@ -25,6 +25,8 @@ const ARCHITECTURES: &[(&str, &str, &str)] = &[
     // config_family.rs.
     ("qwen3vl", "Qwen3ForCausalLM", "qwen3"),
     ("qwen3vlmoe", "Qwen3MoeForCausalLM", "qwen3_moe"),
+    // BERT-family encoders (embedders); see config_bert.rs.
+    ("bert", "BertModel", "bert"),
     // DeepSeek-OCR 2's text decoder (vision in the mmproj file): the text
     // entry of models/deepseek_ocr2.mdl, see config_deepseek.rs.
     (
@@ -157,6 +159,9 @@ pub fn hf_config(g: &GgufFile) -> Result<Value> {
         if let Some(id) = g.meta(key).and_then(MetaValue::as_u64) {
             c.insert(hf.into(), json!(id));
         }
+    }
+    if arch == "bert" {
+        super::config_bert::add(g, &mut c)?;
     }
     config_family::add(arch, g, &mut c)?;
     Ok(Value::Object(c))

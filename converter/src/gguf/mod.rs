@@ -10,6 +10,7 @@
 //! mmproj_deepseek.rs, mmproj_weights.rs).
 
 mod config;
+mod config_bert;
 mod config_deepseek;
 mod config_family;
 mod config_qwen35;

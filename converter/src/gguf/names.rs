@@ -97,6 +97,27 @@ pub(super) const QWEN35_ARCHS: &[&str] = &["qwen35", "qwen35moe"];
 /// `mlp.experts.gate_up_proj`, a parameter without `.weight`.
 const FUSED_GATE_UP: (&str, &str) = ("ffn_gate_up_exps.weight", "mlp.experts.gate_up_proj");
 
+/// BERT encoders (`bert`): llama.cpp's names (gguf-py's `MODEL_ARCH.BERT`)
+/// against transformers' `BertModel`, whose blocks are `encoder.layer.N`.
+/// llama.cpp's converter drops the pooler, which embedders do not use.
+const BERT_GLOBAL: &[(&str, &str)] = &[
+    ("token_embd", "embeddings.word_embeddings"),
+    ("position_embd", "embeddings.position_embeddings"),
+    ("token_types", "embeddings.token_type_embeddings"),
+    ("token_embd_norm", "embeddings.LayerNorm"),
+];
+
+const BERT_BLOCK: &[(&str, &str)] = &[
+    ("attn_q", "attention.self.query"),
+    ("attn_k", "attention.self.key"),
+    ("attn_v", "attention.self.value"),
+    ("attn_output", "attention.output.dense"),
+    ("attn_output_norm", "attention.output.LayerNorm"),
+    ("ffn_up", "intermediate.dense"),
+    ("ffn_down", "output.dense"),
+    ("layer_output_norm", "output.LayerNorm"),
+];
+
 /// Splits `prefix.N.rest.{weight,bias}` into (N, rest, suffix).
 fn split_block<'a>(name: &'a str, prefix: &str) -> Option<(&'a str, &'a str)> {
     let rest = name.strip_prefix(prefix)?;
@@ -134,6 +155,9 @@ fn overrides(arch: &str) -> (Table, Table) {
 }
 
 fn map(arch: &str, name: &str, forward: bool) -> Option<String> {
+    if arch == "bert" {
+        return map_bert(name, forward);
+    }
     let (from, to) = match forward {
         true => ("blk.", "model.layers."),
         false => ("model.layers.", "blk."),
@@ -151,6 +175,21 @@ fn map(arch: &str, name: &str, forward: bool) -> Option<String> {
         return Some(format!("{to}{n}.{mapped}.{suffix}"));
     }
     Some(format!("{}.{suffix}", lookup(GLOBAL, stem, forward)?))
+}
+
+fn map_bert(name: &str, forward: bool) -> Option<String> {
+    let (from, to) = match forward {
+        true => ("blk.", "encoder.layer."),
+        false => ("encoder.layer.", "blk."),
+    };
+    let (stem, suffix) = split_suffix(name)?;
+    if let Some((n, part)) = split_block(stem, from) {
+        return Some(format!(
+            "{to}{n}.{}.{suffix}",
+            lookup(BERT_BLOCK, part, forward)?
+        ));
+    }
+    Some(format!("{}.{suffix}", lookup(BERT_GLOBAL, stem, forward)?))
 }
 
 /// The Hugging Face name of a GGUF tensor, if the table knows it.
@@ -176,6 +215,27 @@ pub fn gguf_name_for(arch: &str, hf: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bert_names_map_both_ways() {
+        for (g, h) in [
+            ("token_embd.weight", "embeddings.word_embeddings.weight"),
+            ("token_embd_norm.bias", "embeddings.LayerNorm.bias"),
+            (
+                "blk.3.attn_output_norm.weight",
+                "encoder.layer.3.attention.output.LayerNorm.weight",
+            ),
+            ("blk.0.ffn_down.bias", "encoder.layer.0.output.dense.bias"),
+            (
+                "blk.11.attn_q.weight",
+                "encoder.layer.11.attention.self.query.weight",
+            ),
+        ] {
+            assert_eq!(hf_name_for("bert", g).as_deref(), Some(h));
+            assert_eq!(gguf_name_for("bert", h).as_deref(), Some(g));
+        }
+        assert_eq!(hf_name_for("bert", "blk.0.attn_norm.weight"), None);
+    }
 
     #[test]
     fn names_map_both_ways() {

@@ -19,6 +19,8 @@
 //! user-defined ones (type 4, e.g. `<think>`) plain added tokens, so text
 //! containing them is matched whole.
 
+mod wordpiece;
+
 use std::collections::HashMap;
 
 use serde_json::{json, Map, Value};
@@ -269,9 +271,10 @@ impl GgufVocab {
         let byte_level = match self.model.as_str() {
             "gpt2" => true,
             "llama" => false,
+            "bert" => return self.wordpiece_tokenizer_json(),
             other => {
                 return Err(ConvertError::Unsupported(format!(
-                    "GGUF tokenizer model {other:?}: mllm reads \"gpt2\" (byte-level BPE) and \"llama\" (SentencePiece BPE)"
+                    "GGUF tokenizer model {other:?}: mllm reads \"gpt2\" (byte-level BPE), \"llama\" (SentencePiece BPE) and \"bert\" (WordPiece)"
                 )))
             }
         };
