@@ -398,13 +398,22 @@ fn a_chat_only_server_says_how_to_embed() {
     srv.terminate();
 }
 
-/// A decoder embedder (Qwen3-Embedding's layout: Qwen3ForCausalLM weights,
-/// last-token pooling, a query prompt) against sentence-transformers, on a
-/// tiny random-weight fixture (tests/fixtures/embeddings/qwen3_embedding).
+/// A decoder embedder (Qwen3-Embedding: last-token pooling, a query
+/// prompt) against sentence-transformers, on a tiny random-weight fixture
+/// (tests/fixtures/embeddings/qwen3_embedding), in transformers'
+/// Qwen3ForCausalLM layout and in the one Qwen3-Embedding is published in
+/// (base-model names without `model.`, no lm_head: qwen3_embedding_published).
 #[test]
 fn qwen3_embedding_matches_sentence_transformers() {
-    let dir = root().join("tests/fixtures/embeddings/qwen3_embedding");
-    let meta = meta(&dir, "reference.json");
+    for layout in ["qwen3_embedding", "qwen3_embedding_published"] {
+        qwen3_embedding_layout(layout);
+    }
+}
+
+fn qwen3_embedding_layout(layout: &str) {
+    let reference = root().join("tests/fixtures/embeddings/qwen3_embedding");
+    let dir = root().join("tests/fixtures/embeddings").join(layout);
+    let meta = meta(&reference, "reference.json");
     let inputs: Vec<&str> = meta["inputs"]
         .as_array()
         .unwrap()
@@ -415,13 +424,13 @@ fn qwen3_embedding_matches_sentence_transformers() {
     std::fs::write(&file, inputs.join("\n")).unwrap();
     let model = dir.display().to_string();
     for (key, extra) in [("plain", vec![]), ("query", vec!["--prompt-name", "query"])] {
-        let want = f32_rows(&dir.join("reference.safetensors"), key);
+        let want = f32_rows(&reference.join("reference.safetensors"), key);
         let mut args = vec!["-m", model.as_str(), "--file", file.to_str().unwrap()];
         args.extend(extra);
         let (got, tokens) = embed_json(&args);
         for (i, g) in got.iter().enumerate() {
             let c = cosine(&floats(g), &want[i]);
-            assert!(c >= 0.9999, "{key}: input {i} cosine {c}");
+            assert!(c >= 0.9999, "{layout} {key}: input {i} cosine {c}");
         }
         if key == "query" {
             let counts: u64 = meta["query_token_counts"]
@@ -511,6 +520,10 @@ fn serve_rerank_matches_the_cross_encoder() {
             "more than the 128",
         ),
         (serde_json::json!({"documents": ["a"]}), "query"),
+        (
+            serde_json::json!({"query": "q", "documents": ["a"], "instruction": "i"}),
+            "takes no instruction",
+        ),
     ] {
         let resp = post(&srv.addr, "/v1/rerank", &body.to_string());
         assert_eq!(resp.status, 400, "{body}: {}", resp.body);

@@ -12,6 +12,7 @@
 //! Pooling and normalisation follow the model's sentence-transformers files
 //! (`st_config`), unless the caller overrides them.
 
+pub mod pair_prompt;
 pub mod pooling;
 pub mod rerank;
 pub mod st_config;
@@ -284,16 +285,7 @@ impl Embedder {
             Kind::Decoder => {
                 for input in inputs {
                     let n = input.len();
-                    let ids: Vec<i32> = input.iter().map(|&i| i as i32).collect();
-                    let cache = Rc::new(RefCell::new(KvCache::new()));
-                    let args = vec![
-                        ("input_ids", Value::Tensor(Tensor::from_i32(ids, vec![n])?)),
-                        (
-                            "positions",
-                            Value::Tensor(Tensor::from_i32((0..n as i32).collect(), vec![n])?),
-                        ),
-                        ("cache", Value::Cache(cache)),
-                    ];
+                    let args = decoder_args(input)?;
                     let v = self
                         .model
                         .call("hidden_states", &mut self.exec, args)
@@ -353,6 +345,23 @@ fn encoder_args(inputs: &[Vec<u32>], types: &[&[u32]]) -> Result<Vec<(&'static s
             Value::Tensor(Tensor::from_i32(positions, vec![n])?),
         ),
         ("lengths", Value::List(Rc::new(lengths))),
+    ])
+}
+
+/// The arguments of a decoder script's `hidden_states`/`forward`/
+/// `classify` for one input run alone: its ids, positions from 0 and a
+/// fresh cache.
+fn decoder_args(input: &[u32]) -> Result<Vec<(&'static str, Value)>> {
+    let n = input.len();
+    let ids: Vec<i32> = input.iter().map(|&i| i as i32).collect();
+    let cache = Rc::new(RefCell::new(KvCache::new()));
+    Ok(vec![
+        ("input_ids", Value::Tensor(Tensor::from_i32(ids, vec![n])?)),
+        (
+            "positions",
+            Value::Tensor(Tensor::from_i32((0..n as i32).collect(), vec![n])?),
+        ),
+        ("cache", Value::Cache(cache)),
     ])
 }
 

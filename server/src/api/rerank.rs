@@ -2,9 +2,11 @@
 //! llama-server, Jina and Cohere share: `query`, `documents` (strings, or
 //! `{"text": ...}` objects), `top_n`, `return_documents`; the answer's
 //! `results` are `{index, relevance_score}` sorted best first.
-//! `relevance_score` is the sigmoid of the cross-encoder's logit (what
+//! `relevance_score` is the sigmoid of the reranker's logit (what
 //! sentence-transformers' `CrossEncoder.predict` gives); `truncate` cuts
-//! pairs longer than the model takes instead of refusing them.
+//! pairs longer than the model takes instead of refusing them;
+//! `instruction` replaces a decoder reranker's task description
+//! (Qwen3-Reranker's "Given a web search query, ...").
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -30,6 +32,7 @@ struct RerankRequest {
     return_documents: bool,
     #[serde(default)]
     truncate: bool,
+    instruction: Option<String>,
 }
 
 /// The texts of `documents`: strings or `{"text": string}`.
@@ -72,6 +75,7 @@ pub async fn rerank(State(s): State<Shared>, body: Bytes) -> Response {
             query: r.query,
             documents: docs.clone(),
             truncate: r.truncate,
+            instruction: r.instruction,
             reply: tx,
         })?;
         let out = rx

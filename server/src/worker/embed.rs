@@ -22,6 +22,7 @@ pub enum EmbedJob {
         query: String,
         documents: Vec<String>,
         truncate: bool,
+        instruction: Option<String>,
         reply: oneshot::Sender<Result<Scores, ApiError>>,
     },
 }
@@ -34,7 +35,7 @@ enum Engine {
 /// What the API tells about an embedding model.
 #[derive(Clone, Debug)]
 pub struct EmbedInfo {
-    /// Served for `/v1/rerank` (a cross-encoder) rather than embeddings.
+    /// Served for `/v1/rerank` (a reranker) rather than embeddings.
     pub rerank: bool,
     pub dimension: usize,
     pub max_tokens: usize,
@@ -127,13 +128,16 @@ fn serve(mut engine: Engine, rx: mpsc::Receiver<EmbedJob>) {
                 query,
                 documents,
                 truncate,
+                instruction,
                 reply,
             } => {
                 if reply.is_closed() {
                     continue;
                 }
                 let out = guarded(|| match &mut engine {
-                    Engine::Rerank(r) => r.score(&query, &documents, truncate),
+                    Engine::Rerank(r) => {
+                        r.score(&query, &documents, truncate, instruction.as_deref())
+                    }
                     Engine::Embed(_) => Err(mllm_runtime::Error(
                         "this model embeds; it does not rank".into(),
                     )),
