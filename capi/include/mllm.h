@@ -73,10 +73,20 @@ typedef enum mllm_stop_reason {
 } mllm_stop_reason;
 
 /**
+ * A loaded embedding model (BERT-family encoders, Qwen3-Embedding).
+ */
+typedef struct mllm_embedder mllm_embedder;
+
+/**
  * A loaded model (weights, tokenizer, chat template). Calls on one model
  * and its sessions may come from any thread; they run one at a time.
  */
 typedef struct mllm_model mllm_model;
+
+/**
+ * A loaded reranker (BERT cross-encoders, Qwen3-Reranker).
+ */
+typedef struct mllm_reranker mllm_reranker;
 
 /**
  * A conversation on a model: its messages and its KV cache.
@@ -278,6 +288,53 @@ const char *mllm_status_string(int status);
  * The library's version ("0.1.0").
  */
 const char *mllm_version(void);
+
+/**
+ * Loads an embedding model: a Hugging Face / sentence-transformers
+ * directory, a GGUF or a `.mllm` file. `options` may be NULL (its
+ * `context` is not used). On success `*out` is the model (free it with
+ * `mllm_embedder_free`); on failure it is NULL.
+ */
+enum mllm_status mllm_embedder_load(const char *path, const struct mllm_model_options *options, struct mllm_embedder **out);
+
+/**
+ * Frees an embedding model; NULL is ignored.
+ */
+void mllm_embedder_free(struct mllm_embedder *embedder);
+
+/**
+ * Values per embedding; 0 for NULL.
+ */
+size_t mllm_embedder_dimension(const struct mllm_embedder *embedder);
+
+/**
+ * Embeds `n_texts` UTF-8 texts with the model's pooling and prompts.
+ * `normalize`: -1 as the model's files say, 0 no, 1 to unit length.
+ * `out` receives `n_texts * mllm_embedder_dimension()` floats, row after
+ * row; `out_len` is its capacity in floats (a smaller one is an error,
+ * nothing written). A text longer than the model takes is an error
+ * unless `truncate`.
+ */
+enum mllm_status mllm_embed(const struct mllm_embedder *embedder, const char *const *texts, size_t n_texts, int32_t normalize, bool truncate, float *out, size_t out_len);
+
+/**
+ * Loads a reranker. `options` may be NULL. On success `*out` is the model
+ * (free it with `mllm_reranker_free`); on failure it is NULL.
+ */
+enum mllm_status mllm_reranker_load(const char *path, const struct mllm_model_options *options, struct mllm_reranker **out);
+
+/**
+ * Frees a reranker; NULL is ignored.
+ */
+void mllm_reranker_free(struct mllm_reranker *reranker);
+
+/**
+ * The relevance (0 to 1) of each of `n_documents` documents to `query`,
+ * written to `scores` (`n_documents` floats, the documents' order).
+ * `instruction` (may be NULL) replaces a decoder reranker's task
+ * description; `truncate` cuts pairs longer than the model takes.
+ */
+enum mllm_status mllm_rank(const struct mllm_reranker *reranker, const char *query, const char *const *documents, size_t n_documents, const char *instruction, bool truncate, float *scores);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -6,6 +6,9 @@
 
 #![allow(clippy::missing_safety_doc)] // the safety contract is in mllm.h's comments
 
+mod vectors;
+pub use vectors::*;
+
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};

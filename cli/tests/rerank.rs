@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::http::{post, Server};
+use common::http::{get, post, Server};
 use common::{mllm, root, text};
 use serde_json::{json, Value};
 
@@ -146,6 +146,28 @@ fn decoder_rerankers_match_sentence_transformers() {
         &scores(&srv.addr, body).0,
         &first(&m["model_card_custom_scores"], n),
     );
+    // /metrics counts each reranker's requests: lm answered three and
+    // refused the one too long.
+    let metrics = get(&srv.addr, "/metrics").body;
+    for line in [
+        "mllm_requests_total{model=\"lm\"} 3",
+        "mllm_requests_failed_total{model=\"lm\"} 1",
+        "mllm_requests_total{model=\"cls\"} 1",
+        "mllm_requests_total{model=\"card\"} 2",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "no `{line}` in\n{metrics}"
+        );
+    }
+    // The card's two requests: the default instruction's prompts (as many
+    // tokens as the template's) and the custom one's.
+    let card_tokens: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("mllm_prompt_tokens_total{model=\"card\"} "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    assert!(card_tokens > counts, "{card_tokens} vs {counts}\n{metrics}");
     srv.terminate();
     let _ = std::fs::remove_dir_all(&card);
 }

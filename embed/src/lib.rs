@@ -5,6 +5,8 @@
 //! `mllm chat` do, streaming text to a callback, with cancellation from
 //! any thread. The C ABI (`capi/`) and the Python module (`python/`) are
 //! thin layers over it; it adds no engine behaviour and prints nothing.
+//! Embedding and reranking models load as `Embedder` and `Reranker`
+//! (`vectors`).
 //!
 //! Threads: the runtime's models hold `Rc`s, so they are neither `Send`
 //! nor `Sync`. Here every use of a model's runner, and every change to a
@@ -29,10 +31,12 @@ use mllm_runtime::Sequence;
 
 mod error;
 mod params;
+mod vectors;
 
 pub use error::{clean_message, Error, Result, Status};
 pub use mllm_runtime::generation::ConstraintSpec;
 pub use params::{Input, LoadConfig, Outcome, Params, StopReason, Turn};
+pub use vectors::{EmbedParams, Embedder, Reranker};
 
 use mllm_runtime::set_threads;
 
@@ -59,6 +63,20 @@ impl Shared {
     }
 }
 
+/// A model path that is not empty and exists.
+fn check_path(path: &str) -> Result<()> {
+    if path.is_empty() {
+        return Err(Error::new(Status::InvalidArgument, "empty model path"));
+    }
+    if !Path::new(path).exists() {
+        return Err(Error::new(
+            Status::NotFound,
+            format!("{path}: no such file or directory"),
+        ));
+    }
+    Ok(())
+}
+
 fn poisoned() -> Error {
     Error::new(
         Status::Internal,
@@ -77,15 +95,7 @@ impl Model {
     /// Opens a Hugging Face directory, a GGUF or a `.mllm` file and binds
     /// its weights to the built-in script for its architecture.
     pub fn load(path: &str, cfg: &LoadConfig) -> Result<Model> {
-        if path.is_empty() {
-            return Err(Error::new(Status::InvalidArgument, "empty model path"));
-        }
-        if !Path::new(path).exists() {
-            return Err(Error::new(
-                Status::NotFound,
-                format!("{path}: no such file or directory"),
-            ));
-        }
+        check_path(path)?;
         if cfg.context == Some(0) {
             return Err(Error::new(Status::InvalidArgument, "a context of 0 tokens"));
         }

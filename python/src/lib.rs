@@ -5,11 +5,15 @@
 //! surface: argument conversion, exceptions, and the worker thread each
 //! answer runs on, so that the GIL is released while the model computes,
 //! a streamed answer is an iterator fed through a channel, and Ctrl-C or
-//! dropping the iterator cancels the answer.
+//! dropping the iterator cancels the answer. Embedding and reranking
+//! models load with `mllm.load_embedder` / `mllm.load_reranker`
+//! (`vectors`).
 
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+mod vectors;
 
 use mllm_embed as mllm;
 use mllm_embed::{Input, LoadConfig, Outcome, Params, Session, Status, Turn};
@@ -542,7 +546,11 @@ fn load(
 #[pyo3(name = "mllm")]
 fn mllm_py(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load, m)?)?;
+    m.add_function(wrap_pyfunction!(vectors::load_embedder, m)?)?;
+    m.add_function(wrap_pyfunction!(vectors::load_reranker, m)?)?;
     m.add_class::<Model>()?;
+    m.add_class::<vectors::Embedder>()?;
+    m.add_class::<vectors::Reranker>()?;
     m.add_class::<Stream>()?;
     m.add("MllmError", m.py().get_type::<MllmError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -242,3 +242,65 @@ def test_answers_follow_a_json_schema_or_a_grammar(model):
         model.generate("x", json_schema={"type": "objekt"})
     with pytest.raises(ValueError, match="give one"):
         model.generate("x", json_schema=schema, grammar='root ::= "a"')
+
+
+EMBEDDINGS = ROOT / "tests/fixtures/embeddings"
+
+
+def f32_rows(path, name):
+    """An f32 [n, d] tensor of a safetensors file, as lists."""
+    import array
+    import struct
+
+    raw = path.read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    info = json.loads(raw[8 : 8 + n])[name]
+    assert info["dtype"] == "F32"
+    start, end = info["data_offsets"]
+    values = array.array("f", raw[8 + n + start : 8 + n + end])
+    rows, cols = info["shape"]
+    return [list(values[r * cols : (r + 1) * cols]) for r in range(rows)]
+
+
+def cosine(a, b):
+    dot = sum(x * y for x, y in zip(a, b))
+    return dot / (sum(x * x for x in a) ** 0.5 * sum(y * y for y in b) ** 0.5)
+
+
+def test_embeddings_match_sentence_transformers():
+    d = EMBEDDINGS / "qwen3_embedding"
+    ref = json.loads((d / "reference.json").read_text())
+    e = mllm.load_embedder(d, threads=2)
+    assert e.dimension == 32 and "Embedder" in repr(e)
+    for key, kw in [("plain", {}), ("query", {"prompt_name": "query"})]:
+        got = e.embed(ref["inputs"], **kw)
+        want = f32_rows(d / "reference.safetensors", key)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert cosine(g, w) >= 0.9999
+    short = e.embed(["x"], dimensions=8, normalize=True)[0]
+    assert len(short) == 8 and abs(sum(v * v for v in short) - 1) < 1e-5
+    with pytest.raises(ValueError, match="dimensions"):
+        e.embed(["x"], dimensions=33)
+    with pytest.raises(ValueError, match="no input"):
+        e.embed([])
+    with pytest.raises(FileNotFoundError):
+        mllm.load_embedder(ROOT / "no-such-model")
+
+
+def test_rerankers_match_cross_encoder_scores():
+    for name in ["cross_encoder", "qwen3_reranker"]:
+        d = EMBEDDINGS / name
+        ref = json.loads((d / "reference.json").read_text())
+        r = mllm.load_reranker(d, threads=2)
+        got = r.rank(ref["query"], ref["documents"], truncate=True)
+        assert len(got) == len(ref["scores"])
+        for g, w in zip(got, ref["scores"]):
+            assert abs(g - w) < 2e-5, (name, got, ref["scores"])
+    custom = r.rank(ref["query"], ref["documents"], instruction=ref["custom_instruction"], truncate=True)
+    for g, w in zip(custom, ref["custom_scores"]):
+        assert abs(g - w) < 2e-5
+    with pytest.raises(ValueError, match="more than the 320"):
+        r.rank(ref["query"], ref["documents"])
+    with pytest.raises(mllm.MllmError, match="not a reranker|\"yes\""):
+        mllm.load_reranker(EMBEDDINGS / "qwen3_embedding")

@@ -76,19 +76,19 @@ pub fn render(models: &[Sample], http_requests: u64) -> String {
     family(
         "requests_total",
         "counter",
-        "Generation requests answered to the end.",
+        "Requests answered to the end (generation, embeddings, reranking).",
         &|m| load(&m.metrics.finished).to_string(),
     );
     family(
         "requests_failed_total",
         "counter",
-        "Generation requests that ended in an error.",
+        "Requests that ended in an error.",
         &|m| load(&m.metrics.failed).to_string(),
     );
     family(
         "requests_cancelled_total",
         "counter",
-        "Generation requests whose client left.",
+        "Requests whose client left.",
         &|m| load(&m.metrics.cancelled).to_string(),
     );
     family(

@@ -124,6 +124,11 @@ pub async fn metrics(State(s): State<Shared>) -> Response {
             metrics: &m.metrics,
             queued: m.queue_depth(),
         })
+        .chain(s.embedders.iter().map(|e| crate::metrics::Sample {
+            model: &e.name,
+            metrics: &e.metrics,
+            queued: e.queue_depth(),
+        }))
         .collect();
     let text = crate::metrics::render(&samples, s.http_requests.load(Ordering::Relaxed));
     ([(CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()

@@ -4,13 +4,16 @@
 //! inputs already run as one batched forward, so a queue of whole requests
 //! keeps the cores as busy as slots would.
 
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Instant;
 
 use mllm_runtime::embeddings::rerank::{Reranker, Scores};
 use mllm_runtime::embeddings::{EmbedOptions, Embedder, Embeddings};
 use tokio::sync::oneshot;
 
 use crate::api::error::{engine_message, ApiError};
+use crate::metrics::ModelMetrics;
 
 pub enum EmbedJob {
     Embed {
@@ -46,6 +49,11 @@ pub struct EmbedInfo {
 pub struct EmbedHandle {
     pub name: String,
     pub info: EmbedInfo,
+    /// Requests answered and failed, tokens read and the time spent on
+    /// them (`/metrics`; a request counts as its prompt).
+    pub metrics: Arc<ModelMetrics>,
+    /// Requests sent and not yet finished.
+    inflight: Arc<AtomicUsize>,
     jobs: mpsc::Sender<EmbedJob>,
 }
 
@@ -61,6 +69,9 @@ impl EmbedHandle {
         let (tx, rx) = mpsc::channel::<EmbedJob>();
         let (ready_tx, ready_rx) = mpsc::channel();
         let p = path.clone();
+        let metrics = Arc::new(ModelMetrics::new(1));
+        let inflight = Arc::new(AtomicUsize::new(0));
+        let counters = (metrics.clone(), inflight.clone());
         std::thread::Builder::new()
             .name(format!("embed {name}"))
             .spawn(move || {
@@ -84,7 +95,7 @@ impl EmbedHandle {
                 match loaded {
                     Ok((engine, info)) => {
                         let _ = ready_tx.send(Ok(info));
-                        serve(engine, rx);
+                        serve(engine, rx, counters);
                     }
                     Err(e) => {
                         let _ = ready_tx.send(Err(engine_message(&e)));
@@ -98,30 +109,77 @@ impl EmbedHandle {
         Ok(EmbedHandle {
             name,
             info,
+            metrics,
+            inflight,
             jobs: tx,
         })
     }
 
     pub fn send(&self, job: EmbedJob) -> Result<(), ApiError> {
-        self.jobs
-            .send(job)
-            .map_err(|_| ApiError::internal(format!("model `{}` has stopped", self.name)))
+        self.inflight.fetch_add(1, Ordering::SeqCst);
+        self.jobs.send(job).map_err(|_| {
+            self.inflight.fetch_sub(1, Ordering::SeqCst);
+            ApiError::internal(format!("model `{}` has stopped", self.name))
+        })
+    }
+
+    /// Requests waiting for the model.
+    pub fn queue_depth(&self) -> usize {
+        let busy = self.metrics.busy.load(Ordering::Relaxed);
+        self.inflight.load(Ordering::SeqCst).saturating_sub(busy)
     }
 }
 
-fn serve(mut engine: Engine, rx: mpsc::Receiver<EmbedJob>) {
+/// Counts one request: busy while it runs, then finished (with its tokens
+/// and time) or failed.
+fn counted<T>(
+    (metrics, inflight): &(Arc<ModelMetrics>, Arc<AtomicUsize>),
+    tokens: impl Fn(&T) -> usize,
+    f: impl FnOnce() -> Result<T, ApiError>,
+) -> Result<T, ApiError> {
+    metrics.busy.fetch_add(1, Ordering::Relaxed);
+    let start = Instant::now();
+    let out = f();
+    match &out {
+        Ok(v) => {
+            let n = tokens(v);
+            metrics.add_prompt(n, n, start.elapsed().as_secs_f64());
+            metrics.finished.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(_) => {
+            metrics.failed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    metrics.busy.fetch_sub(1, Ordering::Relaxed);
+    inflight.fetch_sub(1, Ordering::SeqCst);
+    out
+}
+
+fn serve(
+    mut engine: Engine,
+    rx: mpsc::Receiver<EmbedJob>,
+    counters: (Arc<ModelMetrics>, Arc<AtomicUsize>),
+) {
     while let Ok(job) = rx.recv() {
         match job {
             EmbedJob::Embed { texts, opts, reply } => {
                 if reply.is_closed() {
+                    counters.1.fetch_sub(1, Ordering::SeqCst);
+                    counters.0.cancelled.fetch_add(1, Ordering::Relaxed);
                     continue; // the client left while it waited
                 }
-                let out = guarded(|| match &mut engine {
-                    Engine::Embed(e) => e.embed(&texts, &opts),
-                    Engine::Rerank(_) => Err(mllm_runtime::Error(
-                        "this model ranks; it does not embed".into(),
-                    )),
-                });
+                let out = counted(
+                    &counters,
+                    |e: &Embeddings| e.prompt_tokens,
+                    || {
+                        guarded(|| match &mut engine {
+                            Engine::Embed(e) => e.embed(&texts, &opts),
+                            Engine::Rerank(_) => Err(mllm_runtime::Error(
+                                "this model ranks; it does not embed".into(),
+                            )),
+                        })
+                    },
+                );
                 let _ = reply.send(out);
             }
             EmbedJob::Rerank {
@@ -132,16 +190,24 @@ fn serve(mut engine: Engine, rx: mpsc::Receiver<EmbedJob>) {
                 reply,
             } => {
                 if reply.is_closed() {
+                    counters.1.fetch_sub(1, Ordering::SeqCst);
+                    counters.0.cancelled.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
-                let out = guarded(|| match &mut engine {
-                    Engine::Rerank(r) => {
-                        r.score(&query, &documents, truncate, instruction.as_deref())
-                    }
-                    Engine::Embed(_) => Err(mllm_runtime::Error(
-                        "this model embeds; it does not rank".into(),
-                    )),
-                });
+                let out = counted(
+                    &counters,
+                    |s: &Scores| s.prompt_tokens,
+                    || {
+                        guarded(|| match &mut engine {
+                            Engine::Rerank(r) => {
+                                r.score(&query, &documents, truncate, instruction.as_deref())
+                            }
+                            Engine::Embed(_) => Err(mllm_runtime::Error(
+                                "this model embeds; it does not rank".into(),
+                            )),
+                        })
+                    },
+                );
                 let _ = reply.send(out);
             }
         }
