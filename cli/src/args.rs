@@ -446,6 +446,44 @@ pub(crate) enum Cmd {
         #[arg(long, short = 't')]
         threads: Option<usize>,
     },
+    /// Perplexity of a model over a text, by llama-perplexity's method (the
+    /// text tokenized once, cut into --ctx-size chunks, the second half of
+    /// each scored), and the KL divergence from a base model's run.
+    Perplexity {
+        /// A model script (default: the built-in script for the checkpoint's architecture).
+        #[arg(long)]
+        script: Option<String>,
+        /// A GGUF or .mllm file, or a Hugging Face model directory.
+        #[arg(long, short = 'm')]
+        model: String,
+        /// The text (UTF-8; - for standard input); not needed with
+        /// --kl-divergence, whose base file holds the tokens.
+        #[arg(long, short = 'f', required_unless_present = "kl_divergence")]
+        file: Option<String>,
+        /// Tokens per chunk.
+        #[arg(long = "ctx-size", short = 'c', default_value_t = 512)]
+        ctx_size: usize,
+        /// Score at most N chunks (default: all the text holds).
+        #[arg(long, value_name = "N")]
+        chunks: Option<usize>,
+        /// Worker threads (default: all cores).
+        #[arg(long, short = 't')]
+        threads: Option<usize>,
+        /// Without --kl-divergence: write this model's log-probabilities
+        /// of the scored tokens to FILE. With it: read FILE and compare.
+        #[arg(long, value_name = "FILE")]
+        kl_divergence_base: Option<String>,
+        /// Compare this model with the base file: mean KLD, top-token
+        /// agreement, RMS of the change in the next token's probability.
+        #[arg(long, requires = "kl_divergence_base")]
+        kl_divergence: bool,
+        /// Print {"ppl", "ppl_stderr", "chunks", "ctx"} (and the KL
+        /// figures) as JSON instead of the final estimate's line.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        load: mllm_cli::LoadFlags,
+    },
     /// Print the token ids of a text (no special tokens added), or decode ids.
     Tokenize {
         /// The model whose tokenizer to use (GGUF, .mllm or HF directory).

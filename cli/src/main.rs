@@ -352,6 +352,31 @@ fn run(cli: Cli) -> i32 {
                 json,
             })
         }
+        Cmd::Perplexity {
+            script,
+            model,
+            file,
+            ctx_size,
+            chunks,
+            threads,
+            kl_divergence_base,
+            kl_divergence,
+            json,
+            load,
+        } => {
+            mllm_cli::set_threads(threads);
+            commands::perplexity::run(commands::perplexity::PplArgs {
+                load: load.into(),
+                model,
+                script,
+                file,
+                ctx: ctx_size,
+                chunks,
+                kl_base: kl_divergence_base,
+                kl: kl_divergence,
+                json,
+            })
+        }
         Cmd::Tokenize {
             model,
             text,

@@ -18,6 +18,7 @@ pub mod loaded;
 pub mod memory;
 pub mod model_files;
 pub mod npu;
+pub mod perplexity;
 pub mod prompt;
 pub mod runner;
 pub mod sequence;

@@ -10,6 +10,7 @@ pub mod exec;
 pub mod export;
 pub mod graph;
 pub mod inspect;
+pub mod perplexity;
 pub mod random_checkpoint;
 pub mod run;
 pub mod run_npu;
