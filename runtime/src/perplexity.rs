@@ -231,14 +231,15 @@ const KL_MAGIC: &[u8; 8] = b"MLLMKLD1";
 /// A file of a base model's log-probabilities over a text's scored rows
 /// (`--kl-divergence-base`): a header (magic, ctx, vocab, chunks, the
 /// chunks' tokens as u32) and then each scored row's log-probabilities as
-/// f16, chunk after chunk. All little-endian.
+/// f16, chunk after chunk. All little-endian. Rows are read one at a time
+/// (a 50k-token text at ctx 512 makes gigabytes of them).
 pub struct KlBase {
     pub ctx: usize,
     pub vocab: usize,
     pub chunks: usize,
     pub tokens: Vec<u32>,
-    rows: Vec<u8>,
-    row: usize,
+    rows: std::io::BufReader<std::fs::File>,
+    path: String,
 }
 
 impl KlBase {
@@ -271,28 +272,30 @@ impl KlBase {
             .map_err(|e| Error(format!("error: writing the KL base: {e}")))
     }
 
-    /// Reads a base file whole, checking its size against its header.
+    /// Opens a base file: reads its header and tokens, and checks the
+    /// file's size against them.
     pub fn read(path: &str) -> Result<KlBase> {
-        let mut bytes = vec![];
-        std::fs::File::open(path)
-            .and_then(|mut f| f.read_to_end(&mut bytes))
-            .map_err(|e| Error(format!("error: cannot read {path}: {e}")))?;
+        let io = |e: std::io::Error| Error(format!("error: cannot read {path}: {e}"));
         let bad = |why: &str| {
             Error(format!("error: {path} is not a KL base written by `mllm perplexity --kl-divergence-base`: {why}"))
         };
-        if bytes.len() < 20 || &bytes[..8] != KL_MAGIC {
+        let f = std::fs::File::open(path).map_err(io)?;
+        let size = f.metadata().map_err(io)?.len();
+        let mut r = std::io::BufReader::new(f);
+        let mut head = [0u8; 20];
+        r.read_exact(&mut head)
+            .map_err(|_| bad("shorter than its header"))?;
+        if &head[..8] != KL_MAGIC {
             return Err(bad("wrong magic"));
         }
         let u = |o: usize| {
-            u32::from_le_bytes([bytes[o], bytes[o + 1], bytes[o + 2], bytes[o + 3]]) as usize
+            u32::from_le_bytes([head[o], head[o + 1], head[o + 2], head[o + 3]]) as usize
         };
         let (ctx, vocab, chunks) = (u(8), u(12), u(16));
-        let n_tokens = ctx
-            .checked_mul(chunks)
-            .ok_or_else(|| bad("header overflows"))?;
         let rows_per = (ctx / 2..ctx.saturating_sub(1)).len();
+        let n_tokens = ctx.checked_mul(chunks);
         let want = n_tokens
-            .checked_mul(4)
+            .and_then(|t| t.checked_mul(4))
             .and_then(|t| {
                 rows_per
                     .checked_mul(chunks)?
@@ -302,31 +305,35 @@ impl KlBase {
             })
             .and_then(|b| b.checked_add(20))
             .ok_or_else(|| bad("header overflows"))?;
-        if bytes.len() != want {
-            return Err(bad(&format!(
-                "{} bytes where its header says {want}",
-                bytes.len()
-            )));
+        if size != want as u64 {
+            return Err(bad(&format!("{size} bytes where its header says {want}")));
         }
-        let tokens = (0..n_tokens).map(|i| u(20 + 4 * i) as u32).collect();
-        let rows = bytes.split_off(20 + 4 * n_tokens);
+        let n_tokens = n_tokens.unwrap_or(0);
+        let mut raw = vec![0u8; 4 * n_tokens];
+        r.read_exact(&mut raw).map_err(io)?;
+        let tokens = raw
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
         Ok(KlBase {
             ctx,
             vocab,
             chunks,
             tokens,
-            rows,
-            row: 0,
+            rows: r,
+            path: path.to_string(),
         })
     }
 
     /// The next row's log-probabilities.
-    pub fn next_row(&mut self) -> Vec<f32> {
-        let b = &self.rows[self.row * self.vocab * 2..(self.row + 1) * self.vocab * 2];
-        self.row += 1;
-        b.chunks_exact(2)
+    pub fn next_row(&mut self) -> Result<Vec<f32>> {
+        let mut b = vec![0u8; self.vocab * 2];
+        self.rows
+            .read_exact(&mut b)
+            .map_err(|e| Error(format!("error: reading {}: {e}", self.path)))?;
+        Ok(b.chunks_exact(2)
             .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
-            .collect()
+            .collect())
     }
 }
 

@@ -90,7 +90,7 @@ pub fn run(args: PplArgs) -> CliResult<()> {
                 KlBase::write_row(w, &lp)?;
             }
             if let Some(b) = base.as_mut() {
-                kld.add(&b.next_row(), &lp, next);
+                kld.add(&b.next_row()?, &lp, next);
             }
         }
         if i == 0 {
