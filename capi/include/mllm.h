@@ -292,7 +292,7 @@ const char *mllm_version(void);
 /**
  * Loads an embedding model: a Hugging Face / sentence-transformers
  * directory, a GGUF or a `.mllm` file. `options` may be NULL (its
- * `context` is not used). On success `*out` is the model (free it with
+ * `context` is not used: the model's limit applies). On success `*out` is the model (free it with
  * `mllm_embedder_free`); on failure it is NULL.
  */
 enum mllm_status mllm_embedder_load(const char *path, const struct mllm_model_options *options, struct mllm_embedder **out);

@@ -171,6 +171,18 @@ unsafe fn session_ref<'a>(session: *const MllmSession) -> Result<&'a Session> {
         .ok_or_else(|| invalid("session is NULL"))
 }
 
+/// `options` (NULL: the defaults) as mllm-embed's load settings.
+unsafe fn load_config(options: *const MllmModelOptions) -> LoadConfig {
+    let opts = options
+        .as_ref()
+        .copied()
+        .unwrap_or_else(|| mllm_model_options_default());
+    LoadConfig {
+        threads: (opts.threads > 0).then_some(opts.threads as usize),
+        context: (opts.context > 0).then_some(opts.context as usize),
+    }
+}
+
 /// The default load options: all cores, the model's context.
 #[no_mangle]
 pub extern "C" fn mllm_model_options_default() -> MllmModelOptions {
@@ -195,14 +207,7 @@ pub unsafe extern "C" fn mllm_model_load(
         }
         *out = std::ptr::null_mut();
         let path = str_arg(path, "path")?;
-        let opts = options
-            .as_ref()
-            .copied()
-            .unwrap_or_else(|| mllm_model_options_default());
-        let cfg = LoadConfig {
-            threads: (opts.threads > 0).then_some(opts.threads as usize),
-            context: (opts.context > 0).then_some(opts.context as usize),
-        };
+        let cfg = load_config(options);
         let model = Model::load(path, &cfg)?;
         *out = Box::into_raw(Box::new(MllmModel { model }));
         Ok(())

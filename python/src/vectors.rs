@@ -97,10 +97,24 @@ impl Reranker {
     }
 }
 
-fn utf8(path: std::path::PathBuf) -> PyResult<String> {
-    path.to_str()
+/// Loads `path` with `load` off the GIL; the value and the path.
+fn open<T: Send>(
+    py: Python<'_>,
+    path: std::path::PathBuf,
+    threads: Option<usize>,
+    load: fn(&str, &LoadConfig) -> mllm::Result<T>,
+) -> PyResult<(Arc<T>, String)> {
+    let path = path
+        .to_str()
         .map(str::to_string)
-        .ok_or_else(|| PyValueError::new_err("the model path is not UTF-8"))
+        .ok_or_else(|| PyValueError::new_err("the model path is not UTF-8"))?;
+    let cfg = LoadConfig {
+        threads,
+        context: None,
+    };
+    let p = path.clone();
+    let v = py.detach(move || load(&p, &cfg)).map_err(py_err)?;
+    Ok((Arc::new(v), path))
 }
 
 /// Loads an embedding model: a Hugging Face / sentence-transformers
@@ -112,19 +126,8 @@ pub fn load_embedder(
     path: std::path::PathBuf,
     threads: Option<usize>,
 ) -> PyResult<Embedder> {
-    let path = utf8(path)?;
-    let cfg = LoadConfig {
-        threads,
-        context: None,
-    };
-    let p = path.clone();
-    let e = py
-        .detach(move || mllm::Embedder::load(&p, &cfg))
-        .map_err(py_err)?;
-    Ok(Embedder {
-        inner: Arc::new(e),
-        path,
-    })
+    let (inner, path) = open(py, path, threads, mllm::Embedder::load)?;
+    Ok(Embedder { inner, path })
 }
 
 /// Loads a reranker: a cross-encoder, or a decoder reranker such as
@@ -136,17 +139,6 @@ pub fn load_reranker(
     path: std::path::PathBuf,
     threads: Option<usize>,
 ) -> PyResult<Reranker> {
-    let path = utf8(path)?;
-    let cfg = LoadConfig {
-        threads,
-        context: None,
-    };
-    let p = path.clone();
-    let r = py
-        .detach(move || mllm::Reranker::load(&p, &cfg))
-        .map_err(py_err)?;
-    Ok(Reranker {
-        inner: Arc::new(r),
-        path,
-    })
+    let (inner, path) = open(py, path, threads, mllm::Reranker::load)?;
+    Ok(Reranker { inner, path })
 }

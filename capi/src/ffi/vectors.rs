@@ -4,9 +4,9 @@
 
 use std::ffi::c_char;
 
-use mllm_embed::{EmbedParams, Embedder, LoadConfig, Reranker, Status};
+use mllm_embed::{EmbedParams, Embedder, Reranker, Status};
 
-use super::{guard, invalid, mllm_model_options_default, str_arg, strs_arg, MllmModelOptions};
+use super::{guard, invalid, load_config, str_arg, strs_arg, MllmModelOptions};
 
 /// A loaded embedding model (BERT-family encoders, Qwen3-Embedding).
 pub struct MllmEmbedder {
@@ -18,20 +18,9 @@ pub struct MllmReranker {
     reranker: Reranker,
 }
 
-unsafe fn load_config(options: *const MllmModelOptions) -> LoadConfig {
-    let opts = options
-        .as_ref()
-        .copied()
-        .unwrap_or_else(|| mllm_model_options_default());
-    LoadConfig {
-        threads: (opts.threads > 0).then_some(opts.threads as usize),
-        context: None,
-    }
-}
-
 /// Loads an embedding model: a Hugging Face / sentence-transformers
 /// directory, a GGUF or a `.mllm` file. `options` may be NULL (its
-/// `context` is not used). On success `*out` is the model (free it with
+/// `context` is not used: the model's limit applies). On success `*out` is the model (free it with
 /// `mllm_embedder_free`); on failure it is NULL.
 #[no_mangle]
 pub unsafe extern "C" fn mllm_embedder_load(

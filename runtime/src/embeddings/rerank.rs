@@ -108,15 +108,6 @@ impl Reranker {
         )
     }
 
-    /// Whether the prompt comes from the model's chat template (else from
-    /// Qwen3-Reranker's model card); `None` for a cross-encoder.
-    pub fn uses_chat_template(&self) -> Option<bool> {
-        match self.head {
-            Head::Encoder => None,
-            _ => Some(matches!(self.pair_prompt(), Ok(PairPrompt::Template(_)))),
-        }
-    }
-
     /// The most tokens one (query, document) pair may have.
     pub fn max_tokens(&self) -> usize {
         self.e.max_tokens

@@ -155,6 +155,12 @@ fn counted<T>(
     out
 }
 
+/// Counts a request whose client left while it waited.
+fn left((metrics, inflight): &(Arc<ModelMetrics>, Arc<AtomicUsize>)) {
+    inflight.fetch_sub(1, Ordering::SeqCst);
+    metrics.cancelled.fetch_add(1, Ordering::Relaxed);
+}
+
 fn serve(
     mut engine: Engine,
     rx: mpsc::Receiver<EmbedJob>,
@@ -164,8 +170,7 @@ fn serve(
         match job {
             EmbedJob::Embed { texts, opts, reply } => {
                 if reply.is_closed() {
-                    counters.1.fetch_sub(1, Ordering::SeqCst);
-                    counters.0.cancelled.fetch_add(1, Ordering::Relaxed);
+                    left(&counters);
                     continue; // the client left while it waited
                 }
                 let out = counted(
@@ -190,8 +195,7 @@ fn serve(
                 reply,
             } => {
                 if reply.is_closed() {
-                    counters.1.fetch_sub(1, Ordering::SeqCst);
-                    counters.0.cancelled.fetch_add(1, Ordering::Relaxed);
+                    left(&counters);
                     continue;
                 }
                 let out = counted(
