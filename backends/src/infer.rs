@@ -3,17 +3,18 @@
 //! raise. Every backend calls it before its kernels (so kernels may rely on
 //! the checks), and graph capture calls it to type values without data.
 
-use crate::cpu::elementwise::broadcast_shape;
 use crate::dtype::DType;
 use crate::error::{dtype_err, invalid, shape_err, Result};
 use crate::op::Op;
 use crate::quant::QuantType;
 use crate::tensor::{numel, Tensor};
 
+pub(crate) mod broadcast;
 mod linear_attn;
 mod moe;
 mod quant_inputs;
 
+use broadcast::broadcast_shape;
 use quant_inputs::check_quant_inputs;
 
 /// What is known of a tensor without its data.
@@ -59,12 +60,14 @@ impl std::fmt::Display for TensorMeta {
     }
 }
 
-fn arity(op: &Op, inputs: &[TensorMeta], lo: usize, hi: usize) -> Result<()> {
+/// The op's arity (`Op::arity`, from its definition) against `inputs`.
+fn check_arity(op: &Op, inputs: &[TensorMeta]) -> Result<()> {
+    let (lo, hi) = op.arity();
     if inputs.len() < lo || inputs.len() > hi {
-        let want = if lo == hi {
-            format!("{lo}")
-        } else {
-            format!("{lo} to {hi}")
+        let want = match (lo, hi) {
+            (lo, hi) if lo == hi => format!("{lo}"),
+            (lo, usize::MAX) => format!("at least {lo}"),
+            (lo, hi) => format!("{lo} to {hi}"),
         };
         return invalid(
             op.name(),
@@ -133,11 +136,11 @@ impl Op {
     /// The output's shape and dtype for inputs of `inputs`' shapes and
     /// dtypes, or the error the op raises on them.
     pub fn infer(&self, inputs: &[TensorMeta]) -> Result<TensorMeta> {
+        check_arity(self, inputs)?;
         check_quant_inputs(self, inputs)?;
         let f32_out = |shape: Vec<usize>| meta(shape, DType::F32);
         match self {
             Op::Linear => {
-                arity(self, inputs, 2, 3)?;
                 let (x, w) = (&inputs[0], &inputs[1]);
                 f32_input("linear", x)?;
                 if w.rank() != 2 || x.rank() == 0 || x.last() != w.shape[1] {
@@ -163,7 +166,6 @@ impl Op {
                 f32_out(shape)
             }
             Op::Matmul => {
-                arity(self, inputs, 2, 2)?;
                 let (a, b) = (&inputs[0], &inputs[1]);
                 if a.rank() < 2 || b.rank() < 2 {
                     return shape_err(
@@ -187,7 +189,6 @@ impl Op {
                 f32_out(shape)
             }
             Op::Embedding => {
-                arity(self, inputs, 2, 2)?;
                 let (w, ids) = (&inputs[0], &inputs[1]);
                 if w.rank() != 2 {
                     return shape_err(
@@ -206,7 +207,6 @@ impl Op {
                 f32_out(shape)
             }
             Op::RmsNorm { .. } => {
-                arity(self, inputs, 2, 2)?;
                 let (x, w) = (&inputs[0], &inputs[1]);
                 f32_input("rms_norm", x)?;
                 let d = x.last();
@@ -219,7 +219,6 @@ impl Op {
                 f32_out(x.shape.clone())
             }
             Op::LayerNorm { .. } => {
-                arity(self, inputs, 3, 3)?;
                 let (x, w, b) = (&inputs[0], &inputs[1], &inputs[2]);
                 f32_input("layer_norm", x)?;
                 let d = x.last();
@@ -237,7 +236,6 @@ impl Op {
                 f32_out(x.shape.clone())
             }
             Op::ApplyRope => {
-                arity(self, inputs, 3, 3)?;
                 let (x, c, s) = (&inputs[0], &inputs[1], &inputs[2]);
                 if x.rank() != 3 || x.shape[2] % 2 != 0 {
                     return shape_err(
@@ -263,7 +261,6 @@ impl Op {
                 f32_out(x.shape.clone())
             }
             Op::Sdpa { causal, .. } => {
-                arity(self, inputs, 3, 3)?;
                 let (q, k, v) = (&inputs[0], &inputs[1], &inputs[2]);
                 sdpa_shapes(q, k, v)?;
                 if *causal && q.shape[0] > k.shape[0] {
@@ -275,7 +272,6 @@ impl Op {
                 f32_out(vec![q.shape[0], q.shape[1], v.shape[2]])
             }
             Op::CachedSdpa { .. } => {
-                arity(self, inputs, 6, 6)?;
                 let (q, k, v) = (&inputs[0], &inputs[1], &inputs[2]);
                 let (pk, pv, len) = (&inputs[3], &inputs[4], &inputs[5]);
                 sdpa_shapes(q, k, v)?;
@@ -304,7 +300,6 @@ impl Op {
                 f32_out(vec![q.shape[0], q.shape[1], v.shape[2]])
             }
             Op::GatedAct { .. } => {
-                arity(self, inputs, 2, 2)?;
                 let (g, u) = (&inputs[0], &inputs[1]);
                 f32_input("gated_act", g)?;
                 f32_input("gated_act", u)?;
@@ -317,7 +312,6 @@ impl Op {
                 f32_out(g.shape.clone())
             }
             Op::AddRmsNorm { .. } => {
-                arity(self, inputs, 3, 3)?;
                 let (x, y, w) = (&inputs[0], &inputs[1], &inputs[2]);
                 f32_input("add_rms_norm", x)?;
                 f32_input("add_rms_norm", y)?;
@@ -334,7 +328,6 @@ impl Op {
             }
             Op::MergedLinear { parts, norm_eps } => {
                 let first = 1 + usize::from(norm_eps.is_some());
-                arity(self, inputs, first + parts, first + parts)?;
                 let x = &inputs[0];
                 f32_input("merged_linear", x)?;
                 let k = x.last();
@@ -372,12 +365,8 @@ impl Op {
                 }
                 f32_out(vec![total])
             }
-            Op::Unary(_) => {
-                arity(self, inputs, 1, 1)?;
-                f32_out(inputs[0].shape.clone())
-            }
+            Op::Unary(_) => f32_out(inputs[0].shape.clone()),
             Op::Binary(_) => {
-                arity(self, inputs, 2, 2)?;
                 let (x, y) = (&inputs[0], &inputs[1]);
                 let Some(shape) = broadcast_shape(&x.shape, &y.shape) else {
                     return shape_err(
@@ -389,13 +378,11 @@ impl Op {
                 meta(shape, if both_int { DType::I32 } else { DType::F32 })
             }
             Op::Softmax { dim } => {
-                arity(self, inputs, 1, 1)?;
                 check_dim("softmax", &inputs[0], *dim)?;
                 f32_input("softmax", &inputs[0])?;
                 f32_out(inputs[0].shape.clone())
             }
             Op::Reduce { dim, keepdim, .. } => {
-                arity(self, inputs, 1, 1)?;
                 let x = &inputs[0];
                 check_dim("reduce", x, *dim)?;
                 let mut shape = x.shape.clone();
@@ -407,7 +394,6 @@ impl Op {
                 f32_out(shape)
             }
             Op::Argmax { dim } => {
-                arity(self, inputs, 1, 1)?;
                 let x = &inputs[0];
                 check_dim("argmax", x, *dim)?;
                 if x.shape[*dim] == 0 {
@@ -418,7 +404,6 @@ impl Op {
                 meta(shape, DType::I32)
             }
             Op::Reshape { shape } => {
-                arity(self, inputs, 1, 1)?;
                 let x = &inputs[0];
                 if numel(shape)? != x.numel() {
                     return shape_err(
@@ -439,7 +424,6 @@ impl Op {
                 meta(shape.clone(), x.dtype)
             }
             Op::Permute { perm } => {
-                arity(self, inputs, 1, 1)?;
                 let x = &inputs[0];
                 let mut seen = vec![false; x.rank()];
                 if perm.len() != x.rank()
@@ -492,7 +476,6 @@ impl Op {
                 end,
                 step,
             } => {
-                arity(self, inputs, 1, 1)?;
                 let x = &inputs[0];
                 check_dim("slice", x, *dim)?;
                 let n = x.shape[*dim];
@@ -513,7 +496,6 @@ impl Op {
                 meta(shape, dtype)
             }
             Op::IndexSelect { dim } => {
-                arity(self, inputs, 2, 2)?;
                 let (x, idx) = (&inputs[0], &inputs[1]);
                 check_dim("index_select", x, *dim)?;
                 if idx.dtype != DType::I32 {
@@ -523,25 +505,12 @@ impl Op {
                 shape[*dim] = idx.numel();
                 meta(shape, keep_int(x.dtype))
             }
-            Op::TopK { k } => {
-                arity(self, inputs, 1, 1)?;
-                moe::topk(&inputs[0], *k)
-            }
-            Op::Gather { dim } => {
-                arity(self, inputs, 2, 2)?;
-                moe::gather(&inputs[0], &inputs[1], *dim)
-            }
+            Op::TopK { k } => moe::topk(&inputs[0], *k),
+            Op::Gather { dim } => moe::gather(&inputs[0], &inputs[1], *dim),
             Op::MoeLinear => moe::moe_linear(inputs),
-            Op::CausalConv1d => {
-                arity(self, inputs, 3, 3)?;
-                linear_attn::causal_conv1d(inputs)
-            }
-            Op::GatedDeltaRule => {
-                arity(self, inputs, 6, 6)?;
-                linear_attn::gated_delta_rule(inputs)
-            }
+            Op::CausalConv1d => linear_attn::causal_conv1d(inputs),
+            Op::GatedDeltaRule => linear_attn::gated_delta_rule(inputs),
             Op::Where => {
-                arity(self, inputs, 3, 3)?;
                 let (c, a, b) = (&inputs[0], &inputs[1], &inputs[2]);
                 let shape =
                     broadcast_shape(&c.shape, &a.shape).and_then(|s| broadcast_shape(&s, &b.shape));
@@ -556,17 +525,13 @@ impl Op {
                 };
                 f32_out(shape)
             }
-            Op::Cast { dtype } => {
-                arity(self, inputs, 1, 1)?;
-                meta(inputs[0].shape.clone(), *dtype)
-            }
+            Op::Cast { dtype } => meta(inputs[0].shape.clone(), *dtype),
             Op::Arange {
                 start,
                 end,
                 step,
                 dtype,
             } => {
-                arity(self, inputs, 0, 0)?;
                 if *step == 0.0 || !step.is_finite() || !start.is_finite() || !end.is_finite() {
                     return invalid("arange", "step must be non-zero and bounds finite");
                 }
@@ -576,10 +541,7 @@ impl Op {
                 }
                 meta(vec![n as usize], *dtype)
             }
-            Op::Full { shape, dtype, .. } => {
-                arity(self, inputs, 0, 0)?;
-                meta(shape.clone(), *dtype)
-            }
+            Op::Full { shape, dtype, .. } => meta(shape.clone(), *dtype),
         }
     }
 }

@@ -5,8 +5,9 @@
 //! `sum((a - b)^2) / sum(b^2)` of the results must stay under the case's
 //! threshold. `mllm test-backend` and `cargo test` run the same cases.
 //!
-//! Every name of `Op::ALL_NAMES` must have cases (`missing_ops`), so a new
-//! op cannot reach a backend untested. Cases live in one file per op
+//! Every name of `Op::ALL_NAMES`, and every unary, binary and reduce op of
+//! the element-wise tables, must have cases (`missing_ops`), so a new op
+//! cannot reach a backend untested. Cases live in one file per op
 //! family, beside the kernels they exercise.
 
 mod attention;
@@ -24,7 +25,7 @@ use std::time::Instant;
 use crate::backend::Backend;
 use crate::cpu::CpuBackend;
 use crate::dtype::DType;
-use crate::op::Op;
+use crate::op::{BinaryOp, Op, ReduceOp, UnaryOp};
 use crate::tensor::Tensor;
 
 pub use gen::Gen;
@@ -96,13 +97,31 @@ pub fn cases(only: Option<&str>) -> Vec<Case> {
     all
 }
 
-/// Names of `Op::ALL_NAMES` without a case.
-pub fn missing_ops(cases: &[Case]) -> Vec<&'static str> {
-    Op::ALL_NAMES
+/// Ops without a case: names of `Op::ALL_NAMES`, and `unary NAME`,
+/// `binary NAME`, `reduce NAME` for each element-wise op of the tables.
+pub fn missing_ops(cases: &[Case]) -> Vec<String> {
+    let mut missing: Vec<String> = Op::ALL_NAMES
         .iter()
-        .copied()
-        .filter(|n| !cases.iter().any(|c| c.op.name() == *n))
-        .collect()
+        .filter(|n| !cases.iter().any(|c| c.op.name() == **n))
+        .map(|n| n.to_string())
+        .collect();
+    let has = |f: &dyn Fn(&Op) -> bool| cases.iter().any(|c| f(&c.op));
+    for &u in UnaryOp::ALL {
+        if !has(&|op| *op == Op::Unary(u)) {
+            missing.push(format!("unary {}", u.name()));
+        }
+    }
+    for &b in BinaryOp::ALL {
+        if !has(&|op| *op == Op::Binary(b)) {
+            missing.push(format!("binary {}", b.name()));
+        }
+    }
+    for &r in ReduceOp::ALL {
+        if !has(&|op| matches!(op, Op::Reduce { op, .. } if *op == r)) {
+            missing.push(format!("reduce {}", r.name()));
+        }
+    }
+    missing
 }
 
 /// `sum((a - b)^2) / sum(b^2)` (0 when both are all zero). Never NaN, so

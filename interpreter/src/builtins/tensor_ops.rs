@@ -9,46 +9,11 @@ use crate::error::{RtError, RtResult};
 use crate::eval::Interp;
 use crate::value::Value;
 
-/// The backend op and the scalar twin of a unary builtin.
-type UnaryPair = (UnaryOp, fn(f64) -> f64);
-
-fn unary_of(b: Builtin) -> Option<UnaryPair> {
-    Some(match b {
-        Builtin::Exp => (UnaryOp::Exp, f64::exp),
-        Builtin::Log => (UnaryOp::Log, f64::ln),
-        Builtin::Sqrt => (UnaryOp::Sqrt, f64::sqrt),
-        Builtin::Rsqrt => (UnaryOp::Rsqrt, |x| 1.0 / x.sqrt()),
-        Builtin::Sin => (UnaryOp::Sin, f64::sin),
-        Builtin::Cos => (UnaryOp::Cos, f64::cos),
-        Builtin::Abs => (UnaryOp::Abs, f64::abs),
-        Builtin::Tanh => (UnaryOp::Tanh, f64::tanh),
-        Builtin::Sigmoid => (UnaryOp::Sigmoid, |x| 1.0 / (1.0 + (-x).exp())),
-        Builtin::Relu => (UnaryOp::Relu, |x| x.max(0.0)),
-        Builtin::Silu => (UnaryOp::Silu, |x| x / (1.0 + (-x).exp())),
-        Builtin::Gelu => (UnaryOp::Gelu, |x| {
-            0.5 * x * (1.0 + libm_erf(x / std::f64::consts::SQRT_2))
-        }),
-        Builtin::GeluTanh => (UnaryOp::GeluTanh, |x| {
-            0.5 * x
-                * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh())
-        }),
-        _ => return None,
-    })
-}
-
-/// erf for scalar script values (Abramowitz-Stegun 7.1.26, |error| < 1.5e-7).
-fn libm_erf(x: f64) -> f64 {
-    let t = 1.0 / (1.0 + 0.3275911 * x.abs());
-    let y = 1.0
-        - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t
-            + 0.254829592)
-            * t
-            * (-x * x).exp();
-    if x >= 0.0 {
-        y
-    } else {
-        -y
-    }
+/// The unary map a builtin names: the op table's map of the same name
+/// (`UnaryOp::name`), so a new map needs no code here; its f64 twin
+/// computes plain numbers.
+fn unary_of(b: Builtin) -> Option<UnaryOp> {
+    UnaryOp::from_name(b.name())
 }
 
 /// Activation functions by their config.json names.
@@ -63,6 +28,10 @@ pub fn activation_by_name(name: &str) -> Option<UnaryOp> {
         _ => return None,
     })
 }
+
+/// The error code of a builtin the interpreter has no meaning for (a test
+/// walks every builtin of the language and expects none).
+pub(super) const UNIMPLEMENTED: &str = "mdl::run::unimplemented";
 
 pub(super) fn call(it: &mut Interp, b: Builtin, a: &Args) -> RtResult<Value> {
     let t = |x: Tensor| Ok(Value::Tensor(x));
@@ -374,15 +343,15 @@ pub(super) fn call(it: &mut Interp, b: Builtin, a: &Args) -> RtResult<Value> {
             t(to_tensor(it, a.get(0).unwrap_or(&Value::None), dtype)?)
         }
         _ => {
-            let Some((u, f)) = unary_of(b) else {
-                return Err(RtError::msg(format!(
-                    "builtin `{}` has no implementation",
-                    b.name()
-                )));
+            let Some(u) = unary_of(b) else {
+                return Err(RtError::new(
+                    UNIMPLEMENTED,
+                    format!("builtin `{}` has no implementation", b.name()),
+                ));
             };
             match a.get(0) {
-                Some(Value::Int(i)) => Ok(Value::Float(f(*i as f64))),
-                Some(Value::Float(x)) => Ok(Value::Float(f(*x))),
+                Some(Value::Int(i)) => Ok(Value::Float(u.reference(*i as f64))),
+                Some(Value::Float(x)) => Ok(Value::Float(u.reference(*x))),
                 Some(Value::Tensor(x)) => t(it.op(Op::Unary(u), &[x])?),
                 Some(v) => Err(type_err(b, "x", "a number or tensor", v)),
                 None => unreachable!("required"),

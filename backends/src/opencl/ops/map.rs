@@ -13,9 +13,9 @@
 use half::{bf16, f16};
 
 use super::off;
-use crate::cpu::elementwise::broadcast_strides;
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::infer::broadcast::broadcast_strides;
 use crate::infer::TensorMeta;
 use crate::op::{BinaryOp, Op, UnaryOp};
 use crate::opencl::{invalid, wrap, Arg, OpenClBackend};
@@ -29,28 +29,16 @@ const LOCAL: usize = 128;
 /// Dimensions the broadcast kernels take (after merging).
 const MAX_RANK: usize = 8;
 
-/// Kernel names indexed by `unary_tag`.
-macro_rules! unary_names {
-    ($prefix:literal) => {
-        [
-            concat!($prefix, "neg"),
-            concat!($prefix, "exp"),
-            concat!($prefix, "log"),
-            concat!($prefix, "sqrt"),
-            concat!($prefix, "rsqrt"),
-            concat!($prefix, "recip"),
-            concat!($prefix, "abs"),
-            concat!($prefix, "sin"),
-            concat!($prefix, "cos"),
-            concat!($prefix, "tanh"),
-            concat!($prefix, "sigmoid"),
-            concat!($prefix, "relu"),
-            concat!($prefix, "silu"),
-            concat!($prefix, "gelu"),
-            concat!($prefix, "gelu_tanh"),
-        ]
+/// Kernel names of the unary maps and of `gated_act`, indexed by
+/// `UnaryOp as usize` (derived from the op table, as `map.cl`'s kernels
+/// are named).
+macro_rules! cl_unary_names {
+    ($( $(#[$doc:meta])* $v:ident = $name:literal { $($rest:tt)* };)*) => {
+        const UNARY: &[&str] = &[$(concat!("map_unary_", $name)),*];
+        const GATED: &[&str] = &[$(concat!("map_gated_", $name)),*];
     };
 }
+crate::op::unary_table!(cl_unary_names);
 
 /// Kernel names indexed by `binary_tag`.
 macro_rules! binary_names {
@@ -73,31 +61,9 @@ macro_rules! binary_names {
     };
 }
 
-const UNARY: [&str; 15] = unary_names!("map_unary_");
-const GATED: [&str; 15] = unary_names!("map_gated_");
 const BIN: [&str; 13] = binary_names!("");
 const BIN_ND: [&str; 13] = binary_names!("_nd");
 const BIN_I32: [&str; 13] = binary_names!("_i32");
-
-fn unary_tag(u: UnaryOp) -> usize {
-    match u {
-        UnaryOp::Neg => 0,
-        UnaryOp::Exp => 1,
-        UnaryOp::Log => 2,
-        UnaryOp::Sqrt => 3,
-        UnaryOp::Rsqrt => 4,
-        UnaryOp::Recip => 5,
-        UnaryOp::Abs => 6,
-        UnaryOp::Sin => 7,
-        UnaryOp::Cos => 8,
-        UnaryOp::Tanh => 9,
-        UnaryOp::Sigmoid => 10,
-        UnaryOp::Relu => 11,
-        UnaryOp::Silu => 12,
-        UnaryOp::Gelu => 13,
-        UnaryOp::GeluTanh => 14,
-    }
-}
 
 fn binary_tag(b: BinaryOp) -> usize {
     match b {
@@ -181,7 +147,7 @@ fn unary(cl: &OpenClBackend, u: UnaryOp, x: &Tensor, out: &TensorMeta) -> Result
         Arg::Mem(OpenClBackend::mem(&y)?),
         Arg::I32(n),
     ];
-    launch(cl, UNARY[unary_tag(u)], quads(out.numel()), &args)?;
+    launch(cl, UNARY[u as usize], quads(out.numel()), &args)?;
     Ok(y)
 }
 
@@ -202,7 +168,7 @@ fn gated(
         Arg::Mem(OpenClBackend::mem(&y)?),
         Arg::I32(n),
     ];
-    launch(cl, GATED[unary_tag(act)], quads(out.numel()), &args)?;
+    launch(cl, GATED[act as usize], quads(out.numel()), &args)?;
     Ok(y)
 }
 
