@@ -84,6 +84,7 @@ builtins! {
     Relu = "relu"("x"): "max(x, 0)";
     Sigmoid = "sigmoid"("x"): "1 / (1 + exp(-x))";
     Tanh = "tanh"("x"): "hyperbolic tangent";
+    Softplus = "softplus"("x"): "log(1 + e^x), and x itself above 20 (torch's softplus)";
     Exp = "exp"("x"): "e^x";
     Log = "log"("x"): "natural logarithm";
     Sqrt = "sqrt"("x"): "square root (numbers or tensors)";

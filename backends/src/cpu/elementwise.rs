@@ -25,6 +25,8 @@ pub fn unary_scalar(op: UnaryOp, x: f32) -> f32 {
             let c = (2.0f32 / std::f32::consts::PI).sqrt();
             0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
         }
+        UnaryOp::Softplus if x > 20.0 => x,
+        UnaryOp::Softplus => x.exp().ln_1p(),
     }
 }
 

@@ -42,6 +42,13 @@ macro_rules! unary_table {
                     0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
                 }
             };
+            /// `log(1 + e^x)`, and `x` itself above 20, as torch's
+            /// `softplus` (beta 1, threshold 20): Mamba's and Gated
+            /// DeltaNet's step sizes.
+            Softplus = "softplus" {
+                domain(-30.0, 30.0),
+                twin |x| if x > 20.0 { x } else { x.exp().ln_1p() }
+            };
         }
     };
 }
@@ -164,5 +171,14 @@ mod tests {
         for (i, r) in ReduceOp::ALL.iter().enumerate() {
             assert_eq!(*r as usize, i);
         }
+    }
+
+    #[test]
+    fn softplus_follows_torch() {
+        let s = |x| UnaryOp::Softplus.reference(x);
+        assert_eq!(s(0.0), 2f64.ln());
+        assert_eq!(s(25.0), 25.0); // above the threshold: x itself
+        assert!((s(-30.0) - (-30f64).exp()).abs() < 1e-25);
+        assert!((s(20.0) - 20.0) < 3e-9 && s(20.0) > 20.0);
     }
 }

@@ -100,6 +100,9 @@ inline void st_f(global uchar* p, int dt, int i, float v) {
 // sqrt(2 / pi) in f32, as the CPU computes it.
 #define U_GELU_TANH(x) \
     (0.5f * (x) * (1.0f + tanh(0.7978845608f * ((x) + 0.044715f * (x) * (x) * (x)))))
+// torch's threshold: x itself above 20 (select reads a vector compare's
+// sign bit and a scalar compare's truth, so both forms pick alike).
+#define U_SOFTPLUS(x) select(log1p(exp(x)), (x), (x) > 20.0f)
 
 // y = op(x), x of any dtype, y f32 (fresh, offset 0).
 #define UNARY(name, OP)                                                        \
@@ -154,7 +157,8 @@ kernel void map_gated_##name(global const float* g, int goff,                  \
     M(relu, U_RELU)             \
     M(silu, U_SILU)             \
     M(gelu, U_GELU)             \
-    M(gelu_tanh, U_GELU_TANH)
+    M(gelu_tanh, U_GELU_TANH)   \
+    M(softplus, U_SOFTPLUS)
 
 UNARY_ALL(UNARY)
 UNARY_ALL(GATED)

@@ -24,6 +24,9 @@ pub fn unary(b: &mut Builder, u: UnaryOp, x: &str) -> String {
         UnaryOp::Tanh => "Tanh",
         UnaryOp::Sigmoid => "Sigmoid",
         UnaryOp::Relu => "Relu",
+        // ln(exp(x) + 1); torch's threshold (x itself above 20) changes
+        // nothing in f32 (ln(1 + e^x) - x < 2.1e-9 there).
+        UnaryOp::Softplus => "Softplus",
         UnaryOp::Rsqrt => {
             let r = b.node("Sqrt", &[x], vec![]);
             return b.node("Reciprocal", &[&r], vec![]);
