@@ -3,9 +3,9 @@
 //! A backend runs ops eagerly on tensors it holds, takes each checkpoint
 //! weight once at load (`prepare_weight`: upload, repack), makes host values
 //! resident (`upload`) and copies data back on request (`download`). It says
-//! which ops it has kernels for (`supports`); what happens to the others is
-//! the executor's policy (an error by default, or a CPU fallback with a
-//! warning: see `mllm_interpreter::Eager`), never a silent change.
+//! exactly which ops it has kernels for (`supports`); what happens to the
+//! others is the executor's policy (`fallback.rs`: an error, or the CPU
+//! after a warning per op kind), never the backend's secret.
 
 use crate::error::{BackendError, Result};
 use crate::infer::TensorMeta;
@@ -59,6 +59,21 @@ pub trait Backend: Send + Sync {
         Ok(t.clone())
     }
 
+    /// Host copies of `op`'s inputs, for running it on the CPU when this
+    /// backend has no kernel for it (`fallback.rs`). A backend may leave
+    /// inputs the CPU kernel only reads the shape of on the device (the
+    /// experts of a MoE layer that no id picks).
+    fn host_inputs(&self, op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let _ = op;
+        inputs.iter().map(|t| self.download(t)).collect()
+    }
+
+    /// Ops run on the CPU in place of this backend's kernels so far, by
+    /// op name (`fallback::CpuFallback` counts them; others run none).
+    fn host_ops(&self) -> Vec<(&'static str, u64)> {
+        vec![]
+    }
+
     /// Appends `k [s, hk, dk]`, `v [s, hk, dv]` to layer `layer` of
     /// `cache`; returns every key and value the layer holds. The default
     /// keeps the cache in host memory; a device backend keeps its layers in
@@ -108,6 +123,12 @@ impl<T: Backend + ?Sized> Backend for std::sync::Arc<T> {
     }
     fn download(&self, t: &Tensor) -> Result<Tensor> {
         (**self).download(t)
+    }
+    fn host_inputs(&self, op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        (**self).host_inputs(op, inputs)
+    }
+    fn host_ops(&self) -> Vec<(&'static str, u64)> {
+        (**self).host_ops()
     }
     fn kv_append(
         &self,

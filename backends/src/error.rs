@@ -11,7 +11,9 @@ pub enum BackendError {
     DType { op: &'static str, msg: String },
     #[error("invalid input to {op}: {msg}")]
     Invalid { op: &'static str, msg: String },
-    #[error("{op} is not supported by the {backend} backend")]
+    #[error(
+        "`{op}` has no kernel on the {backend} backend (`--fallback cpu` runs such ops on the CPU)"
+    )]
     Unsupported {
         op: &'static str,
         backend: &'static str,

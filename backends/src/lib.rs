@@ -11,6 +11,7 @@ pub mod cpu;
 pub mod dtype;
 pub mod env_limit;
 pub mod error;
+pub mod fallback;
 pub mod infer;
 pub mod kv;
 pub mod npu;

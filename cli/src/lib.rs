@@ -32,6 +32,11 @@ pub struct LoadFlags {
     /// The backend's device, numbered as `mllm devices` lists them.
     #[arg(long, default_value_t = 0)]
     pub device: usize,
+    /// Where ops the backend has no kernel for run: `cpu` (the default:
+    /// one warning per op kind, and `bench` counts them per step) or
+    /// `none` (an error naming the op).
+    #[arg(long, default_value = "cpu")]
+    pub fallback: mllm_runtime::model_files::Fallback,
     /// What the KV cache stores: f32, f16 (half the memory) or q8_0
     /// (34/128 of f32; heads must be multiples of 32 values).
     #[arg(long, default_value = "f32")]
@@ -54,6 +59,7 @@ impl From<LoadFlags> for mllm_runtime::model_files::LoadOptions {
             eager: f.eager,
             backend: f.backend,
             device: f.device,
+            fallback: f.fallback,
             kv: f.kv_type,
             no_verify: f.no_verify,
             check_numerics: f.check_numerics,

@@ -126,3 +126,56 @@ fn run_and_bench_on_opencl_with_the_real_smollm2() {
         text(&out.stdout)
     );
 }
+
+/// Ops without an OpenCL kernel (the MoE router's `topk`, the experts'
+/// `moe_linear`) run on the CPU under the default `--fallback cpu`: one
+/// warning per op kind, and `bench` counts them per decode step; under
+/// `--fallback none` they are an error naming the op and the backend.
+#[test]
+fn ops_without_an_opencl_kernel_follow_the_fallback_policy() {
+    if skip() {
+        return;
+    }
+    let model = root().join("tests/fixtures/qwen3_moe/moe_f32");
+    let model = model.to_str().expect("utf-8");
+    let bench = |fallback: &'static str| {
+        mllm(&[
+            "bench",
+            "--model",
+            model,
+            "-p",
+            "4",
+            "-n",
+            "2",
+            "-r",
+            "1",
+            "--backend",
+            "opencl",
+            "--fallback",
+            fallback,
+        ])
+    };
+    let out = bench("cpu");
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stderr}");
+    for op in ["topk", "moe_linear"] {
+        let warning = format!("the opencl backend has no `{op}` kernel; running it on the CPU");
+        assert_eq!(stderr.matches(&warning).count(), 1, "{op}: {stderr}");
+        assert!(stdout.contains(&format!("{op} ")), "{stdout}");
+    }
+    assert!(
+        stdout.contains("ops of each decode step have no opencl kernel and ran on the CPU"),
+        "{stdout}"
+    );
+    let out = bench("none");
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("opencl") && (stderr.contains("topk") || stderr.contains("moe_linear")),
+        "{stderr}"
+    );
+    // On the CPU nothing falls back, so nothing is counted.
+    let out = mllm(&["bench", "--model", model, "-p", "4", "-n", "2", "-r", "1"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(!text(&out.stdout).contains("on the host"));
+}

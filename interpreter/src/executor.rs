@@ -7,8 +7,6 @@
 //! `Eager` runs everything on a backend now; `Trace` records the op sequence
 //! (counts per step); graph capture (`crate::capture`) records an SSA graph.
 
-use std::collections::HashSet;
-
 use mllm_backends::{Backend, BackendError, CpuBackend, Op, Tensor, TensorMeta};
 
 use crate::cache::KvCache;
@@ -74,40 +72,22 @@ pub trait Executor {
     }
 }
 
-/// What `Eager` does with an op its backend has no kernel for.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Unsupported {
-    /// An error naming the op and the backend (the default).
-    #[default]
-    Error,
-    /// Run it on the CPU, after one warning per op name on stderr.
-    CpuFallback,
-}
-
 /// Runs everything eagerly on a backend.
+/// An op its backend has no kernel for is an error naming both; running
+/// such ops on the CPU is the fallback policy's, applied to the backend
+/// (`mllm_backends::fallback`), so compiled graphs follow it too.
 pub struct Eager<B: Backend> {
     pub backend: B,
-    pub unsupported: Unsupported,
     /// Check every op's output and every model input for NaN and
     /// infinities (`--check-numerics`); the first one is an error.
     pub check_numerics: bool,
-    warned: HashSet<&'static str>,
 }
 
 impl<B: Backend> Eager<B> {
     pub fn new(backend: B) -> Eager<B> {
         Eager {
             backend,
-            unsupported: Unsupported::Error,
             check_numerics: false,
-            warned: HashSet::new(),
-        }
-    }
-
-    pub fn with_policy(backend: B, unsupported: Unsupported) -> Eager<B> {
-        Eager {
-            unsupported,
-            ..Eager::new(backend)
         }
     }
 }
@@ -123,25 +103,7 @@ impl<B: Backend> Eager<B> {
         if self.backend.supports(op) {
             return self.backend.run(op, inputs);
         }
-        match self.unsupported {
-            Unsupported::Error => Err(mllm_backends::backend::unsupported(op, self.backend.name())),
-            Unsupported::CpuFallback => {
-                if self.warned.insert(op.name()) {
-                    eprintln!(
-                        "warning: the {} backend has no `{}` kernel; running it on the CPU",
-                        self.backend.name(),
-                        op.name()
-                    );
-                }
-                let host: Vec<Tensor> = inputs
-                    .iter()
-                    .map(|t| self.backend.download(t))
-                    .collect::<Result<_, _>>()?;
-                let refs: Vec<&Tensor> = host.iter().collect();
-                let out = CpuBackend.run(op, &refs)?;
-                self.backend.upload(out)
-            }
-        }
+        Err(mllm_backends::backend::unsupported(op, self.backend.name()))
     }
 
     /// `check_numerics` for one op, on host copies of device tensors.
@@ -326,9 +288,9 @@ mod tests {
             }
         );
         assert!(strict.run(&Op::Binary(BinaryOp::Add), &[&x, &x]).is_ok());
-        let mut lenient = Eager::with_policy(BinaryOnly, Unsupported::CpuFallback);
+        let mut lenient = Eager::new(mllm_backends::fallback::CpuFallback::new(BinaryOnly));
         let y = lenient.run(&relu, &[&x]).expect("runs on the cpu");
         assert_eq!(y.f32s().expect("f32"), &[0.0, 2.0]);
-        assert!(lenient.warned.contains("unary"), "warned once");
+        assert_eq!(lenient.backend.host_ops(), vec![("unary", 1)]);
     }
 }

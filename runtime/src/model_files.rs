@@ -102,6 +102,8 @@ fn hf_chat_template(
     Ok(Some(t))
 }
 
+pub use mllm_backends::fallback::Fallback;
+
 /// How weights are loaded and steps run.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct LoadOptions {
@@ -119,6 +121,9 @@ pub struct LoadOptions {
     pub backend: Backend,
     /// The backend's device (`mllm devices` numbers them; 0 is the first).
     pub device: usize,
+    /// Where ops the backend has no kernel for run (`--fallback`): on the
+    /// CPU after a warning per op kind (the default), or nowhere (an error).
+    pub fallback: Fallback,
     /// What the KV cache stores.
     pub kv: KvType,
     /// Skip checking a `.mllm` file's tensor checksums on open (they are
@@ -248,8 +253,9 @@ pub fn open_with_mmproj(
     }
     let mut files = open_files(path, mmproj, opts)?;
     if opts.backend != Backend::Cpu || opts.device != 0 {
-        files.backend = mllm_backends::backend::by_name(opts.backend.name(), opts.device)
+        let backend = mllm_backends::backend::by_name(opts.backend.name(), opts.device)
             .map_err(|e| CliError(format!("error: --backend {}: {e}", opts.backend.name())))?;
+        files.backend = opts.fallback.apply(backend);
     }
     Ok(files)
 }

@@ -75,6 +75,8 @@ impl Outcome {
         self.error.is_none() && self.nmse.is_some_and(|e| e <= self.max_nmse)
     }
 
+    /// The backend has no kernel for the case's op (under `--fallback cpu`
+    /// the op runs on the host; nothing of the backend was tested).
     pub fn skipped(&self) -> bool {
         self.error.is_none() && self.nmse.is_none()
     }
@@ -227,17 +229,41 @@ pub fn run_all(backend: &dyn Backend, cases: &[Case]) -> Vec<Outcome> {
     cases.iter().map(|c| run_case(backend, c)).collect()
 }
 
-/// The worst NMSE per op name (for notes and `mllm test-backend`).
-pub fn worst_by_op(outcomes: &[Outcome]) -> Vec<(&'static str, f64, usize)> {
-    let mut v: Vec<(&'static str, f64, usize)> = vec![];
+/// One op's cases on a backend (`mllm test-backend`'s table).
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpSummary {
+    pub op: &'static str,
+    pub cases: usize,
+    /// Cases the backend has no kernel for: they run on the host under
+    /// `--fallback cpu`, and are neither passed nor failed here.
+    pub host: usize,
+    /// The worst NMSE of the cases the backend ran (`None`: it ran none).
+    pub worst: Option<f64>,
+}
+
+/// The cases per op name, in the order they first appear.
+pub fn by_op(outcomes: &[Outcome]) -> Vec<OpSummary> {
+    let mut v: Vec<OpSummary> = vec![];
     for o in outcomes {
-        let e = o.nmse.unwrap_or(0.0);
-        match v.iter_mut().find(|(n, _, _)| *n == o.op) {
-            Some(w) => {
-                w.1 = w.1.max(e);
-                w.2 += 1;
+        let i = match v.iter().position(|s| s.op == o.op) {
+            Some(i) => i,
+            None => {
+                v.push(OpSummary {
+                    op: o.op,
+                    cases: 0,
+                    host: 0,
+                    worst: None,
+                });
+                v.len() - 1
             }
-            None => v.push((o.op, e, 1)),
+        };
+        let s = &mut v[i];
+        s.cases += 1;
+        if o.skipped() {
+            s.host += 1;
+        }
+        if let Some(e) = o.nmse {
+            s.worst = Some(s.worst.map_or(e, |w| w.max(e)));
         }
     }
     v

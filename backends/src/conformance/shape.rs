@@ -307,6 +307,10 @@ pub(super) mod device_check {
         };
         let mut failed = vec![];
         for case in &cases {
+            if !crate::backend::Backend::supports(&cl, &case.op) {
+                eprintln!("host  {:<14} {} (no kernel)", case.op.name(), case.name);
+                continue;
+            }
             let o = run_case(&cl, case);
             let shifted = match offset_run(&cl, case) {
                 Ok(e) if e <= case.max_nmse => None,

@@ -185,6 +185,10 @@ impl Backend for OpenClBackend {
         ops::run(self, op, &refs, &out)
     }
 
+    fn host_inputs(&self, op: &Op, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        ops::host::inputs(self, op, inputs)
+    }
+
     fn prepare_weight(&self, _name: &str, t: Tensor) -> Result<Tensor> {
         let d = self.upload(t.clone())?;
         // The host copy is not read again: let a file mapping drop it.

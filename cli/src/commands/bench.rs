@@ -245,6 +245,8 @@ pub fn run(a: BenchArgs) -> CliResult<()> {
             rows.push((format!("tg{n} x{b}"), rates));
         }
     }
+    let host = host_ops_per_step(&mut engine, vocab)?;
+    let host_total: u64 = host.iter().map(|(_, n)| n).sum();
     let peak_rss = peak_rss_bytes();
     let name = std::path::Path::new(&a.model)
         .file_name()
@@ -262,6 +264,8 @@ pub fn run(a: BenchArgs) -> CliResult<()> {
             "model": name, "weights_dtype": dt, "params": params, "bytes": bytes, "backend": engine.runner.model.backend.name(), "mode": engine.runner.mode(),
             "threads": a.threads, "repetitions": reps, "load_seconds": load_secs, "results": results,
             "peak_rss_bytes": peak_rss, "kv_type": a.load.kv.0.name(),
+            "host_ops_per_step": host_total,
+            "host_ops": host.iter().map(|(op, n)| serde_json::json!({ "op": op, "count": n })).collect::<Vec<_>>(),
         });
         println!(
             "{}",
@@ -288,5 +292,29 @@ pub fn run(a: BenchArgs) -> CliResult<()> {
     if let Some(b) = peak_rss {
         println!("\npeak RSS {:.1} MiB", b as f64 / (1 << 20) as f64);
     }
+    if host_total > 0 {
+        let list: Vec<String> = host.iter().map(|(op, n)| format!("{op} {n}")).collect();
+        println!(
+            "\non the host: {host_total} ops of each decode step have no {} kernel and ran on the CPU ({})",
+            engine.runner.model.backend.name(),
+            list.join(", ")
+        );
+    }
     Ok(())
+}
+
+/// The ops of one decode step that ran on the CPU in place of the
+/// backend's kernels (`--fallback cpu`), by op name.
+fn host_ops_per_step(engine: &mut Engine, vocab: usize) -> CliResult<Vec<(&'static str, u64)>> {
+    engine.reset();
+    engine.feed(&ids(4, vocab, 11))?;
+    let before = engine.runner.model.backend.host_ops();
+    engine.step(ids(1, vocab, 12)[0])?;
+    let after = engine.runner.model.backend.host_ops();
+    let was = |op: &str| before.iter().find(|(o, _)| *o == op).map_or(0, |(_, n)| *n);
+    Ok(after
+        .into_iter()
+        .map(|(op, n)| (op, n - was(op)))
+        .filter(|(_, n)| *n > 0)
+        .collect())
 }

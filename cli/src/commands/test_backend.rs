@@ -26,14 +26,14 @@ pub fn run(backend: &str, device: usize, op: Option<&str>, verbose: bool) -> Cli
         vec![]
     };
     let outcomes = conformance::run_all(b.as_ref(), &cases);
-    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    let (mut passed, mut failed, mut host) = (0, 0, 0);
     for o in &outcomes {
         let status = if o.passed() {
             passed += 1;
             "ok"
         } else if o.skipped() {
-            skipped += 1;
-            "no kernel"
+            host += 1;
+            "host"
         } else {
             failed += 1;
             "FAIL"
@@ -48,12 +48,13 @@ pub fn run(backend: &str, device: usize, op: Option<&str>, verbose: bool) -> Cli
             );
         }
     }
-    println!("\n| op | cases | worst NMSE |\n|---|---:|---:|");
-    for (name, worst, n) in conformance::worst_by_op(&outcomes) {
-        println!("| {name} | {n} | {worst:.2e} |");
+    println!("\n| op | cases | on the host | worst NMSE |\n|---|---:|---:|---:|");
+    for s in conformance::by_op(&outcomes) {
+        let worst = s.worst.map_or("-".to_string(), |w| format!("{w:.2e}"));
+        println!("| {} | {} | {} | {worst} |", s.op, s.cases, s.host);
     }
     println!(
-        "\n{}: {passed} passed, {failed} failed, {skipped} without a kernel, of {} cases",
+        "\n{}: {passed} passed, {failed} failed, {host} on the host (no kernel; --fallback cpu runs them on the CPU), of {} cases",
         b.name(),
         outcomes.len()
     );

@@ -26,7 +26,8 @@ const LOCAL_BUDGET: usize = 32 * 1024;
 /// kernel runs (its private accumulators: `DECODE_ROWS` in attention.cl).
 const DECODE_ROWS: usize = 8;
 
-/// Sliding windows have no kernel yet: those run on the host (`host.rs`).
+/// Sliding windows have no kernel yet: `supports` says no, and the
+/// executor's fallback policy decides (`crate::fallback`).
 pub fn supports(op: &Op) -> bool {
     matches!(
         op,

@@ -1,40 +1,23 @@
-//! Ops the OpenCL backend has no kernels for yet, run on the host with the
-//! CPU backend's kernels: the mixture-of-experts ops `TopK`, `Gather` and
-//! `MoeLinear`, Gated DeltaNet's `CausalConv1d` and `GatedDeltaRule`, and
-//! attention with a sliding window. The inputs are downloaded, the result uploaded, so a script
-//! using them runs on this backend (slower) instead of failing; the
-//! numbers are the CPU's exactly.
-//!
-//! `MoeLinear` downloads only the experts its ids pick (a stacked
-//! `[e, n, k]` weight is split into per-expert views first): the weights of
-//! a MoE layer are far larger than what one step uses.
+//! What the executor's CPU fallback (`crate::fallback`) downloads for an op
+//! this backend has no kernel for: the inputs, except that `MoeLinear`
+//! downloads only the experts its ids pick (a stacked `[e, n, k]` weight
+//! is split into per-expert views first): the weights of a MoE layer are
+//! far larger than what one step uses. The ops without kernels here are
+//! `TopK`, `Gather`, `MoeLinear`, `CausalConv1d`, `GatedDeltaRule` and
+//! attention with a sliding window (`supports` says no to each).
 
 use crate::backend::Backend;
-use crate::cpu::CpuBackend;
 use crate::error::Result;
-use crate::infer::TensorMeta;
 use crate::op::Op;
 use crate::opencl::OpenClBackend;
 use crate::tensor::Tensor;
 
-pub fn supports(op: &Op) -> bool {
+/// Host copies of `op`'s inputs for the CPU's kernel.
+pub fn inputs(cl: &OpenClBackend, op: &Op, x: &[&Tensor]) -> Result<Vec<Tensor>> {
     match op {
-        Op::TopK { .. } | Op::Gather { .. } | Op::MoeLinear => true,
-        // Gated DeltaNet's recurrence and conv (no OpenCL kernels yet).
-        Op::CausalConv1d | Op::GatedDeltaRule => true,
-        // Sliding-window attention (no OpenCL kernel takes a window yet).
-        Op::Sdpa { window, .. } | Op::CachedSdpa { window, .. } => *window > 0,
-        _ => false,
+        Op::MoeLinear if x.len() >= 2 => moe_inputs(cl, x),
+        _ => x.iter().map(|t| cl.download(t)).collect(),
     }
-}
-
-pub fn run(cl: &OpenClBackend, op: &Op, x: &[&Tensor], _out: &TensorMeta) -> Result<Tensor> {
-    let host = match op {
-        Op::MoeLinear => moe_inputs(cl, x)?,
-        _ => x.iter().map(|t| cl.download(t)).collect::<Result<_>>()?,
-    };
-    let refs: Vec<&Tensor> = host.iter().collect();
-    cl.upload(CpuBackend.run(op, &refs)?)
 }
 
 /// `x`, `ids` and the picked experts on the host; the experts no id picks

@@ -24,7 +24,6 @@ pub fn supports(op: &Op) -> bool {
         || shape::supports(op)
         || linear::supports(op)
         || attention::supports(op)
-        || host::supports(op)
 }
 
 pub fn run(cl: &OpenClBackend, op: &Op, x: &[&Tensor], out: &TensorMeta) -> Result<Tensor> {
@@ -40,8 +39,6 @@ pub fn run(cl: &OpenClBackend, op: &Op, x: &[&Tensor], out: &TensorMeta) -> Resu
         linear::run(cl, op, x, out)
     } else if attention::supports(op) {
         attention::run(cl, op, x, out)
-    } else if host::supports(op) {
-        host::run(cl, op, x, out)
     } else {
         Err(invalid(
             "opencl",
