@@ -277,6 +277,14 @@ pub(crate) enum Cmd {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// Also load the model and count the ops of its decode step that
+        /// this backend has no kernel for (`--fallback cpu` runs them on
+        /// the host).
+        #[arg(long)]
+        backend: Option<String>,
+        /// The backend's device, numbered as `mllm devices` lists them.
+        #[arg(long, default_value_t = 0, requires = "backend")]
+        device: usize,
     },
     /// Measure prefill (pp) and decode (tg) throughput, like llama-bench.
     Bench {

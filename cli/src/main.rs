@@ -240,7 +240,12 @@ fn run(cli: Cli) -> i32 {
                 verify,
             )
         }
-        Cmd::Inspect { file, json } => commands::inspect::run(&file, json),
+        Cmd::Inspect {
+            file,
+            json,
+            backend,
+            device,
+        } => commands::inspect::run(&file, json, backend.as_deref().map(|b| (b, device))),
         Cmd::Graph {
             script,
             model,

@@ -138,8 +138,8 @@ fn ops_without_an_opencl_kernel_follow_the_fallback_policy() {
     }
     let model = root().join("tests/fixtures/qwen3_moe/moe_f32");
     let model = model.to_str().expect("utf-8");
-    let bench = |fallback: &'static str| {
-        mllm(&[
+    let bench_args = |extra: &[&'static str]| {
+        let mut v = vec![
             "bench",
             "--model",
             model,
@@ -151,10 +151,11 @@ fn ops_without_an_opencl_kernel_follow_the_fallback_policy() {
             "1",
             "--backend",
             "opencl",
-            "--fallback",
-            fallback,
-        ])
+        ];
+        v.extend_from_slice(extra);
+        v
     };
+    let bench = |fallback: &'static str| mllm(&bench_args(&["--fallback", fallback]));
     let out = bench("cpu");
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stderr}");
@@ -178,4 +179,20 @@ fn ops_without_an_opencl_kernel_follow_the_fallback_policy() {
     let out = mllm(&["bench", "--model", model, "-p", "4", "-n", "2", "-r", "1"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(!text(&out.stdout).contains("on the host"));
+    // `inspect --backend` counts the same ops from the captured step,
+    // without running it.
+    let json = |args: &[&str]| -> serde_json::Value {
+        let out = mllm(args);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        serde_json::from_str(&text(&out.stdout)).expect("json")
+    };
+    let ran = json(&bench_args(&["--json"]));
+    let step = json(&["inspect", model, "--backend", "opencl", "--json"]);
+    let counted = &step["decode_step"];
+    assert!(counted["host_ops"].as_u64() > Some(0), "{counted}");
+    assert_eq!(counted["host_ops"], ran["host_ops_per_step"], "{counted}");
+    assert_eq!(counted["host"], ran["host_ops"], "{counted}");
+    let cpu = json(&["inspect", model, "--backend", "cpu", "--json"]);
+    assert_eq!(cpu["decode_step"]["host_ops"], 0);
+    assert_eq!(cpu["decode_step"]["ops"], counted["ops"]);
 }

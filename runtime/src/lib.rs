@@ -9,6 +9,7 @@
 //! prints nothing except warnings on stderr.
 
 pub mod assets;
+pub mod captured;
 pub mod embeddings;
 pub mod engine;
 pub mod generation;

@@ -215,6 +215,13 @@ impl std::str::FromStr for Backend {
 /// context length.
 pub const DEFAULT_CONTEXT: usize = 32768;
 
+/// The backend `--backend NAME --device N` names, with the policy-free
+/// kernels it has (`supports`): for tools that ask what it can run.
+pub fn backend_by_name(name: &str, device: usize) -> CliResult<mllm_backends::SharedBackend> {
+    mllm_backends::backend::by_name(name, device)
+        .map_err(|e| CliError(format!("error: --backend {name}: {e}")))
+}
+
 pub fn open(path: &str) -> CliResult<ModelFiles> {
     open_with(path, LoadOptions::default())
 }
@@ -253,8 +260,7 @@ pub fn open_with_mmproj(
     }
     let mut files = open_files(path, mmproj, opts)?;
     if opts.backend != Backend::Cpu || opts.device != 0 {
-        let backend = mllm_backends::backend::by_name(opts.backend.name(), opts.device)
-            .map_err(|e| CliError(format!("error: --backend {}: {e}", opts.backend.name())))?;
+        let backend = backend_by_name(opts.backend.name(), opts.device)?;
         files.backend = opts.fallback.apply(backend);
     }
     Ok(files)

@@ -3,8 +3,7 @@
 //! cache of C rows and writes the graph as text (what an NPU would get),
 //! with node, value and arena counts before and after the passes.
 
-use mllm_backends::CpuBackend;
-use mllm_graph::{passes, plan_memory, text, Graph};
+use mllm_runtime::captured::{self, plan_memory, text, Graph};
 
 use crate::model_files::{self, load_model};
 use crate::{CliError, CliResult};
@@ -39,27 +38,13 @@ pub fn run(a: GraphArgs) -> CliResult<()> {
             )))
         }
     };
-    if a.seq == 0 || a.context == 0 {
-        return Err(CliError(
-            "error: --seq and --context must be at least 1".into(),
-        ));
-    }
     let files = model_files::open(&a.model)?;
     let model = load_model(&files, Some(&a.script))?;
-    let raw = mllm_interpreter::compile::capture(&model, &CpuBackend, a.seq, a.context, true)
-        .map_err(|e| CliError(format!("error: cannot capture {}: {e}", a.script)))?;
+    let raw = captured::capture(&model, a.seq, a.context)?;
     eprintln!("{}", counts("captured", &raw));
     let g = if run_passes {
-        // What compiled execution runs: first the work on small weights
-        // alone (norm gains 1 + w) done once against this model's weights.
-        let weights: std::collections::HashMap<&str, &mllm_backends::Tensor> =
-            model.weights.iter().map(|(n, t)| (n.as_str(), t)).collect();
-        let g = passes::fold_params::fold_params(&raw, &|n| weights.get(n).map(|t| (*t).clone()))
-            .map_err(|e| CliError(format!("error: {e}")))?;
-        let g = passes::all(g).map_err(|e| CliError(format!("error: {e}")))?;
-        let mut names: Vec<&str> = vec!["fold_params"];
-        names.extend(passes::ALL.iter().map(|(n, _)| *n));
-        let label = format!("after passes ({})", names.join(", "));
+        let g = captured::optimize(&model, &raw)?;
+        let label = format!("after passes ({})", captured::pass_names().join(", "));
         eprintln!("{}", counts(&label, &g));
         g
     } else {

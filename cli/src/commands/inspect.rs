@@ -3,7 +3,9 @@
 //! checkpoints: a metadata summary (GGUF key/values with arrays shortened),
 //! then every tensor's name, dtype, shape and size, then totals. Each
 //! format is read into one `Report`, printed as text or JSON, so the two
-//! outputs always agree.
+//! outputs always agree. With `--backend NAME`, the model is also loaded
+//! and its decode step captured (`step_ops.rs`): how many of its ops that
+//! backend has no kernel for.
 
 use std::io::Read;
 use std::path::Path;
@@ -36,7 +38,8 @@ struct Report {
     rows: Vec<Row>,
 }
 
-pub fn run(path: &str, json_out: bool) -> CliResult<()> {
+/// `backend`: also count the decode step's ops without a kernel on it.
+pub fn run(path: &str, json_out: bool, backend: Option<(&str, usize)>) -> CliResult<()> {
     let p = Path::new(path);
     let report = if p.is_dir() {
         if p.join("model.safetensors").is_file() || p.join("model.safetensors.index.json").is_file()
@@ -73,10 +76,17 @@ pub fn run(path: &str, json_out: bool) -> CliResult<()> {
     } else {
         return Err(CliError(format!("error: {path} does not exist")));
     };
+    let step = match backend {
+        Some((name, device)) => Some(super::step_ops::StepOps::of(path, name, device)?),
+        None => None,
+    };
     if json_out {
-        println!("{}", to_json(path, &report));
+        println!("{}", to_json(path, &report, step.map(|s| s.json())));
     } else {
         print!("{}", to_text(path, &report));
+        if let Some(s) = step {
+            print!("{}", s.text());
+        }
     }
     Ok(())
 }
@@ -405,7 +415,7 @@ fn to_text(path: &str, r: &Report) -> String {
     s
 }
 
-fn to_json(path: &str, r: &Report) -> String {
+fn to_json(path: &str, r: &Report, step: Option<Value>) -> String {
     let (n, bytes, params) = totals(r);
     let tensors: Vec<Value> = r
         .rows
@@ -419,12 +429,15 @@ fn to_json(path: &str, r: &Report) -> String {
             o
         })
         .collect();
-    let doc = json!({
+    let mut doc = json!({
         "path": path,
         "format": r.format,
         "metadata": r.meta,
         "tensors": tensors,
         "totals": {"tensors": n, "bytes": bytes, "params": params},
     });
+    if let Some(step) = step {
+        doc["decode_step"] = step;
+    }
     serde_json::to_string_pretty(&doc).unwrap_or_default()
 }

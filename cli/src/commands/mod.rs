@@ -15,6 +15,7 @@ pub mod random_checkpoint;
 pub mod run;
 pub mod run_npu;
 pub mod serve;
+pub mod step_ops;
 pub mod template;
 pub mod test_backend;
 pub mod tokenize;

@@ -17,8 +17,7 @@ pub fn run(backend: &str, device: usize, op: Option<&str>, verbose: bool) -> Cli
             )));
         }
     }
-    let b = mllm_backends::backend::by_name(backend, device)
-        .map_err(|e| CliError(format!("error: --backend {backend}: {e}")))?;
+    let b = crate::model_files::backend_by_name(backend, device)?;
     let cases = conformance::cases(op);
     let missing = if op.is_none() {
         conformance::missing_ops(&cases)
