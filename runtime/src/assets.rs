@@ -2,7 +2,9 @@
 //! any folder. A file on disk with the same name takes precedence.
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
+use mllm_dsl::ast::Item;
 use mllm_dsl::Resolver;
 
 pub const STDLIB: &[(&str, &str)] = &[
@@ -41,18 +43,37 @@ pub const MODELS: &[(&str, &str)] = &[
     ("bert", include_str!("../../models/bert.mdl")),
 ];
 
+/// Every module the built-in model scripts declare, with its script's
+/// name: the scripts parsed once (a module name is declared by one script
+/// only: `module_names_are_unique`).
+fn declared_modules() -> &'static [(String, &'static str)] {
+    static TABLE: OnceLock<Vec<(String, &'static str)>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut table = vec![];
+        for (i, (name, text)) in MODELS.iter().enumerate() {
+            let (file, _) = mllm_dsl::parser::parse(text, i);
+            for item in file.items {
+                if let Item::Module(m) = item {
+                    table.push((m.name.name, *name));
+                }
+            }
+        }
+        table
+    })
+}
+
 /// The built-in script serving a checkpoint: the one that declares a module
-/// named like the config's `architectures[0]` (so adding an architecture is
-/// adding a script), else the one named like its `model_type`.
+/// named exactly like the config's `architectures[0]` (so adding an
+/// architecture is adding a script), else the one named like its
+/// `model_type`.
 pub fn script_for_config(config: &serde_json::Value) -> Result<&'static str, String> {
     let arch = config
         .get("architectures")
         .and_then(|a| a.get(0))
         .and_then(|a| a.as_str());
     if let Some(arch) = arch {
-        let decl = format!("module {arch}(");
-        if let Some((name, _)) = MODELS.iter().find(|(_, text)| text.contains(&decl)) {
-            return Ok(name);
+        if let Some((_, script)) = declared_modules().iter().find(|(m, _)| m == arch) {
+            return Ok(script);
         }
     }
     let model_type = config.get("model_type").and_then(|m| m.as_str());
@@ -149,4 +170,34 @@ pub fn check_script(path: &str) -> crate::Result<mllm_dsl::Program> {
         if n == 1 { "" } else { "s" }
     ));
     Err(crate::Error(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn module_names_are_unique() {
+        let table = declared_modules();
+        assert!(table.len() >= MODELS.len(), "every script declares modules");
+        for (i, (m, script)) in table.iter().enumerate() {
+            if let Some((_, other)) = table[i + 1..].iter().find(|(n, _)| n == m) {
+                panic!("module {m} is declared by both {script} and {other}");
+            }
+        }
+    }
+
+    #[test]
+    fn architectures_match_module_names_exactly() {
+        let config = |arch: &str| serde_json::json!({ "architectures": [arch] });
+        assert_eq!(script_for_config(&config("Qwen3ForCausalLM")), Ok("qwen3"));
+        assert_eq!(
+            script_for_config(&config("Qwen3MoeForCausalLM")),
+            Ok("qwen3_moe")
+        );
+        // Not a prefix, a suffix or a name in a comment.
+        for near in ["Qwen3ForCausal", "Qwen3ForCausalLMX", "XQwen3ForCausalLM"] {
+            assert!(script_for_config(&config(near)).is_err(), "{near}");
+        }
+    }
 }
