@@ -12,6 +12,7 @@ pub mod assets;
 pub mod captured;
 pub mod embeddings;
 pub mod engine;
+pub mod export;
 pub mod generation;
 pub mod image_prompt;
 pub mod images;
@@ -31,7 +32,8 @@ pub mod weight_check;
 pub use engine::{generate, Engine, GenRequest, GenStats};
 pub use generation::{Generation, GenerationConfig, SamplerConfig, StopReason};
 pub use loaded::{load, load_with, Loaded};
-pub use mllm_interpreter::ForwardInputs;
+pub use mllm_backends::Tensor;
+pub use mllm_interpreter::{ForwardInputs, KvCache};
 pub use runner::{Runner, PREFILL_CHUNK};
 pub use sequence::Sequence;
 

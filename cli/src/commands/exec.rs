@@ -6,10 +6,9 @@ use std::path::Path;
 use std::rc::Rc;
 use std::time::Instant;
 
-use mllm_backends::Tensor;
-use mllm_interpreter::KvCache;
 use mllm_runtime::images::{read_images, ImageTokens};
 use mllm_runtime::{model_files, Loaded};
+use mllm_runtime::{KvCache, Tensor};
 
 use crate::{CliError, CliResult};
 

@@ -8,14 +8,12 @@
 //! `input_ids` -> `logits`. `--target qnn` and `--target ascend` shape the
 //! graph for Qualcomm's and Huawei's converters and add their files
 //! (README.txt with the vendor's commands, QNN's quantization overrides and
-//! rotary tables). The work is `mllm_graph::onnx`.
+//! rotary tables). The work is `mllm_runtime::export`.
 
 use std::path::PathBuf;
 
-use mllm_backends::{CpuBackend, DType};
-use mllm_graph::onnx::{self, ExportOptions, Exported, QuantMode, Target};
+use mllm_runtime::export::{export_onnx, ExportRequest, Exported, QuantMode, Target};
 
-use crate::model_files::{self, LoadOptions};
 use crate::{CliError, CliResult};
 
 pub struct ExportArgs {
@@ -30,9 +28,6 @@ pub struct ExportArgs {
     pub out: PathBuf,
 }
 
-/// Rows of the past buffers when `--context` is not given.
-pub const DEFAULT_CONTEXT: usize = 1024;
-
 fn usage(msg: String) -> CliError {
     CliError(format!("error: {msg}"))
 }
@@ -41,59 +36,15 @@ pub fn run(a: ExportArgs) -> CliResult<Exported> {
     if a.format != "onnx" {
         return Err(usage(format!("--format takes `onnx`, not `{}`", a.format)));
     }
-    let quant: QuantMode = a.quant.parse().map_err(usage)?;
-    let target: Target = a.target.parse().map_err(usage)?;
-    // Before anything is loaded: a refused combination writes nothing.
-    target.check(quant).map_err(|e| usage(e.0))?;
-    if a.seq == 0 {
-        return Err(usage("--seq must be at least 1".into()));
-    }
-    if a.no_cache && a.context.is_some() {
-        return Err(usage(
-            "--context sizes the KV inputs, which a --no-cache graph does not have".into(),
-        ));
-    }
-    // A no-cache graph is captured against a cache it then drops.
-    let context = if a.no_cache {
-        a.seq
-    } else {
-        a.context.unwrap_or(DEFAULT_CONTEXT)
-    };
-    if context < a.seq {
-        return Err(usage(format!(
-            "--context {context} cannot hold a step of --seq {} tokens",
-            a.seq
-        )));
-    }
-    let files = model_files::open_with(
-        &a.model,
-        LoadOptions {
-            // QNN writes float weights too, but reads the checkpoint's
-            // quantized types and scales for its quantization overrides.
-            dequantize: quant == QuantMode::Dequantize && target != Target::Qnn,
-            ..LoadOptions::default()
-        },
-    )?;
-    let model = model_files::load_model(&files, Some(&a.script))?;
-    let graph = mllm_interpreter::compile::capture_with_kv(
-        &model,
-        &CpuBackend,
-        a.seq,
-        context,
-        false,
-        DType::F32,
-    )
-    .map_err(|e| CliError(format!("error: cannot capture {}: {e}", a.script)))?;
-    // The checkpoint's tensors are read again while writing: free the
-    // loaded copies first.
-    drop(model);
-    let opts = ExportOptions {
-        quant,
-        target,
+    let req = ExportRequest {
+        script: &a.script,
+        seq: a.seq,
+        context: a.context,
         no_cache: a.no_cache,
+        quant: a.quant.parse::<QuantMode>().map_err(usage)?,
+        target: a.target.parse::<Target>().map_err(usage)?,
     };
-    let done = onnx::export(graph, files.weights.as_ref(), &opts, &a.out)
-        .map_err(|e| CliError(format!("error: cannot export {}: {e}", a.model)))?;
+    let done = export_onnx(&a.model, &req, &a.out)?;
     eprintln!(
         "exported {} nodes, {} initializers ({:.1} MB external data) to {}",
         done.nodes,
