@@ -102,12 +102,10 @@ impl Grammars {
     /// Compiles `spec` into the processor for one answer.
     pub fn constraint(&self, spec: &ConstraintSpec) -> Result<Constraint, ConstraintError> {
         let grammar = match spec {
-            ConstraintSpec::JsonObject => TopLevelGrammar::from_json_schema(bounded_whitespace(
-                serde_json::json!({"type": "object"}),
-            )),
-            ConstraintSpec::JsonSchema(v) => {
-                TopLevelGrammar::from_json_schema(bounded_whitespace(v.clone()))
+            ConstraintSpec::JsonObject => {
+                TopLevelGrammar::from_json_schema(bounded(serde_json::json!({"type": "object"})))
             }
+            ConstraintSpec::JsonSchema(v) => TopLevelGrammar::from_json_schema(bounded(v.clone())),
             ConstraintSpec::Lark(g) => TopLevelGrammar::from_lark(g.clone()),
             ConstraintSpec::Gbnf(g) => TopLevelGrammar::from_lark(gbnf_to_lark(g)?),
             ConstraintSpec::Regex(r) => TopLevelGrammar::from_regex(r),
@@ -124,17 +122,60 @@ impl Grammars {
     }
 }
 
-/// At most 20 whitespace characters between JSON tokens (llama.cpp's
-/// bound), unless the schema sets its own `x-guidance` options: unbounded
-/// whitespace would let a model pad an answer until its token limit, and
-/// an answer cut there does not parse.
-fn bounded_whitespace(mut schema: serde_json::Value) -> serde_json::Value {
+/// A JSON schema with bounds on what a small model could otherwise run
+/// away with until its token limit cuts the answer (which then does not
+/// parse), as llama.cpp's schema grammars bound them; a schema's own
+/// bounds and `x-guidance` options win.
+fn bounded(mut schema: serde_json::Value) -> serde_json::Value {
+    bound_integers(&mut schema);
     if let Some(obj) = schema.as_object_mut() {
-        obj.entry("x-guidance").or_insert_with(
-            || serde_json::json!({"whitespace_pattern": "[\\x20\\x0A\\x0D\\x09]{1,20}"}),
-        );
+        obj.entry("x-guidance")
+            .or_insert_with(|| serde_json::json!({ "whitespace_pattern": JSON_WHITESPACE }));
     }
     schema
+}
+
+/// Between two JSON tokens, one space, or one or two newlines and at most
+/// 20 spaces or tabs of indent (llama.cpp's `space` rule). Looser
+/// whitespace let SmolLM2 fill 64 tokens with newlines before its second
+/// key.
+const JSON_WHITESPACE: &str = "\\x20|\\x0A{1,2}[\\x20\\x09]{0,20}";
+
+/// Integers without a bound get JavaScript's safe range, +-(2^53 - 1), 16
+/// digits at most (llama.cpp allows 16 too); a seeded SmolLM2 otherwise
+/// wrote a 50-digit population.
+const SAFE_INTEGER: i64 = (1 << 53) - 1;
+
+fn bound_integers(v: &mut serde_json::Value) {
+    use serde_json::Value;
+    match v {
+        Value::Object(o) => {
+            let integer = match o.get("type") {
+                Some(Value::String(t)) => t == "integer",
+                Some(Value::Array(ts)) => ts.iter().any(|t| t == "integer"),
+                _ => false,
+            };
+            if integer {
+                if !o.contains_key("maximum") && !o.contains_key("exclusiveMaximum") {
+                    o.insert("maximum".into(), SAFE_INTEGER.into());
+                }
+                if !o.contains_key("minimum") && !o.contains_key("exclusiveMinimum") {
+                    o.insert("minimum".into(), (-SAFE_INTEGER).into());
+                }
+            }
+            for (key, child) in o.iter_mut() {
+                // Values, not schemas.
+                if !matches!(
+                    key.as_str(),
+                    "const" | "enum" | "default" | "examples" | "x-guidance"
+                ) {
+                    bound_integers(child);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(bound_integers),
+        _ => {}
+    }
 }
 
 impl ConstraintSpec {
