@@ -20,6 +20,9 @@
 #                           `mllm serve` with (cli/tests/serve_openai.rs),
 #                           and h2, with which tests/serve/tls_client.py
 #                           speaks HTTP/2 over TLS (cli/tests/serve_security.rs)
+#   .cache/browser-venv/    Selenium (PyPI, pinned) driving Debian's chromium
+#                           and chromedriver (apt) through the chat page
+#                           (tests/serve/webui_browser.py, cli/tests/webui.rs)
 # and an OpenCL device for the OpenCL backend's tests: when none is listed,
 # Debian's PoCL (a CPU OpenCL driver) with the ICD loader and clinfo, from
 # apt (as root, or through sudo); and the openssl command line, which the
@@ -37,10 +40,45 @@ OPENAI_VERSION="3.57.0"
 # HTTP/2 for httpx (the TLS test asks for h2 by ALPN).
 H2_VERSION="4.3.0"
 JSONSCHEMA_VERSION="4.26.0"
+SELENIUM_VERSION="4.50.0"
 
 fail() {
     echo "fetch_assets.sh: $*" >&2
     exit 1
+}
+
+# apt_install WHY PACKAGE...: Debian packages, as root or through sudo
+# (the package lists are refreshed only when the first try fails).
+apt_install() {
+    local why="$1" sudo=""
+    shift
+    [[ $(id -u) -eq 0 ]] || sudo="sudo"
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get install -y -qq "$@" >/dev/null ||
+        { $sudo apt-get update -qq && $sudo apt-get install -y -qq "$@" >/dev/null; } ||
+        fail "could not install $* with apt-get ($why)"
+}
+
+# pinned_venv LABEL DIR CHECK SKIP_VAR PACKAGE...: a venv at DIR holding the
+# pinned PACKAGEs, left alone while CHECK (Python run in it) passes; a
+# half-made one from an interrupted run is rebuilt from scratch.
+pinned_venv() {
+    local label="$1" dir="$2" check="$3" skip="$4"
+    shift 4
+    local py="$dir/bin/python"
+    if [[ -x "$py" ]] && "$py" -c "$check" 2>/dev/null; then
+        echo "$label: present ($dir)"
+        return
+    fi
+    command -v python3 >/dev/null || fail "python3 not found; it is needed for the $label"
+    rm -rf "$dir"
+    python3 -m venv "$dir" 2>/dev/null || python3 -m virtualenv "$dir" >/dev/null ||
+        fail "could not create a venv at $dir (install python3-venv)"
+    echo "$label: pip install $*"
+    "$py" -m pip install --quiet --disable-pip-version-check "$@" ||
+        fail "pip install $* into $dir failed (is PyPI reachable? set $skip=1 to skip the tests that need it knowingly)"
+    "$py" -c "$check" 2>/dev/null || fail "the venv at $dir was installed but does not import $*"
+    echo "$label: installed at $dir"
 }
 
 mkdir -p "$CACHE/npm" "$CACHE/pip" "$CACHE/gguf"
@@ -101,12 +139,9 @@ bash "$ROOT/tests/fetch_minilm.sh"
 if command -v clinfo >/dev/null && clinfo -l 2>/dev/null | grep -q "Device #"; then
     echo "opencl: $(clinfo -l 2>/dev/null | grep -m1 'Device #' | sed 's/^[^:]*: //')"
 else
-    SUDO=""
-    if [[ "$(id -u)" != 0 ]]; then SUDO="sudo"; fi
     echo "opencl: no device listed; installing Debian's pocl-opencl-icd"
-    { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
-        pocl-opencl-icd ocl-icd-libopencl1 clinfo >/dev/null; } ||
-        fail "could not install pocl-opencl-icd ocl-icd-libopencl1 clinfo with apt-get (the OpenCL tests need a device; set MLLM_SKIP_OPENCL=1 to skip them knowingly)"
+    apt_install "the OpenCL tests need a device; set MLLM_SKIP_OPENCL=1 to skip them knowingly" \
+        pocl-opencl-icd ocl-icd-libopencl1 clinfo
     clinfo -l 2>/dev/null | grep -q "Device #" || fail "PoCL is installed but clinfo lists no OpenCL device"
     echo "opencl: $(clinfo -l 2>/dev/null | grep -m1 'Device #' | sed 's/^[^:]*: //')"
 fi
@@ -117,36 +152,30 @@ bash "$ROOT/tests/onnx/setup.sh" >/dev/null ||
 echo "onnxruntime: $ROOT/.cache/onnx-venv"
 
 # --- the official openai client for the server test (PyPI, .cache/serve-venv)
-SERVE_VENV="$CACHE/serve-venv"
-SERVE_PY="$SERVE_VENV/bin/python"
-openai_ready() {
-    [[ -x "$SERVE_PY" ]] && "$SERVE_PY" -c "import openai, h2, jsonschema; assert openai.__version__ == '$OPENAI_VERSION' and h2.__version__ == '$H2_VERSION'; from importlib.metadata import version; assert version('jsonschema') == '$JSONSCHEMA_VERSION'" 2>/dev/null
-}
-if openai_ready; then
-    echo "openai client: present ($SERVE_VENV)"
-else
-    command -v python3 >/dev/null || fail "python3 not found; it is needed for the openai client test"
-    # A half-made venv from an interrupted run is rebuilt from scratch.
-    rm -rf "$SERVE_VENV"
-    python3 -m venv "$SERVE_VENV" 2>/dev/null || python3 -m virtualenv "$SERVE_VENV" >/dev/null ||
-        fail "could not create a venv at $SERVE_VENV (install python3-venv)"
-    echo "openai client: pip install openai==$OPENAI_VERSION h2==$H2_VERSION jsonschema==$JSONSCHEMA_VERSION"
-    "$SERVE_PY" -m pip install --quiet --disable-pip-version-check "openai==$OPENAI_VERSION" "h2==$H2_VERSION" "jsonschema==$JSONSCHEMA_VERSION" ||
-        fail "pip install openai==$OPENAI_VERSION h2==$H2_VERSION jsonschema==$JSONSCHEMA_VERSION into $SERVE_VENV failed (is PyPI reachable? set MLLM_SKIP_OPENAI=1 to skip the openai client test knowingly)"
-    openai_ready || fail "the venv at $SERVE_VENV was installed but does not import openai $OPENAI_VERSION, h2 $H2_VERSION and jsonschema $JSONSCHEMA_VERSION"
-    echo "openai client: installed at $SERVE_VENV"
-fi
+pinned_venv "openai client" "$CACHE/serve-venv" \
+    "import openai, h2, jsonschema; assert openai.__version__ == '$OPENAI_VERSION' and h2.__version__ == '$H2_VERSION'; from importlib.metadata import version; assert version('jsonschema') == '$JSONSCHEMA_VERSION'" \
+    MLLM_SKIP_OPENAI "openai==$OPENAI_VERSION" "h2==$H2_VERSION" "jsonschema==$JSONSCHEMA_VERSION"
 
 # --- openssl, which the TLS test makes its certificates with ---------------
 if command -v openssl >/dev/null; then
     echo "openssl: present"
 else
     echo "openssl: apt-get install openssl"
-    SUDO=""
-    [[ $(id -u) -eq 0 ]] || SUDO="sudo"
-    $SUDO apt-get install -y -qq openssl >/dev/null ||
-        { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq openssl >/dev/null; } ||
-        fail "could not install openssl with apt-get (the TLS test makes its certificates with it)"
+    apt_install "the TLS test makes its certificates with it" openssl
 fi
+
+# --- a real browser for the chat page's test (cli/tests/webui.rs) ----------
+# Debian's chromium and its chromedriver (apt), driven by Selenium (PyPI,
+# pinned, in .cache/browser-venv) through tests/serve/webui_browser.py.
+if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then
+    echo "chromium: present"
+else
+    echo "chromium: apt-get install chromium chromium-driver"
+    apt_install "the chat page's browser test needs them; set MLLM_SKIP_BROWSER=1 to skip it knowingly" \
+        chromium chromium-driver
+fi
+pinned_venv "selenium" "$CACHE/browser-venv" \
+    "import selenium; assert selenium.__version__ == '$SELENIUM_VERSION'" \
+    MLLM_SKIP_BROWSER "selenium==$SELENIUM_VERSION"
 
 echo "fetch_assets.sh: all assets present in $CACHE"

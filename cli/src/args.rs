@@ -238,6 +238,9 @@ pub(crate) enum Cmd {
         /// (a request's `reasoning_format` overrides it).
         #[arg(long, default_value = "deepseek", value_name = "FORMAT", value_parser = ["deepseek", "none"])]
         reasoning_format: String,
+        /// Do not serve the chat page at `/` (the API is unchanged).
+        #[arg(long)]
+        no_webui: bool,
         /// Worker threads (default: all cores).
         #[arg(long, short = 't')]
         threads: Option<usize>,

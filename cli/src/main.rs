@@ -177,6 +177,7 @@ fn run(cli: Cli) -> i32 {
             shutdown_grace,
             log_format,
             reasoning_format,
+            no_webui,
             threads,
             load,
         } => {
@@ -219,6 +220,7 @@ fn run(cli: Cli) -> i32 {
                 shutdown_grace,
                 log_format,
                 split_reasoning: reasoning_format == "deepseek",
+                webui: !no_webui,
             })
         }
         Cmd::Convert {

@@ -2,7 +2,8 @@
 //! tokio) over mllm-runtime. Each `--model` gets a worker thread that owns
 //! the model and `--parallel` slots (a KV cache each); requests are routed
 //! by their `model` field, join and leave the running set at token
-//! boundaries, and stream back as server-sent events. The engine's threads
+//! boundaries, and stream back as server-sent events; `/` is a chat page
+//! (`webui`). The engine's threads
 //! never run on the async executor, and a request's failure (even a panic)
 //! stays that request's. What a caller on the network may do beyond that
 //! (hosts, origins, local files, keys, TLS) is `security`'s and `tls`'s.
@@ -12,6 +13,7 @@ pub mod api;
 pub mod metrics;
 pub mod security;
 pub mod tls;
+pub mod webui;
 pub mod worker;
 
 use std::path::PathBuf;
@@ -168,6 +170,8 @@ pub struct ServerConfig {
     /// `--reasoning-format`: `deepseek` splits `<think>` blocks into
     /// `reasoning_content`, `none` leaves them in `content`.
     pub split_reasoning: bool,
+    /// Serves the chat page at `/` (`--no-webui` turns it off).
+    pub webui: bool,
 }
 
 /// Loads every model, then serves until SIGINT/SIGTERM. `on_listen`
@@ -267,6 +271,7 @@ pub fn run(cfg: ServerConfig, on_listen: impl FnOnce(&str)) -> Result<(), String
         http_requests: AtomicU64::new(0),
         log_format: cfg.log_format,
         split_reasoning: cfg.split_reasoning,
+        webui: cfg.webui,
     });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

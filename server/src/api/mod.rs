@@ -42,6 +42,8 @@ pub struct AppState {
     /// `--reasoning-format deepseek` (the default): `<think>` blocks go
     /// to `reasoning_content`.
     pub split_reasoning: bool,
+    /// The chat page at `/` (off with `--no-webui`).
+    pub webui: bool,
 }
 
 pub type Shared = Arc<AppState>;
@@ -189,7 +191,8 @@ pub fn router(state: Shared) -> Router {
     let open = Router::new()
         .route("/health", get(misc::health))
         .route("/v1/models", get(misc::models))
-        .route("/models", get(misc::models));
+        .route("/models", get(misc::models))
+        .merge(crate::webui::routes(state.webui));
     open.merge(api)
         .fallback(|| async { ApiError::not_found("no such endpoint") })
         .method_not_allowed_fallback(|req: Request| async move {
