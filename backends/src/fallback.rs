@@ -172,13 +172,14 @@ impl<B: Backend> Backend for CpuFallback<B> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::op::{BinaryOp, UnaryOp};
+/// The smallest backend that needs the fallback, for the tests of the
+/// policy here and of the executors that apply it.
+#[doc(hidden)]
+pub mod testing {
+    use crate::{Backend, CpuBackend, Op, Result, Tensor};
 
-    /// A backend with kernels for binary ops only.
-    struct BinaryOnly;
+    /// Kernels for binary ops only (the CPU's); any other op is refused.
+    pub struct BinaryOnly;
 
     impl Backend for BinaryOnly {
         fn name(&self) -> &'static str {
@@ -192,6 +193,13 @@ mod tests {
             CpuBackend.run(op, inputs)
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::BinaryOnly;
+    use super::*;
+    use crate::op::{BinaryOp, UnaryOp};
 
     #[test]
     fn missing_kernels_run_on_the_cpu_and_are_counted() {

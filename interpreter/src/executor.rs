@@ -257,22 +257,8 @@ impl<E: Executor> Executor for Trace<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mllm_backends::fallback::testing::BinaryOnly;
     use mllm_backends::{BinaryOp, UnaryOp};
-
-    /// A backend with kernels for binary ops only.
-    struct BinaryOnly;
-
-    impl Backend for BinaryOnly {
-        fn name(&self) -> &'static str {
-            "binary-only"
-        }
-        fn supports(&self, op: &Op) -> bool {
-            matches!(op, Op::Binary(_))
-        }
-        fn run(&self, op: &Op, inputs: &[&Tensor]) -> Result<Tensor, BackendError> {
-            CpuBackend.run(op, inputs)
-        }
-    }
 
     #[test]
     fn unsupported_ops_are_errors_or_run_on_the_cpu_never_silently_dropped() {

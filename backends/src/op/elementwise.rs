@@ -74,6 +74,15 @@ macro_rules! define_unary {
                 }
             }
 
+            /// The unary map named `name` (a match the compiler builds,
+            /// not a search: the interpreter asks on every builtin call).
+            pub fn from_name(name: &str) -> Option<UnaryOp> {
+                match name {
+                    $($name => Some(UnaryOp::$v),)*
+                    _ => None,
+                }
+            }
+
             /// The inputs its tests draw from: `lo..hi`, inside the map's
             /// domain and away from where f32 results lose all precision.
             pub const fn domain(self) -> (f64, f64) {
@@ -142,13 +151,6 @@ named_ops! {
         Mean = "mean",
         Max = "max",
         Min = "min",
-    }
-}
-
-impl UnaryOp {
-    /// The unary map named `name`.
-    pub fn from_name(name: &str) -> Option<UnaryOp> {
-        UnaryOp::ALL.iter().copied().find(|u| u.name() == name)
     }
 }
 
