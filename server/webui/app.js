@@ -167,6 +167,12 @@ function fillMessage(div, m) {
   if (m.role === "user") content.textContent = m.content;
   else content.innerHTML = window.mllmMarkdown(m.content);
   div.append(content);
+  if (m.stats && m.state === "done") {
+    const p = document.createElement("p");
+    p.className = "stats";
+    p.textContent = m.stats;
+    div.append(p);
+  }
   const note = m.error || (m.state === "stopped" ? "(stopped)" : "");
   if (note) {
     const p = document.createElement("p");
@@ -242,7 +248,8 @@ async function send(ev) {
 async function stream(model, history, answer, view) {
   controller = new AbortController();
   busy(true);
-  const body = { model, messages: apiMessages(history), stream: true };
+  // The last chunk then carries the usage and llama-server's timings.
+  const body = { model, messages: apiMessages(history), stream: true, stream_options: { include_usage: true } };
   const t = parseFloat(settings.temperature);
   if (!Number.isNaN(t)) body.temperature = t;
   const n = parseInt(settings.max_tokens, 10);
@@ -287,6 +294,7 @@ async function stream(model, history, answer, view) {
           if (data === "[DONE]") continue;
           const chunk = JSON.parse(data);
           if (chunk.error) throw new Error(chunk.error.message || JSON.stringify(chunk.error));
+          if (chunk.timings) answer.stats = stats(chunk.timings);
           const delta = (chunk.choices && chunk.choices[0] && chunk.choices[0].delta) || {};
           if (delta.reasoning_content) answer.reasoning += delta.reasoning_content;
           if (delta.content) answer.content += delta.content;
@@ -309,6 +317,12 @@ async function stream(model, history, answer, view) {
     fillMessage(view, answer);
     view.dataset.chunks = chunks;
   }
+}
+
+// "12 tokens, 48.1 tokens/s (prompt: 20 tokens, 310.5 tokens/s)".
+function stats(t) {
+  const rate = (x) => (Number.isFinite(x) ? x.toFixed(1) : "?");
+  return `${t.predicted_n} tokens, ${rate(t.predicted_per_second)} tokens/s (prompt: ${t.prompt_n} tokens, ${rate(t.prompt_per_second)} tokens/s)`;
 }
 
 function busy(on) {

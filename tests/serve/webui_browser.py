@@ -114,6 +114,9 @@ def run():
     want = d.execute_script("return mllmMarkdown(arguments[0])", spec["expect"])
     assert shown == want, f"the page shows {shown!r}, not the rendered answer {want!r}"
     assert chunks > 1, f"the answer came in {chunks} chunk(s), not streamed"
+    shown_stats = msg.find_element(By.CSS_SELECTOR, ".stats").text
+    assert re.fullmatch(r"\d+ tokens, [\d.]+ tokens/s \(prompt: \d+ tokens, [\d.]+ tokens/s\)", shown_stats), shown_stats
+    assert int(shown_stats.split()[0]) <= spec["max_tokens"], shown_stats
     ok(f"streamed answer ({chunks} chunks) equals `mllm run --temp 0`: {answer!r}")
     if spec.get("screenshot"):
         q("#settings-toggle").click()  # closed, for the picture
