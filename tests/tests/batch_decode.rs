@@ -2,9 +2,11 @@
 //! different lengths, one pass over the weights; what `mllm serve` runs
 //! for its busy slots) gives each sequence the logits its own step gives:
 //! bit for bit on quantized weights (every GGUF/.mllm block type computes
-//! each row alone), and within 1e-5 on f32/f16/bf16 weights (there the
-//! kernel tiles two rows at a time and sums in another order than a single
-//! row's dot). Greedy continuations in a batch equal each sequence's alone.
+//! each row alone), and within 1e-5 of the largest |logit| on f32/f16/bf16
+//! weights (there the kernel tiles two rows at a time and sums in another
+//! order than a single row's dot; on AVX2 qwen2's step differs by 1.24e-5
+//! with logits up to 6.3, 2.0e-6 relative, and an absolute 1e-5 failed).
+//! Greedy continuations in a batch equal each sequence's alone.
 
 mod common;
 
@@ -28,7 +30,8 @@ fn argmax(v: &[f32]) -> u32 {
 }
 
 /// Greedy-decodes `n` tokens for each prompt, alone and all in one batch;
-/// asserts logits within `tol` (0: identical) and the same greedy tokens
+/// asserts logits within `tol` times the largest |logit| (at least 1; 0:
+/// identical) and the same greedy tokens
 /// at every step.
 fn check(runner: &mut Runner, prompts: &[Vec<u32>], n: usize, tol: f32, case: &str) {
     // Alone: each prompt with its own steps.
@@ -62,9 +65,10 @@ fn check(runner: &mut Runner, prompts: &[Vec<u32>], n: usize, tol: f32, case: &s
         for (b, (l, own)) in logits.iter().zip(&alone).enumerate() {
             let own = &own[step];
             let diff = max_abs(l, own);
+            let scale = own.iter().fold(1.0f32, |m, x| m.max(x.abs()));
             assert!(
-                diff <= tol,
-                "{case}: sequence {b} step {step}: batched logits differ from its own by {diff:e}"
+                diff <= tol * scale,
+                "{case}: sequence {b} step {step}: batched logits differ from its own by {diff:e} (largest |logit| {scale})"
             );
             assert_eq!(argmax(l), argmax(own), "{case}: sequence {b} step {step}");
         }
