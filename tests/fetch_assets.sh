@@ -23,6 +23,10 @@
 #   .cache/browser-venv/    Selenium (PyPI, pinned) driving Debian's chromium
 #                           and chromedriver (apt) through the chat page
 #                           (tests/serve/webui_browser.py, cli/tests/webui.rs)
+#   .cache/hub-venv/        Python's huggingface_hub (PyPI, pinned), which
+#                           cli/tests/hub.rs has download from the stand-in
+#                           Hub (tests/hub/stand_in_hub.py) into the cache
+#                           `mllm pull` shares
 # and an OpenCL device for the OpenCL backend's tests: when none is listed,
 # Debian's PoCL (a CPU OpenCL driver) with the ICD loader and clinfo, from
 # apt (as root, or through sudo); and the openssl command line, which the
@@ -41,6 +45,7 @@ OPENAI_VERSION="3.57.0"
 H2_VERSION="4.3.0"
 JSONSCHEMA_VERSION="4.26.0"
 SELENIUM_VERSION="4.50.0"
+HUGGINGFACE_HUB_VERSION="2.4.0"
 
 fail() {
     echo "fetch_assets.sh: $*" >&2
@@ -177,5 +182,10 @@ fi
 pinned_venv "selenium" "$CACHE/browser-venv" \
     "import selenium; assert selenium.__version__ == '$SELENIUM_VERSION'" \
     MLLM_SKIP_BROWSER "selenium==$SELENIUM_VERSION"
+
+# --- Python's huggingface_hub, to share the Hugging Face cache with ---------
+pinned_venv "huggingface_hub" "$CACHE/hub-venv" \
+    "import huggingface_hub; assert huggingface_hub.__version__ == '$HUGGINGFACE_HUB_VERSION'" \
+    MLLM_SKIP_HUB_PYTHON "huggingface_hub==$HUGGINGFACE_HUB_VERSION"
 
 echo "fetch_assets.sh: all assets present in $CACHE"

@@ -27,6 +27,17 @@ pub(crate) struct MmprojFlag {
 
 #[derive(Subcommand)]
 pub(crate) enum Cmd {
+    /// Download a model from the Hugging Face Hub into its cache (shared
+    /// with Python's huggingface_hub; HF_ENDPOINT, HF_TOKEN, HF_HOME and
+    /// HF_HUB_OFFLINE apply) and print its path (and its mmproj's). Every
+    /// command's --model also takes `hf://REPO[:FILE_OR_QUANT]`.
+    Pull {
+        /// ORG/NAME[@REVISION][:FILE_OR_QUANT]: the whole model directory
+        /// (config, tokenizer, safetensors shards), or of a GGUF repository
+        /// the file of that type (`:Q4_K_M`, the default) or name, with the
+        /// vision tower (mmproj) beside it.
+        reference: String,
+    },
     /// Parse and check scripts; print every diagnostic.
     Check {
         /// The .mdl scripts to check.
@@ -39,7 +50,7 @@ pub(crate) enum Cmd {
         /// The model script: a path or a built-in name such as `qwen3`
         /// (default: the built-in script for the checkpoint's architecture).
         script: Option<String>,
-        /// A Hugging Face directory, GGUF or .mllm file.
+        /// A Hugging Face directory, GGUF or .mllm file. `hf://ORG/NAME[:QUANT]` fetches it from the Hugging Face Hub (`mllm pull`).
         #[arg(long, short = 'm')]
         model: String,
         #[command(flatten)]
@@ -72,7 +83,7 @@ pub(crate) enum Cmd {
     Run {
         /// A model script (default: the built-in script for the checkpoint's architecture).
         script: Option<String>,
-        /// A GGUF file, a .mllm file or a Hugging Face model directory.
+        /// A GGUF file, a .mllm file or a Hugging Face model directory. `hf://ORG/NAME[:QUANT]` fetches it from the Hugging Face Hub (`mllm pull`).
         #[arg(long, short = 'm')]
         model: String,
         #[command(flatten)]
@@ -125,7 +136,7 @@ pub(crate) enum Cmd {
     Chat {
         /// A model script (default: the built-in script for the checkpoint's architecture).
         script: Option<String>,
-        /// A GGUF file, a .mllm file or a Hugging Face model directory.
+        /// A GGUF file, a .mllm file or a Hugging Face model directory. `hf://ORG/NAME[:QUANT]` fetches it from the Hugging Face Hub (`mllm pull`).
         #[arg(long, short = 'm')]
         model: String,
         #[command(flatten)]
@@ -249,7 +260,7 @@ pub(crate) enum Cmd {
     },
     /// Convert a checkpoint (HF directory, PyTorch .bin/.pt, GGUF) to one self-contained .mllm file.
     Convert {
-        /// HF dir (safetensors or pytorch_model.bin), a .safetensors/PyTorch file with config.json beside it, or a GGUF file.
+        /// HF dir (safetensors or pytorch_model.bin), a .safetensors/PyTorch file with config.json beside it, or a GGUF file. `hf://ORG/NAME[:QUANT]` fetches it from the Hugging Face Hub (`mllm pull`).
         src: String,
         /// The .mllm to write (written as .OUT.tmp-PID beside it, renamed when complete).
         out: String,
@@ -275,7 +286,7 @@ pub(crate) enum Cmd {
     },
     /// Show metadata and tensors of a .mllm, GGUF, safetensors (file or dir) or PyTorch checkpoint.
     Inspect {
-        /// The file or directory to describe.
+        /// The file or directory to describe. `hf://ORG/NAME[:QUANT]` fetches it from the Hugging Face Hub (`mllm pull`).
         file: String,
         /// Print JSON instead of text.
         #[arg(long)]
@@ -293,7 +304,7 @@ pub(crate) enum Cmd {
     Bench {
         /// A model script (default: the built-in script for the checkpoint's architecture).
         script: Option<String>,
-        /// A GGUF file, a .mllm file or a Hugging Face model directory.
+        /// A GGUF file, a .mllm file or a Hugging Face model directory. `hf://ORG/NAME[:QUANT]` fetches it from the Hugging Face Hub (`mllm pull`).
         #[arg(long, short = 'm')]
         model: String,
         #[command(flatten)]
@@ -332,7 +343,7 @@ pub(crate) enum Cmd {
     Graph {
         /// The model script (a path, or a built-in name such as `qwen3`).
         script: String,
-        /// A Hugging Face directory, GGUF or .mllm file.
+        /// A Hugging Face directory, GGUF or .mllm file. `hf://ORG/NAME[:QUANT]` fetches it from the Hugging Face Hub (`mllm pull`).
         #[arg(long, short = 'm')]
         model: String,
         /// Tokens per step the graph is captured for (1: decode).
@@ -353,7 +364,7 @@ pub(crate) enum Cmd {
     Export {
         /// The model script (a path, or a built-in name such as `qwen3`).
         script: String,
-        /// A Hugging Face directory, GGUF or .mllm file.
+        /// A Hugging Face directory, GGUF or .mllm file. `hf://ORG/NAME[:QUANT]` fetches it from the Hugging Face Hub (`mllm pull`).
         #[arg(long, short = 'm')]
         model: String,
         /// The output format (`onnx`).
@@ -420,7 +431,7 @@ pub(crate) enum Cmd {
         script: Option<String>,
         /// A Hugging Face model directory (with its sentence-transformers
         /// files, which set pooling, normalisation and length), a GGUF or a
-        /// .mllm file.
+        /// .mllm file; `hf://ORG/NAME` fetches it from the Hugging Face Hub.
         #[arg(long, short = 'm')]
         model: String,
         /// A text to embed (repeatable; each is one input).
@@ -464,7 +475,7 @@ pub(crate) enum Cmd {
         /// A model script (default: the built-in script for the checkpoint's architecture).
         #[arg(long)]
         script: Option<String>,
-        /// A GGUF or .mllm file, or a Hugging Face model directory.
+        /// A GGUF or .mllm file, or a Hugging Face model directory. `hf://ORG/NAME[:QUANT]` fetches it from the Hugging Face Hub (`mllm pull`).
         #[arg(long, short = 'm')]
         model: String,
         /// The text (UTF-8; - for standard input); not needed with
@@ -497,7 +508,7 @@ pub(crate) enum Cmd {
     },
     /// Print the token ids of a text (no special tokens added), or decode ids.
     Tokenize {
-        /// The model whose tokenizer to use (GGUF, .mllm or HF directory).
+        /// The model whose tokenizer to use (GGUF, .mllm or HF directory). `hf://ORG/NAME[:QUANT]` fetches it from the Hugging Face Hub (`mllm pull`).
         #[arg(long, short = 'm')]
         model: String,
         /// The text to tokenize.
@@ -509,7 +520,7 @@ pub(crate) enum Cmd {
     },
     /// Print the prompt a conversation renders to with the model's chat template.
     Template {
-        /// The model whose chat template to use (GGUF, .mllm or HF directory).
+        /// The model whose chat template to use (GGUF, .mllm or HF directory). `hf://ORG/NAME[:QUANT]` fetches it from the Hugging Face Hub (`mllm pull`).
         #[arg(long, short = 'm')]
         model: String,
         /// A JSON list of {"role", "content"} messages.
@@ -541,7 +552,7 @@ pub(crate) enum Cmd {
     },
     /// Turn images into a vision encoder's pixel_values and image_grid_thw (Qwen-VL).
     VisionPreprocess {
-        /// Model directory with preprocessor_config.json (or config.json's vision_config).
+        /// Model directory with preprocessor_config.json (or config.json's vision_config), or `hf://ORG/NAME`.
         #[arg(long, short = 'm')]
         model: String,
         /// A PNG, JPEG or WebP file; repeat for several images (concatenated in order).

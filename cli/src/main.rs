@@ -31,6 +31,30 @@ fn llama_spellings(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std::f
     .collect()
 }
 
+/// Every model argument given as `hf://REPO[:FILE_OR_QUANT]` becomes the
+/// path of its files in the Hugging Face cache (downloaded if missing), and
+/// a GGUF's mmproj fills an empty `--mmproj`, before the command runs: the
+/// commands themselves only see paths. (`serve` resolves its list itself.)
+fn resolve_hub_models(cmd: &mut Cmd) -> mllm_cli::CliResult<()> {
+    use commands::pull::resolve_model_arg;
+    match cmd {
+        Cmd::Exec { model, mmproj, .. }
+        | Cmd::Run { model, mmproj, .. }
+        | Cmd::Chat { model, mmproj, .. }
+        | Cmd::Bench { model, mmproj, .. } => resolve_model_arg(model, Some(&mut mmproj.mmproj)),
+        Cmd::Convert { src, mmproj, .. } => resolve_model_arg(src, Some(mmproj)),
+        Cmd::Inspect { file, .. } => resolve_model_arg(file, None),
+        Cmd::Graph { model, .. }
+        | Cmd::Export { model, .. }
+        | Cmd::Embed { model, .. }
+        | Cmd::Perplexity { model, .. }
+        | Cmd::Tokenize { model, .. }
+        | Cmd::Template { model, .. }
+        | Cmd::VisionPreprocess { model, .. } => resolve_model_arg(model, None),
+        _ => Ok(()),
+    }
+}
+
 /// The prompt of `run`: `-p TEXT`, `-p -` or `-f -` (standard input), or
 /// `-f FILE`.
 fn read_prompt(prompt: Option<String>, file: Option<String>) -> Result<String, String> {
@@ -55,13 +79,18 @@ fn read_prompt(prompt: Option<String>, file: Option<String>) -> Result<String, S
     }
 }
 
-fn run(cli: Cli) -> i32 {
+fn run(mut cli: Cli) -> i32 {
     if let Err(e) = mllm_backends::cpu::qlinear::Isa::forced() {
         eprintln!("error: {e}");
         return 1;
     }
+    if let Err(e) = resolve_hub_models(&mut cli.cmd) {
+        eprintln!("{}", e.0);
+        return 1;
+    }
     let result = match cli.cmd {
         Cmd::Check { files } => commands::check::run(&files),
+        Cmd::Pull { reference } => commands::pull::run(&reference),
         Cmd::Exec {
             script,
             model,
@@ -192,6 +221,14 @@ fn run(cli: Cli) -> i32 {
             {
                 eprintln!("error: {e}");
                 return 2;
+            }
+            // `hf://ORG/NAME:TYPE` is served as `NAME:TYPE` (or NAME=hf://...).
+            for spec in &mut models {
+                let mmproj = spec.mmproj.is_none().then_some(&mut spec.mmproj);
+                if let Err(e) = commands::pull::resolve_model_arg(&mut spec.path, mmproj) {
+                    eprintln!("{}", e.0);
+                    return 1;
+                }
             }
             let keys =
                 mllm_server::security::ApiKeys::new(api_key.as_deref(), api_key_file.as_deref());

@@ -219,8 +219,7 @@ fn mistakes_get_answers() {
 
     let err = failed(&mllm(&["run", "-m", "Qwen/Qwen3-0.6B", "-p", "hi"]));
     assert!(
-        err.contains("Hugging Face model name")
-            && err.contains("huggingface-cli download Qwen/Qwen3-0.6B --local-dir Qwen3-0.6B"),
+        err.contains("Hugging Face model name") && err.contains("--model hf://Qwen/Qwen3-0.6B"),
         "{err}"
     );
     let err = failed(&mllm(&["run", "-m", "/no/such/model.gguf", "-p", "hi"]));

@@ -11,6 +11,7 @@ pub mod export;
 pub mod graph;
 pub mod inspect;
 pub mod perplexity;
+pub mod pull;
 pub mod random_checkpoint;
 pub mod run;
 pub mod run_npu;

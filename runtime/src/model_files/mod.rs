@@ -157,7 +157,7 @@ fn check_model_dir(dir: &Path) -> CliResult<()> {
         missing.push("tokenizer.json");
     }
     Err(CliError(format!(
-        "error: {} is not a complete model directory: it has no {}. A Hugging Face model directory holds config.json, the weights and tokenizer.json (e.g. `huggingface-cli download ORG/NAME --local-dir DIR`); --model also takes a GGUF or .mllm file",
+        "error: {} is not a complete model directory: it has no {}. A Hugging Face model directory holds config.json, the weights and tokenizer.json (`--model hf://ORG/NAME` downloads one from the Hub); --model also takes a GGUF or .mllm file",
         dir.display(),
         missing.join(", no ")
     )))
@@ -185,9 +185,8 @@ fn hub_hint(path: &str) -> String {
     } else {
         format!("ORG/{path}")
     };
-    let dir = path.rsplit('/').next().unwrap_or(path);
     format!(
-        ". If it is a Hugging Face model name: mllm reads files on disk; download them first, e.g. `huggingface-cli download {repo} --local-dir {dir}` (a GGUF repository: add the file's name), then pass --model {dir}"
+        ". If it is a Hugging Face model name, `--model hf://{repo}` downloads it into the Hugging Face cache (a GGUF repository: `hf://{repo}:Q4_K_M` picks that type), as `mllm pull {repo}` does"
     )
 }
 
