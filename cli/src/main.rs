@@ -85,7 +85,7 @@ fn run(mut cli: Cli) -> i32 {
         return 1;
     }
     if let Err(e) = resolve_hub_models(&mut cli.cmd) {
-        eprintln!("{}", e.0);
+        eprintln!("{}", e.render(mllm_cli::color()));
         return 1;
     }
     let result = match cli.cmd {
@@ -116,7 +116,7 @@ fn run(mut cli: Cli) -> i32 {
                     load: load.into(),
                     pixel_values,
                 }),
-                Err(e) => Err(mllm_cli::CliError(format!("error: {e}"))),
+                Err(e) => Err(mllm_cli::CliError::invalid(e.to_string())),
             }
         }
         Cmd::Run {
@@ -226,7 +226,7 @@ fn run(mut cli: Cli) -> i32 {
             for spec in &mut models {
                 let mmproj = spec.mmproj.is_none().then_some(&mut spec.mmproj);
                 if let Err(e) = commands::pull::resolve_model_arg(&mut spec.path, mmproj) {
-                    eprintln!("{}", e.0);
+                    eprintln!("{}", e.render(mllm_cli::color()));
                     return 1;
                 }
             }
@@ -446,7 +446,7 @@ fn run(mut cli: Cli) -> i32 {
     match result {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("{}", e.0);
+            eprintln!("{}", e.render(mllm_cli::color()));
             1
         }
     }

@@ -52,11 +52,22 @@ impl Error {
         }
     }
 
-    /// A runtime error under `status`, its text cleaned for a library
-    /// caller: no terminal colors (the runtime colors diagnostics when
-    /// stderr is a terminal) and no leading `error: `.
+    /// A runtime error under `status`, what the call was doing, refined by
+    /// the error's kind where it says more: a missing model path while
+    /// loading is `NotFound` (a missing image while generating stays
+    /// `Generate`, as mllm.h documents), a tokenizer failure `Tokenizer`,
+    /// and a failed step during a call about its arguments (embedding,
+    /// ranking) `Generate`. The text is the plain message (diagnostics
+    /// uncoloured, no leading `error: `).
     pub(crate) fn runtime(status: Status, e: mllm_runtime::Error) -> Error {
-        Error::new(status, clean_message(&e.0))
+        use mllm_runtime::ErrorKind as K;
+        let status = match (e.kind(), status) {
+            (K::NotFound, Status::Load) => Status::NotFound,
+            (K::Tokenizer, _) => Status::Tokenizer,
+            (K::Generate, Status::InvalidArgument) => Status::Generate,
+            _ => status,
+        };
+        Error::new(status, clean_message(e.message()))
     }
 }
 

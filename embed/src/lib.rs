@@ -440,6 +440,33 @@ mod tests {
     }
 
     #[test]
+    fn runtime_kinds_refine_the_status() {
+        use mllm_runtime::Error as E;
+        let st = |status, e| Error::runtime(status, e).status;
+        // What the call was doing, unless the kind says more.
+        assert_eq!(st(Status::Load, E::invalid("x")), Status::Load);
+        assert_eq!(st(Status::Load, E::not_found("x")), Status::NotFound);
+        assert_eq!(
+            st(Status::Generate, E::not_found("x.png")),
+            Status::Generate
+        );
+        assert_eq!(st(Status::Generate, E::tokenizer("x")), Status::Tokenizer);
+        // A failed step while embedding is not the caller's argument.
+        assert_eq!(
+            st(Status::InvalidArgument, E::generate("x")),
+            Status::Generate
+        );
+        assert_eq!(
+            st(Status::InvalidArgument, E::invalid("x")),
+            Status::InvalidArgument
+        );
+        assert_eq!(
+            Error::runtime(Status::Load, E::load("plain")).message,
+            "plain"
+        );
+    }
+
+    #[test]
     fn defaults_are_mllm_runs() {
         let p = Params::default();
         let s = mllm_runtime::SamplerConfig::DEFAULT;

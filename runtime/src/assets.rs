@@ -158,18 +158,23 @@ impl Resolver for ScriptResolver {
 /// Checks a script; on success returns the program, else the rendered
 /// diagnostics.
 pub fn check_script(path: &str) -> crate::Result<mllm_dsl::Program> {
-    let (name, text) = load_script(path).map_err(|e| crate::Error(format!("error: {e}")))?;
+    let (name, text) = load_script(path).map_err(|e| crate::Error::load(e.to_string()))?;
     let (prog, diags) = mllm_dsl::check(&name, &text, &ScriptResolver::for_script(path));
     if diags.is_empty() {
         return Ok(prog);
     }
     let n = diags.len();
-    let mut out = mllm_dsl::diagnostic::render_all(&diags, &prog.sources, crate::color());
-    out.push_str(&format!(
-        "\n{name}: {n} error{}",
-        if n == 1 { "" } else { "s" }
-    ));
-    Err(crate::Error(out))
+    Err(crate::Error::diagnostics(
+        crate::ErrorKind::Script,
+        |color| {
+            let mut out = mllm_dsl::diagnostic::render_all(&diags, &prog.sources, color);
+            out.push_str(&format!(
+                "\n{name}: {n} error{}",
+                if n == 1 { "" } else { "s" }
+            ));
+            out
+        },
+    ))
 }
 
 #[cfg(test)]

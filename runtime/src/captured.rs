@@ -18,12 +18,12 @@ use crate::{Error, Result};
 /// captured on the CPU (the last position's logits only).
 pub fn capture(model: &Model, seq: usize, context: usize) -> Result<Graph> {
     if seq == 0 || context == 0 {
-        return Err(Error(
-            "error: a step needs at least 1 token and a context of at least 1".into(),
+        return Err(Error::generate(
+            "a step needs at least 1 token and a context of at least 1",
         ));
     }
     mllm_interpreter::compile::capture(model, &CpuBackend, seq, context, true)
-        .map_err(|e| Error(format!("error: cannot capture the model's step: {e}")))
+        .map_err(|e| Error::generate(format!("cannot capture the model's step: {e}")))
 }
 
 /// The passes compiled execution runs, in order, by name.

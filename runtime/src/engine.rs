@@ -14,7 +14,7 @@ use crate::generation::{Generation, StopReason};
 use crate::runner::Runner;
 use crate::sequence::Sequence;
 
-use crate::{color, Error as CliError, Result as CliResult};
+use crate::{Error, Result};
 
 pub use crate::runner::PREFILL_CHUNK;
 
@@ -61,7 +61,7 @@ impl Engine {
 
     /// Stores keys and values as `dtype` (f32, f16, q8_0) from now on; the
     /// conversation starts over.
-    pub fn set_kv_dtype(&mut self, dtype: mllm_backends::DType) -> CliResult<()> {
+    pub fn set_kv_dtype(&mut self, dtype: mllm_backends::DType) -> Result<()> {
         self.seq.set_kv_dtype(dtype)
     }
 
@@ -73,7 +73,7 @@ impl Engine {
     /// Applies the step settings of `opts`: the KV cache's dtype, eager or
     /// compiled steps, and `check_numerics` (which needs eager steps: the
     /// interpreter sees each op and its script line).
-    pub fn configure(&mut self, opts: &crate::model_files::LoadOptions) -> CliResult<()> {
+    pub fn configure(&mut self, opts: &crate::model_files::LoadOptions) -> Result<()> {
         configure_runner(&mut self.runner, opts);
         self.set_kv_dtype(opts.kv.0)
     }
@@ -96,19 +96,19 @@ impl Engine {
         ids: &[u32],
         images: &crate::images::Images,
         spec: &crate::images::ImageTokens,
-    ) -> CliResult<Vec<f32>> {
+    ) -> Result<Vec<f32>> {
         self.seq
             .feed_images(&mut self.runner, ids, images, spec, None)
     }
 
     /// Makes the cache hold exactly `ids`, reusing the longest prefix it
     /// already holds, and returns the logits after the last id.
-    pub fn feed(&mut self, ids: &[u32]) -> CliResult<Vec<f32>> {
+    pub fn feed(&mut self, ids: &[u32]) -> Result<Vec<f32>> {
         self.seq.feed(&mut self.runner, ids)
     }
 
     /// Appends one token and returns the logits after it.
-    pub fn step(&mut self, token: u32) -> CliResult<Vec<f32>> {
+    pub fn step(&mut self, token: u32) -> Result<Vec<f32>> {
         self.seq.step(&mut self.runner, token)
     }
 }
@@ -138,7 +138,7 @@ pub fn run_forward(
     ids: &[i32],
     start: usize,
     last_only: bool,
-) -> CliResult<Tensor> {
+) -> Result<Tensor> {
     let inputs = ForwardInputs::text(ids, start, cache.clone(), last_only)?;
     forward_logits(model, exec, inputs)
 }
@@ -149,14 +149,16 @@ pub(crate) fn forward_logits(
     model: &Model,
     exec: &mut dyn Executor,
     inputs: ForwardInputs,
-) -> CliResult<Tensor> {
-    let out = model
-        .run(exec, inputs)
-        .map_err(|e| CliError(e.render(&model.program.sources, color())))?;
+) -> Result<Tensor> {
+    let out = model.run(exec, inputs).map_err(|e| {
+        Error::diagnostics(crate::ErrorKind::Generate, |c| {
+            e.render(&model.program.sources, c)
+        })
+    })?;
     match out {
         Value::Tensor(t) if t.rank() == 2 && t.shape()[0] >= 1 => Ok(t),
-        other => Err(CliError(format!(
-            "error: the script's forward returned {other:?}, expected logits [seq, vocab]"
+        other => Err(Error::generate(format!(
+            "the script's forward returned {other:?}, expected logits [seq, vocab]"
         ))),
     }
 }
@@ -203,7 +205,7 @@ pub(crate) trait Decoder {
     fn history(&self) -> &[u32];
     /// Appends `token`; the logits after it, or None when it cannot take
     /// another token (generation then ends as if at the length limit).
-    fn advance(&mut self, token: u32) -> CliResult<Option<Vec<f32>>>;
+    fn advance(&mut self, token: u32) -> Result<Option<Vec<f32>>>;
 }
 
 impl Decoder for Engine {
@@ -213,7 +215,7 @@ impl Decoder for Engine {
 
     /// A full cache ends the answer as the length limit would, rather
     /// than failing it: the text so far is kept.
-    fn advance(&mut self, token: u32) -> CliResult<Option<Vec<f32>>> {
+    fn advance(&mut self, token: u32) -> Result<Option<Vec<f32>>> {
         if self.is_full() {
             return Ok(None);
         }
@@ -230,7 +232,7 @@ pub(crate) fn decode_loop(
     gen: &mut Generation,
     out: &mut dyn FnMut(&str),
     interrupt: &AtomicBool,
-) -> CliResult<StopReason> {
+) -> Result<StopReason> {
     loop {
         if interrupt.swap(false, Ordering::SeqCst) {
             return Ok(end(gen, StopReason::Interrupted, out));
@@ -262,7 +264,7 @@ pub fn generate(
     req: GenRequest,
     out: &mut dyn FnMut(&str),
     interrupt: &AtomicBool,
-) -> CliResult<GenStats> {
+) -> Result<GenStats> {
     let t0 = Instant::now();
     let logits = match req.images {
         Some((images, spec)) => engine.feed_images(req.prompt, images, spec)?,

@@ -30,7 +30,7 @@ pub struct ExportRequest<'a> {
 }
 
 fn usage(msg: impl std::fmt::Display) -> Error {
-    Error(format!("error: {msg}"))
+    Error::generate(msg.to_string())
 }
 
 /// Captures and writes `model`'s step to `out` (`model.onnx`, its external
@@ -76,7 +76,7 @@ pub fn export_onnx(model: &str, req: &ExportRequest, out: &Path) -> Result<Expor
         false,
         DType::F32,
     )
-    .map_err(|e| Error(format!("error: cannot capture {}: {e}", req.script)))?;
+    .map_err(|e| Error::generate(format!("cannot capture {}: {e}", req.script)))?;
     // The checkpoint's tensors are read again while writing: free the
     // loaded copies first.
     drop(loaded);
@@ -86,5 +86,5 @@ pub fn export_onnx(model: &str, req: &ExportRequest, out: &Path) -> Result<Expor
         no_cache: req.no_cache,
     };
     onnx::export(graph, files.weights.as_ref(), &opts, out)
-        .map_err(|e| Error(format!("error: cannot export {model}: {e}")))
+        .map_err(|e| Error::generate(format!("cannot export {model}: {e}")))
 }

@@ -8,7 +8,7 @@ use serde_json::Value as Json;
 use crate::images::{ImageTokens, Images};
 use crate::model_files::ModelFiles;
 use crate::videos;
-use crate::{Error as CliError, Result as CliResult};
+use crate::{Error, Result};
 
 /// The prompt text for a user turn with images, placeholders expanded to
 /// one token per merged patch (see `conversation_text`).
@@ -20,7 +20,7 @@ pub fn prompt_text(
     spec: &ImageTokens,
     raw: bool,
     enable_thinking: Option<bool>,
-) -> CliResult<String> {
+) -> Result<String> {
     let mut turns = vec![];
     if let Some(s) = system {
         turns.push(Turn::new("system", s, 0));
@@ -63,13 +63,13 @@ impl Turn {
     }
 }
 
-pub(crate) fn token_text(files: &ModelFiles, id: Option<i32>) -> CliResult<String> {
+pub(crate) fn token_text(files: &ModelFiles, id: Option<i32>) -> Result<String> {
     let tok = files.tokenizer()?;
     match id {
         None => Ok(String::new()),
         Some(id) => tok.id_to_token(id as u32).ok_or_else(|| {
-            CliError(format!(
-                "error: the tokenizer has no token {id}, which config.json names for images"
+            Error::tokenizer(format!(
+                "the tokenizer has no token {id}, which config.json names for images"
             ))
         }),
     }
@@ -78,7 +78,7 @@ pub(crate) fn token_text(files: &ModelFiles, id: Option<i32>) -> CliResult<Strin
 /// `n` images written out: `<|vision_start|><|image_pad|><|vision_end|>`
 /// each; `<image>` and a newline each for tiled views (as DeepSeek-OCR 2's
 /// prompts are written).
-fn inline_placeholders(files: &ModelFiles, spec: &ImageTokens, n: usize) -> CliResult<String> {
+fn inline_placeholders(files: &ModelFiles, spec: &ImageTokens, n: usize) -> Result<String> {
     let one = format!(
         "{}{}{}{}",
         token_text(files, spec.vision_start)?,
@@ -90,11 +90,7 @@ fn inline_placeholders(files: &ModelFiles, spec: &ImageTokens, n: usize) -> CliR
 }
 
 /// `n` videos written out: `<|vision_start|><|video_pad|><|vision_end|>` each.
-fn inline_video_placeholders(
-    files: &ModelFiles,
-    spec: &ImageTokens,
-    n: usize,
-) -> CliResult<String> {
+fn inline_video_placeholders(files: &ModelFiles, spec: &ImageTokens, n: usize) -> Result<String> {
     if n == 0 {
         return Ok(String::new());
     }
@@ -108,7 +104,7 @@ fn inline_video_placeholders(
 }
 
 /// Both kinds of placeholders of a turn, images first.
-fn inline_all(files: &ModelFiles, spec: &ImageTokens, t: &Turn) -> CliResult<String> {
+fn inline_all(files: &ModelFiles, spec: &ImageTokens, t: &Turn) -> Result<String> {
     Ok(inline_placeholders(files, spec, t.images)?
         + &inline_video_placeholders(files, spec, t.videos)?)
 }
@@ -125,19 +121,18 @@ pub fn conversation_text(
     images: &Images,
     spec: &ImageTokens,
     enable_thinking: Option<bool>,
-) -> CliResult<String> {
+) -> Result<String> {
     let shown: usize = turns.iter().map(|t| t.images).sum();
     let shown_v: usize = turns.iter().map(|t| t.videos).sum();
     if shown != images.count() || shown_v != videos::count(images) {
-        return Err(CliError(format!(
-            "error: the conversation shows {shown} images and {shown_v} videos but {} and {} were preprocessed",
+        return Err(Error::invalid(format!("the conversation shows {shown} images and {shown_v} videos but {} and {} were preprocessed",
             images.count(),
             videos::count(images)
         )));
     }
     let pad = token_text(files, Some(spec.image))?;
     let vpad = token_text(files, spec.video)?;
-    let expand = |text: &str| -> CliResult<String> {
+    let expand = |text: &str| -> Result<String> {
         let text = expand_placeholders(text, &pad, images, spec)?;
         videos::expand_video_placeholders(files, &text, images, spec)
     };
@@ -145,7 +140,7 @@ pub fn conversation_text(
         let text: String = turns
             .iter()
             .map(|t| Ok(format!("{}{}", inline_all(files, spec, t)?, t.text)))
-            .collect::<CliResult<Vec<_>>>()?
+            .collect::<Result<Vec<_>>>()?
             .concat();
         return expand(&text);
     };
@@ -183,7 +178,7 @@ pub fn conversation_text(
                         format!("{inline}{}", t.text),
                     ))
                 })
-                .collect::<CliResult<Vec<_>>>()?;
+                .collect::<Result<Vec<_>>>()?;
             crate::prompt::render(files, &msgs, true, enable_thinking)?
         }
     };
@@ -197,11 +192,11 @@ pub fn expand_placeholders(
     pad: &str,
     images: &Images,
     spec: &ImageTokens,
-) -> CliResult<String> {
+) -> Result<String> {
     let pieces: Vec<&str> = text.split(pad).collect();
     if pieces.len() != images.count() + 1 {
-        return Err(CliError(format!(
-            "error: the prompt has {} image placeholders ({pad}) for {} images",
+        return Err(Error::invalid(format!(
+            "the prompt has {} image placeholders ({pad}) for {} images",
             pieces.len() - 1,
             images.count()
         )));

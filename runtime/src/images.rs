@@ -15,7 +15,7 @@ use crate::engine::forward_logits;
 use crate::model_files::ModelFiles;
 use crate::tiled_images::{self, TiledViews};
 use crate::videos::{self, Videos};
-use crate::{Error as CliError, Result as CliResult};
+use crate::{Error, Result};
 
 pub(crate) use crate::image_prompt::token_text;
 pub use crate::image_prompt::{conversation_text, expand_placeholders, prompt_text, Turn};
@@ -61,8 +61,8 @@ impl Images {
 }
 
 /// Reads `pixel_values` (f32) and `image_grid_thw` (i64 or i32 [images, 3]).
-pub fn read_images(path: &str) -> CliResult<Images> {
-    let err = |m: String| CliError(format!("error: {path}: {m}"));
+pub fn read_images(path: &str) -> Result<Images> {
+    let err = |m: String| Error::invalid(format!("{path}: {m}"));
     let bytes = std::fs::read(path).map_err(|e| err(e.to_string()))?;
     let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| err(e.to_string()))?;
     let pv = st
@@ -116,15 +116,15 @@ pub fn read_images(path: &str) -> CliResult<Images> {
     })
 }
 
-fn config_int(config: &Json, path: &[&str], default: Option<i64>) -> CliResult<i64> {
+fn config_int(config: &Json, path: &[&str], default: Option<i64>) -> Result<i64> {
     let mut v = Some(config);
     for k in path {
         v = v.and_then(|x| x.get(k));
     }
     match (v.and_then(|x| x.as_i64()), default) {
         (Some(x), _) | (None, Some(x)) => Ok(x),
-        (None, None) => Err(CliError(format!(
-            "error: config.json has no integer `{}`, which a prompt with images needs",
+        (None, None) => Err(Error::invalid(format!(
+            "config.json has no integer `{}`, which a prompt with images needs",
             path.join(".")
         ))),
     }
@@ -147,20 +147,17 @@ pub struct ImageTokens {
 }
 
 impl ImageTokens {
-    pub fn from_config(config: &Json) -> CliResult<ImageTokens> {
-        let id = |path: &[&str]| -> CliResult<Option<i32>> {
+    pub fn from_config(config: &Json) -> Result<ImageTokens> {
+        let id = |path: &[&str]| -> Result<Option<i32>> {
             match config_int(config, path, Some(-1))? {
                 -1 => Ok(None),
-                v => i32::try_from(v).map(Some).map_err(|_| {
-                    CliError(format!("error: {} {v} is out of range", path.join(".")))
-                }),
+                v => i32::try_from(v)
+                    .map(Some)
+                    .map_err(|_| Error::invalid(format!("{} {v} is out of range", path.join(".")))),
             }
         };
         let image = id(&["image_token_id"])?.ok_or_else(|| {
-            CliError(
-                "error: config.json has no `image_token_id`; this model does not take images"
-                    .into(),
-            )
+            Error::invalid("config.json has no `image_token_id`; this model does not take images")
         })?;
         Ok(ImageTokens {
             image,
@@ -175,14 +172,13 @@ impl ImageTokens {
     /// `from_config` for the model in `files`. A GGUF text model without
     /// a vision config is told where its tower is: llama.cpp writes it to a
     /// separate mmproj file, which `--mmproj` adds.
-    pub fn for_files(files: &ModelFiles) -> CliResult<ImageTokens> {
+    pub fn for_files(files: &ModelFiles) -> Result<ImageTokens> {
         let gguf = files
             .path
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
         if gguf && files.config.get("vision_config").is_none() {
-            return Err(CliError(format!(
-                "error: {} is a GGUF text model; images and videos need its vision tower, the mmproj GGUF llama.cpp's converter writes beside it (convert_hf_to_gguf.py --mmproj): pass it with --mmproj FILE",
+            return Err(Error::invalid(format!("{} is a GGUF text model; images and videos need its vision tower, the mmproj GGUF llama.cpp's converter writes beside it (convert_hf_to_gguf.py --mmproj): pass it with --mmproj FILE",
                 files.path.display()
             )));
         }
@@ -207,7 +203,7 @@ pub fn run_forward_images(
     images: &Images,
     spec: &ImageTokens,
     last_only: bool,
-) -> CliResult<(Tensor, i64)> {
+) -> Result<(Tensor, i64)> {
     if let Some(views) = &images.tiled {
         return run_forward_tiled(model, exec, cache, ids, images, views, last_only);
     }
@@ -229,8 +225,8 @@ pub fn run_forward_images(
         });
     }
     let p = mrope_positions_multi(ids, &kinds, spec.merge).map_err(|e| {
-        CliError(format!(
-            "error: image/video tokens and image_grid_thw/video_grid_thw disagree: {e}"
+        Error::invalid(format!(
+            "image/video tokens and image_grid_thw/video_grid_thw disagree: {e}"
         ))
     })?;
     let n = ids.len();
@@ -277,7 +273,7 @@ fn run_forward_tiled(
     images: &Images,
     views: &TiledViews,
     last_only: bool,
-) -> CliResult<(Tensor, i64)> {
+) -> Result<(Tensor, i64)> {
     let mut inputs = ForwardInputs::text(ids, 0, cache.clone(), last_only)?;
     inputs.extra = tiled_images::forward_args(&images.pixel_values, views);
     Ok((forward_logits(model, exec, inputs)?, 0))
@@ -289,30 +285,29 @@ fn run_forward_tiled(
 fn preprocess_config(
     files: &ModelFiles,
     spec: &ImageTokens,
-) -> CliResult<mllm_converter::image_preprocess::VisionPreprocessConfig> {
+) -> Result<mllm_converter::image_preprocess::VisionPreprocessConfig> {
     use mllm_converter::image_preprocess::VisionPreprocessConfig;
     let cfg = if let Some(p) = &files.preprocessor_config {
         let what = format!("the preprocessor config of {}", files.path.display());
         VisionPreprocessConfig::from_json(p, &what)?
     } else {
         let v = files.config.get("vision_config").ok_or_else(|| {
-            CliError(format!(
-                "error: {} has neither preprocessor_config.json nor a vision_config; it does not take images",
+            Error::invalid(format!("{} has neither preprocessor_config.json nor a vision_config; it does not take images",
                 files.path.display()
             ))
         })?;
         VisionPreprocessConfig::from_vision_config(v, &files.config_origin)?
     };
     if cfg.merge_size as i64 != spec.merge {
-        return Err(CliError(format!(
-            "error: the image processor merges {} patches per side but the model {}",
+        return Err(Error::invalid(format!(
+            "the image processor merges {} patches per side but the model {}",
             cfg.merge_size, spec.merge
         )));
     }
     Ok(cfg)
 }
 
-fn to_images(p: mllm_converter::image_preprocess::ImagePatches) -> CliResult<Images> {
+fn to_images(p: mllm_converter::image_preprocess::ImagePatches) -> Result<Images> {
     let shape = p.shape().to_vec();
     let grid_thw = p
         .grid_thw
@@ -329,13 +324,13 @@ fn to_images(p: mllm_converter::image_preprocess::ImagePatches) -> CliResult<Ima
 
 /// Decodes and preprocesses image files for the model in `files`, with the
 /// model's image tokens.
-pub fn from_files(files: &ModelFiles, paths: &[String]) -> CliResult<(Images, ImageTokens)> {
+pub fn from_files(files: &ModelFiles, paths: &[String]) -> Result<(Images, ImageTokens)> {
     let spec = ImageTokens::for_files(files)?;
     if spec.tiled {
         let decoded = paths
             .iter()
             .map(|p| mllm_converter::image_preprocess::decode_file(std::path::Path::new(p)))
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<std::result::Result<Vec<_>, _>>()?;
         return Ok((tiled_images::preprocess(files, &decoded)?, spec));
     }
     let cfg = preprocess_config(files, &spec)?;
@@ -348,7 +343,7 @@ pub fn from_files(files: &ModelFiles, paths: &[String]) -> CliResult<(Images, Im
 pub fn from_decoded(
     files: &ModelFiles,
     images: &[mllm_converter::image_preprocess::RgbImage],
-) -> CliResult<(Images, ImageTokens)> {
+) -> Result<(Images, ImageTokens)> {
     let spec = ImageTokens::for_files(files)?;
     if spec.tiled {
         return Ok((tiled_images::preprocess(files, images)?, spec));
@@ -360,7 +355,7 @@ pub fn from_decoded(
 
 /// A deterministic `side` x `side` test pattern, preprocessed as a photo of
 /// that size would be (for `mllm bench --image-size`).
-pub fn synthetic(files: &ModelFiles, side: usize) -> CliResult<(Images, ImageTokens)> {
+pub fn synthetic(files: &ModelFiles, side: usize) -> Result<(Images, ImageTokens)> {
     use mllm_converter::image_preprocess::{preprocess_images, RgbImage};
     let spec = ImageTokens::for_files(files)?;
     let data = (0..side * side * 3)
@@ -379,7 +374,7 @@ pub fn synthetic(files: &ModelFiles, side: usize) -> CliResult<(Images, ImageTok
 }
 
 /// The images of several preprocessing calls, in order, as one batch.
-pub fn concat(parts: &[Images]) -> CliResult<Option<Images>> {
+pub fn concat(parts: &[Images]) -> Result<Option<Images>> {
     let Some(first) = parts.first() else {
         return Ok(None);
     };
@@ -400,7 +395,7 @@ pub fn concat(parts: &[Images]) -> CliResult<Option<Images>> {
     let mut grid_thw = vec![];
     for p in parts {
         if !p.grid_thw.is_empty() && p.pixel_values.shape().get(1).copied().unwrap_or(0) != width {
-            return Err(CliError("error: images with different patch sizes".into()));
+            return Err(Error::invalid("images with different patch sizes"));
         }
         data.extend(p.pixel_values.to_f32_vec()?);
         grid_thw.extend(p.grid_thw.iter().copied());

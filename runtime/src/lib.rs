@@ -12,6 +12,7 @@ pub mod assets;
 pub mod captured;
 pub mod embeddings;
 pub mod engine;
+mod error;
 pub mod export;
 pub mod generation;
 pub mod image_prompt;
@@ -30,6 +31,7 @@ pub mod videos;
 pub mod weight_check;
 
 pub use engine::{generate, Engine, GenRequest, GenStats};
+pub use error::{Error, ErrorKind};
 pub use generation::{Generation, GenerationConfig, SamplerConfig, StopReason};
 pub use loaded::{load, load_with, Loaded};
 pub use mllm_backends::Tensor;
@@ -50,16 +52,6 @@ pub fn set_threads(n: Option<usize>) {
         let _ = rayon::ThreadPoolBuilder::new()
             .num_threads(n.max(1))
             .build_global();
-    }
-}
-
-/// A failure already explained for a person (the text is what to print).
-#[derive(Debug)]
-pub struct Error(pub String);
-
-impl<E: std::fmt::Display> From<E> for Error {
-    fn from(e: E) -> Error {
-        Error(format!("error: {e}"))
     }
 }
 

@@ -86,14 +86,13 @@ impl Chunks {
         max_chunks: Option<usize>,
     ) -> Result<Chunks> {
         if ctx < 4 {
-            return Err(Error(format!(
-                "error: a context of {ctx} tokens is too small to score (at least 4)"
+            return Err(Error::invalid(format!(
+                "a context of {ctx} tokens is too small to score (at least 4)"
             )));
         }
         let tokens = tok.encode(text, true)?;
         if tokens.len() < 2 * ctx {
-            return Err(Error(format!(
-                "error: the text has {} tokens; a context of {ctx} needs at least {} (two chunks): give a longer text or a smaller --ctx-size",
+            return Err(Error::invalid(format!("the text has {} tokens; a context of {ctx} needs at least {} (two chunks): give a longer text or a smaller --ctx-size",
                 tokens.len(),
                 2 * ctx
             )));
@@ -142,8 +141,8 @@ pub fn chunk_logits(runner: &mut Runner, chunks: &Chunks, i: usize) -> Result<(V
     let logits = runner.step(&cache, &chunks.ids(i), 0, false)?;
     let shape = logits.shape().to_vec();
     if shape.len() != 2 || shape[0] != chunks.ctx {
-        return Err(Error(format!(
-            "error: the model returned logits of shape {shape:?} for {} tokens",
+        return Err(Error::invalid(format!(
+            "the model returned logits of shape {shape:?} for {} tokens",
             chunks.ctx
         )));
     }
@@ -249,7 +248,7 @@ impl KlBase {
         vocab: usize,
     ) -> Result<std::io::BufWriter<std::fs::File>> {
         let f = std::fs::File::create(path)
-            .map_err(|e| Error(format!("error: cannot create {path}: {e}")))?;
+            .map_err(|e| Error::invalid(format!("cannot create {path}: {e}")))?;
         let mut w = std::io::BufWriter::new(f);
         let mut head = KL_MAGIC.to_vec();
         for v in [chunks.ctx, vocab, chunks.count] {
@@ -259,7 +258,7 @@ impl KlBase {
             head.extend(t.to_le_bytes());
         }
         w.write_all(&head)
-            .map_err(|e| Error(format!("error: writing {path}: {e}")))?;
+            .map_err(|e| Error::invalid(format!("writing {path}: {e}")))?;
         Ok(w)
     }
 
@@ -269,15 +268,17 @@ impl KlBase {
             .flat_map(|&v| half::f16::from_f32(v.max(-65000.0)).to_le_bytes())
             .collect();
         w.write_all(&bytes)
-            .map_err(|e| Error(format!("error: writing the KL base: {e}")))
+            .map_err(|e| Error::invalid(format!("writing the KL base: {e}")))
     }
 
     /// Opens a base file: reads its header and tokens, and checks the
     /// file's size against them.
     pub fn read(path: &str) -> Result<KlBase> {
-        let io = |e: std::io::Error| Error(format!("error: cannot read {path}: {e}"));
+        let io = |e: std::io::Error| Error::invalid(format!("cannot read {path}: {e}"));
         let bad = |why: &str| {
-            Error(format!("error: {path} is not a KL base written by `mllm perplexity --kl-divergence-base`: {why}"))
+            Error::invalid(format!(
+                "{path} is not a KL base written by `mllm perplexity --kl-divergence-base`: {why}"
+            ))
         };
         let f = std::fs::File::open(path).map_err(io)?;
         let size = f.metadata().map_err(io)?.len();
@@ -330,7 +331,7 @@ impl KlBase {
         let mut b = vec![0u8; self.vocab * 2];
         self.rows
             .read_exact(&mut b)
-            .map_err(|e| Error(format!("error: reading {}: {e}", self.path)))?;
+            .map_err(|e| Error::invalid(format!("reading {}: {e}", self.path)))?;
         Ok(b.chunks_exact(2)
             .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
             .collect())

@@ -3,7 +3,7 @@
 pub use mllm_converter::chat_template::ChatMessage as Message;
 
 use crate::model_files::ModelFiles;
-use crate::{Error as CliError, Result as CliResult};
+use crate::{Error, Result};
 
 /// Renders `messages` as transformers' `apply_chat_template(...,
 /// tokenize=False)` would; `enable_thinking` is passed only when given.
@@ -12,7 +12,7 @@ pub fn render(
     messages: &[Message],
     add_generation_prompt: bool,
     enable_thinking: Option<bool>,
-) -> CliResult<String> {
+) -> Result<String> {
     let t = template(files)?;
     Ok(t.render(messages, add_generation_prompt, &thinking(enable_thinking))?)
 }
@@ -26,7 +26,7 @@ pub fn render_with_tools(
     tools: Option<&crate::tool_calls::ToolRequest>,
     add_generation_prompt: bool,
     enable_thinking: Option<bool>,
-) -> CliResult<String> {
+) -> Result<String> {
     let t = template(files)?;
     let format = crate::tool_calls::ToolFormat::detect(t.source());
     let (msgs, tools_var) = crate::tool_calls::render::conversation(format, messages, tools);
@@ -41,13 +41,11 @@ pub fn render_with_tools(
     )?)
 }
 
-fn template(files: &ModelFiles) -> CliResult<&mllm_converter::chat_template::ChatTemplate> {
-    files.chat_template.as_ref().ok_or_else(|| {
-        CliError(format!(
-            "error: {} has no chat template",
-            files.path.display()
-        ))
-    })
+fn template(files: &ModelFiles) -> Result<&mllm_converter::chat_template::ChatTemplate> {
+    files
+        .chat_template
+        .as_ref()
+        .ok_or_else(|| Error::invalid(format!("{} has no chat template", files.path.display())))
 }
 
 /// `enable_thinking` as a template variable, only when given.

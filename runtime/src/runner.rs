@@ -119,7 +119,7 @@ impl Runner {
             }
             self.unchecked = false;
         }
-        let err = |e: String| Error(format!("error: compiled step: {e}"));
+        let err = |e: String| Error::generate(format!("compiled step: {e}"));
         if let Some(c) = self.compiled.as_mut() {
             if !self.lenient || (ids.len() == 1 && last_only) {
                 return c
@@ -167,16 +167,15 @@ impl Runner {
         positions: &[i32],
     ) -> Result<Tensor> {
         let inputs = mllm_interpreter::ForwardInputs::batch(ids, positions, caches)?;
-        let out = self
-            .model
-            .run(&mut self.exec, inputs)
-            .map_err(|e| Error(e.render(&self.model.program.sources, crate::color())))?;
+        let out = self.model.run(&mut self.exec, inputs).map_err(|e| {
+            let sources = &self.model.program.sources;
+            Error::diagnostics(crate::ErrorKind::Generate, |c| e.render(sources, c))
+        })?;
         match out {
             mllm_interpreter::Value::Tensor(t) if t.rank() == 2 && t.shape()[0] == ids.len() => {
                 Ok(self.model.backend.download(&t)?)
             }
-            other => Err(Error(format!(
-                "error: the script's forward returned {other:?} for a batch of {}, expected logits [batch, vocab]",
+            other => Err(Error::generate(format!("the script's forward returned {other:?} for a batch of {}, expected logits [batch, vocab]",
                 ids.len()
             ))),
         }
@@ -213,7 +212,7 @@ impl Runner {
             // Host logits (what `step` returns): no round trip to a device.
             // A NaN must not become a token (argmax would skip it).
             mllm_interpreter::numerics::check_logits(&last.to_f32_vec()?)
-                .map_err(|e| Error(format!("error: {e}")))?;
+                .map_err(|e| Error::generate(e.to_string()))?;
             let idx = mllm_backends::CpuBackend.run(&Op::Argmax { dim: 1 }, &[&last])?;
             return Ok(idx.i32s()?[0]);
         }

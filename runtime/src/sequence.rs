@@ -55,7 +55,7 @@ impl Sequence {
     /// Stores keys and values as `dtype` (f32, f16, q8_0) from now on; the
     /// sequence starts over.
     pub fn set_kv_dtype(&mut self, dtype: DType) -> Result<()> {
-        KvCache::with_dtype(dtype).map_err(|e| Error(format!("error: {e}")))?;
+        KvCache::with_dtype(dtype).map_err(|e| Error::generate(e.to_string()))?;
         self.kv_dtype = dtype;
         self.reset();
         Ok(())
@@ -79,8 +79,7 @@ impl Sequence {
 
     pub fn check_context(&self, tokens: usize) -> Result<()> {
         match self.max_context {
-            Some(max) if tokens > max => Err(Error(format!(
-                "error: the conversation needs {tokens} tokens but the model's context is {max} tokens; shorten the prompt or start a new chat"
+            Some(max) if tokens > max => Err(Error::generate(format!("the conversation needs {tokens} tokens but the model's context is {max} tokens; shorten the prompt or start a new chat"
             ))),
             _ => Ok(()),
         }
@@ -117,7 +116,7 @@ impl Sequence {
     /// allows, else starts afresh.
     pub fn rewind_for_continuation(&mut self, ids: &[u32]) -> Result<usize> {
         if ids.is_empty() {
-            return Err(Error("error: empty prompt".into()));
+            return Err(Error::generate("empty prompt"));
         }
         self.check_context(ids.len())?;
         let keep = if self.has_images {
@@ -140,7 +139,7 @@ impl Sequence {
     /// computing resumes; follow with `extend` on `ids[start..]`.
     pub fn rewind_to(&mut self, ids: &[u32]) -> Result<usize> {
         if ids.is_empty() {
-            return Err(Error("error: empty prompt".into()));
+            return Err(Error::generate("empty prompt"));
         }
         self.check_context(ids.len())?;
         if self.has_images {
@@ -171,7 +170,7 @@ impl Sequence {
         self.check_context(start + ids.len())?;
         let ids32: Vec<i32> = ids.iter().map(|&t| t as i32).collect();
         let pos = usize::try_from(start as i64 + self.pos_offset)
-            .map_err(|_| Error("error: a negative rotary position".into()))?;
+            .map_err(|_| Error::generate("a negative rotary position"))?;
         let t = runner.step(&self.cache, &ids32, pos, true)?;
         self.cached.extend_from_slice(ids);
         let rows = t.shape()[0];
@@ -200,8 +199,8 @@ impl Sequence {
         tokens: &[u32],
     ) -> Result<Vec<Vec<f32>>> {
         if seqs.len() != tokens.len() {
-            return Err(Error(format!(
-                "error: {} sequences but {} tokens in a batched step",
+            return Err(Error::generate(format!(
+                "{} sequences but {} tokens in a batched step",
                 seqs.len(),
                 tokens.len()
             )));
@@ -210,7 +209,7 @@ impl Sequence {
         for s in seqs.iter() {
             s.check_context(s.cached.len() + 1)?;
             let p = i32::try_from(s.cached.len() as i64 + s.pos_offset)
-                .map_err(|_| Error("error: a rotary position out of range".into()))?;
+                .map_err(|_| Error::generate("a rotary position out of range"))?;
             positions.push(p);
         }
         // Recurrent layers (Qwen3.5's linear attention) do not batch yet:
@@ -247,7 +246,7 @@ impl Sequence {
         key: Option<u64>,
     ) -> Result<Vec<f32>> {
         if ids.is_empty() {
-            return Err(Error("error: empty prompt".into()));
+            return Err(Error::generate("empty prompt"));
         }
         self.check_context(ids.len())?;
         // A next turn with the same images continues the cache (as text:

@@ -15,7 +15,7 @@ use serde_json::Value as Json;
 
 use crate::images::Images;
 use crate::model_files::ModelFiles;
-use crate::{Error as CliError, Result as CliResult};
+use crate::{Error, Result};
 
 /// The views of a prompt's images beyond `Images::pixel_values` (which
 /// holds the global views).
@@ -38,7 +38,7 @@ pub fn is_tiled(config: &Json) -> bool {
 /// The processor settings: the model's image processor object (which
 /// carries the processor's `patch_size` and `downsample_ratio`, see
 /// `image_processor_settings`), else the class defaults.
-fn settings(files: &ModelFiles) -> CliResult<DeepseekOcr2PreprocessConfig> {
+fn settings(files: &ModelFiles) -> Result<DeepseekOcr2PreprocessConfig> {
     let empty = Json::Object(Default::default());
     let image = files.preprocessor_config.as_ref().unwrap_or(&empty);
     let what = format!("the image processor config of {}", files.path.display());
@@ -50,7 +50,7 @@ fn settings(files: &ModelFiles) -> CliResult<DeepseekOcr2PreprocessConfig> {
 }
 
 /// Preprocesses decoded images for the model in `files`.
-pub fn preprocess(files: &ModelFiles, images: &[RgbImage]) -> CliResult<Images> {
+pub fn preprocess(files: &ModelFiles, images: &[RgbImage]) -> Result<Images> {
     let cfg = settings(files)?;
     let p = preprocess_deepseek_ocr2(images, &cfg)?;
     let n = p.num_local_patches.len();
@@ -96,7 +96,7 @@ pub fn forward_args(global: &Tensor, views: &TiledViews) -> Vec<(&'static str, V
 }
 
 /// The views of several preprocessing calls, in order, as one batch.
-pub fn concat(parts: &[&Images]) -> CliResult<Images> {
+pub fn concat(parts: &[&Images]) -> Result<Images> {
     let mut global = vec![];
     let mut local = vec![];
     let mut shapes: (Option<Vec<usize>>, Option<Vec<usize>>) = (None, None);
@@ -105,10 +105,10 @@ pub fn concat(parts: &[&Images]) -> CliResult<Images> {
         num_local: vec![],
         tokens: vec![],
     };
-    let same = |seen: &mut Option<Vec<usize>>, shape: &[usize]| -> CliResult<()> {
+    let same = |seen: &mut Option<Vec<usize>>, shape: &[usize]| -> Result<()> {
         match seen {
-            Some(s) if s[1..] != shape[1..] => Err(CliError(
-                "error: images preprocessed with different view sizes".into(),
+            Some(s) if s[1..] != shape[1..] => Err(Error::invalid(
+                "images preprocessed with different view sizes",
             )),
             Some(s) => {
                 s[0] += shape[0];
@@ -122,9 +122,7 @@ pub fn concat(parts: &[&Images]) -> CliResult<Images> {
     };
     for p in parts {
         let Some(v) = &p.tiled else {
-            return Err(CliError(
-                "error: tiled and patch images in one prompt".into(),
-            ));
+            return Err(Error::invalid("tiled and patch images in one prompt"));
         };
         same(&mut shapes.0, p.pixel_values.shape())?;
         global.extend(p.pixel_values.to_f32_vec()?);

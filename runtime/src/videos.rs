@@ -13,7 +13,7 @@ use mllm_converter::image_preprocess::{decode_video, VideoPreprocessConfig};
 
 use crate::images::{ImageTokens, Images};
 use crate::model_files::ModelFiles;
-use crate::{Error as CliError, Result as CliResult};
+use crate::{Error, Result};
 
 /// The videos of a prompt, as the Hugging Face video processor outputs them.
 #[derive(Clone, Debug)]
@@ -29,7 +29,7 @@ pub struct Videos {
 /// The video processor settings of the model in `files`:
 /// `video_preprocessor_config.json`, else `preprocessor_config.json` (as
 /// transformers falls back), else `vision_config` with the class defaults.
-pub fn video_config(files: &ModelFiles, spec: &ImageTokens) -> CliResult<VideoPreprocessConfig> {
+pub fn video_config(files: &ModelFiles, spec: &ImageTokens) -> Result<VideoPreprocessConfig> {
     let what = |name: &str| format!("the {name} of {}", files.path.display());
     let cfg = if let Some(v) = &files.video_preprocessor_config {
         VideoPreprocessConfig::from_json(v, &what("video_preprocessor_config.json"))?
@@ -37,16 +37,15 @@ pub fn video_config(files: &ModelFiles, spec: &ImageTokens) -> CliResult<VideoPr
         VideoPreprocessConfig::from_json(p, &what("preprocessor config"))?
     } else {
         let v = files.config.get("vision_config").ok_or_else(|| {
-            CliError(format!(
-                "error: {} has no video/image processor config and no vision_config; it does not take videos",
+            Error::invalid(format!("{} has no video/image processor config and no vision_config; it does not take videos",
                 files.path.display()
             ))
         })?;
         VideoPreprocessConfig::from_vision_config(v, &files.config_origin)?
     };
     if cfg.base.merge_size as i64 != spec.merge {
-        return Err(CliError(format!(
-            "error: the video processor merges {} patches per side but the model {}",
+        return Err(Error::invalid(format!(
+            "the video processor merges {} patches per side but the model {}",
             cfg.base.merge_size, spec.merge
         )));
     }
@@ -61,10 +60,10 @@ pub fn from_paths(
     spec: &ImageTokens,
     paths: &[String],
     fps: Option<f64>,
-) -> CliResult<Videos> {
+) -> Result<Videos> {
     if spec.video.is_none() {
-        return Err(CliError(
-            "error: config.json has no `video_token_id`; this model does not take videos".into(),
+        return Err(Error::invalid(
+            "config.json has no `video_token_id`; this model does not take videos",
         ));
     }
     let cfg = video_config(files, spec)?;
@@ -74,7 +73,7 @@ pub fn from_paths(
     let mut timestamps = vec![];
     for p in paths {
         let v = decode_video(std::path::Path::new(p), fps, &cfg)
-            .map_err(|e| CliError(format!("error: video {p}: {e}")))?;
+            .map_err(|e| Error::invalid(format!("video {p}: {e}")))?;
         width = v.patch_dim;
         data.extend(v.pixel_values);
         grid_thw.push(v.grid_thw.map(|x| x as i64));
@@ -95,7 +94,7 @@ pub fn with_videos(
     images: Option<(Images, ImageTokens)>,
     videos: &[String],
     fps: Option<f64>,
-) -> CliResult<Option<(Images, ImageTokens)>> {
+) -> Result<Option<(Images, ImageTokens)>> {
     if videos.is_empty() {
         return Ok(images);
     }
@@ -116,14 +115,14 @@ fn video_text(
     spec: &ImageTokens,
     grid: [i64; 3],
     stamps: &[f64],
-) -> CliResult<String> {
+) -> Result<String> {
     let pad = crate::images::token_text(files, spec.video)?;
     let start = crate::images::token_text(files, spec.vision_start)?;
     let end = crate::images::token_text(files, spec.vision_end)?;
     let per_frame = spec.count([1, grid[1], grid[2]]);
     if stamps.len() != grid[0].max(0) as usize {
-        return Err(CliError(format!(
-            "error: a video of {} temporal patches has {} timestamps",
+        return Err(Error::invalid(format!(
+            "a video of {} temporal patches has {} timestamps",
             grid[0],
             stamps.len()
         )));
@@ -140,15 +139,15 @@ pub fn expand_video_placeholders(
     text: &str,
     images: &Images,
     spec: &ImageTokens,
-) -> CliResult<String> {
+) -> Result<String> {
     let Some(v) = &images.videos else {
         return Ok(text.to_string());
     };
     let pad = crate::images::token_text(files, spec.video)?;
     let pieces: Vec<&str> = text.split(pad.as_str()).collect();
     if pieces.len() != v.grid_thw.len() + 1 {
-        return Err(CliError(format!(
-            "error: the prompt has {} video placeholders ({pad}) for {} videos",
+        return Err(Error::invalid(format!(
+            "the prompt has {} video placeholders ({pad}) for {} videos",
             pieces.len() - 1,
             v.grid_thw.len()
         )));
@@ -169,7 +168,7 @@ pub fn count(images: &Images) -> usize {
 }
 
 /// The videos of several prompts' parts, in order, as one batch.
-pub fn concat(parts: &[&Videos]) -> CliResult<Option<Videos>> {
+pub fn concat(parts: &[&Videos]) -> Result<Option<Videos>> {
     let Some(first) = parts.first() else {
         return Ok(None);
     };
@@ -177,7 +176,7 @@ pub fn concat(parts: &[&Videos]) -> CliResult<Option<Videos>> {
     let (mut data, mut grid_thw, mut timestamps) = (vec![], vec![], vec![]);
     for p in parts {
         if p.pixel_values.shape().get(1).copied().unwrap_or(0) != width {
-            return Err(CliError("error: videos with different patch sizes".into()));
+            return Err(Error::invalid("videos with different patch sizes"));
         }
         data.extend(p.pixel_values.to_f32_vec()?);
         grid_thw.extend(p.grid_thw.iter().copied());

@@ -62,8 +62,7 @@ impl WeightCheck {
     /// tensors are damaged, and what to do about it.
     pub fn wait_for(&self, path: &Path) -> crate::Result<()> {
         self.wait().map_err(|e| {
-            crate::Error(format!(
-                "error: {} is damaged (its data differs from what was written): {e}\n\
+            crate::Error::load(format!("{} is damaged (its data differs from what was written): {e}\n\
                  download or convert it again; `--no-verify` skips this check, and the model may then print garbage",
                 path.display()
             ))

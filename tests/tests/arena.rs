@@ -141,7 +141,7 @@ fn decode_steps_allocate_no_activations() {
     .expect("convert");
     let m = match mllm_runtime::load(&qwen3_script(), out.to_str().expect("utf-8")) {
         Ok(m) => m,
-        Err(e) => panic!("{}", e.0),
+        Err(e) => panic!("{}", e.render(false)),
     };
     let model = &m.runner.model;
     let g = mllm_interpreter::compile::capture(model, &CpuBackend, 1, 64, true)

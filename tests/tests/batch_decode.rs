@@ -40,14 +40,14 @@ fn check(runner: &mut Runner, prompts: &[Vec<u32>], n: usize, tol: f32, case: &s
         let mut seq = Sequence::new(None);
         let mut logits = seq
             .feed(runner, p)
-            .unwrap_or_else(|e| panic!("{case}: {}", e.0));
+            .unwrap_or_else(|e| panic!("{case}: {}", e.render(false)));
         let mut rows = vec![];
         for _ in 0..n {
             let t = argmax(&logits);
             rows.push(logits);
             logits = seq
                 .step(runner, t)
-                .unwrap_or_else(|e| panic!("{case}: {}", e.0));
+                .unwrap_or_else(|e| panic!("{case}: {}", e.render(false)));
         }
         alone.push(rows);
     }
@@ -58,7 +58,7 @@ fn check(runner: &mut Runner, prompts: &[Vec<u32>], n: usize, tol: f32, case: &s
         .zip(prompts)
         .map(|(s, p)| {
             s.feed(runner, p)
-                .unwrap_or_else(|e| panic!("{case}: {}", e.0))
+                .unwrap_or_else(|e| panic!("{case}: {}", e.render(false)))
         })
         .collect();
     for step in 0..n {
@@ -75,7 +75,7 @@ fn check(runner: &mut Runner, prompts: &[Vec<u32>], n: usize, tol: f32, case: &s
         let tokens: Vec<u32> = logits.iter().map(|l| argmax(l)).collect();
         let mut refs: Vec<&mut Sequence> = seqs.iter_mut().collect();
         logits = Sequence::step_batch(runner, &mut refs, &tokens)
-            .unwrap_or_else(|e| panic!("{case}: {}", e.0));
+            .unwrap_or_else(|e| panic!("{case}: {}", e.render(false)));
     }
 }
 
@@ -124,7 +124,7 @@ fn batched_steps_equal_single_steps_on_quantized_weights() {
         mllm_converter::mllm_format::convert(&fixture(case), &out, ty, None, |_, _| {})
             .unwrap_or_else(|e| panic!("{ty}: {e}"));
         let m = mllm_runtime::load(&qwen3_script(), out.to_str().expect("utf-8"))
-            .unwrap_or_else(|e| panic!("{ty}: {}", e.0));
+            .unwrap_or_else(|e| panic!("{ty}: {}", e.render(false)));
         let mut runner = m.runner;
         runner.compile_default(256);
         check(
@@ -146,10 +146,12 @@ fn batched_steps_equal_single_steps_on_the_real_smollm2() {
         p.display()
     );
     let files = mllm_runtime::model_files::open(p.to_str().expect("utf-8"))
-        .unwrap_or_else(|e| panic!("{}", e.0));
-    let tok = files.tokenizer().unwrap_or_else(|e| panic!("{}", e.0));
-    let model =
-        mllm_runtime::model_files::load_model(&files, None).unwrap_or_else(|e| panic!("{}", e.0));
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
+    let tok = files
+        .tokenizer()
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
+    let model = mllm_runtime::model_files::load_model(&files, None)
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
     let mut runner = Runner::new(model);
     runner.compile_default(512);
     let prompts: Vec<Vec<u32>> = [
@@ -179,8 +181,8 @@ fn batched_steps_equal_single_steps_on_opencl() {
         ..Default::default()
     };
     let path = fixture(case).display().to_string();
-    let m =
-        mllm_runtime::load_with(&qwen3_script(), &path, opts).unwrap_or_else(|e| panic!("{}", e.0));
+    let m = mllm_runtime::load_with(&qwen3_script(), &path, opts)
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
     let mut runner = m.runner;
     check(
         &mut runner,

@@ -41,7 +41,7 @@ fn variant(
 fn load_err(dir: &Path) -> String {
     match mllm_runtime::load(&qwen3_script(), dir.to_str().expect("utf-8")) {
         Ok(_) => panic!("loading {} should fail", dir.display()),
-        Err(e) => e.0,
+        Err(e) => e.render(false),
     }
 }
 

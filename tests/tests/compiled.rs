@@ -100,7 +100,7 @@ fn quantized_models_compiled_equal_eager() {
             .unwrap_or_else(|e| panic!("{ty}: {e}"));
         let mut m = match mllm_runtime::load(&qwen3_script(), out.to_str().expect("utf-8")) {
             Ok(m) => m,
-            Err(e) => panic!("loading {ty} failed:\n{}", e.0),
+            Err(e) => panic!("loading {ty} failed:\n{}", e.render(false)),
         };
         compiled_matches_eager(&mut m, &r.input_ids, 6, &format!("{case} as {ty}"));
     }
@@ -132,16 +132,16 @@ fn qwen3_vl_text_decoder_compiled_after_images() {
         let dir = fixture(&format!("qwen3_vl/{config}"));
         let path = dir.join("reference_one_image.safetensors");
         let ids = ref_i32s(&path, "input_ids");
-        let images =
-            read_images(path.to_str().expect("utf-8")).unwrap_or_else(|e| panic!("{}", e.0));
+        let images = read_images(path.to_str().expect("utf-8"))
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         let mut m = load_with(&script("qwen3_vl"), &format!("qwen3_vl/{config}"));
         let eager_cache = new_cache();
         let compiled_cache = new_cache();
         let (l0, delta) = m
             .prefill_images(&eager_cache, &ids, &images, true)
-            .unwrap_or_else(|e| panic!("{}", e.0));
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         m.prefill_images(&compiled_cache, &ids, &images, true)
-            .unwrap_or_else(|e| panic!("{}", e.0));
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         let mut c = CompiledModel::new(CpuBackend, 512, 32);
         let (mut next_e, mut next_c) = (argmax(&data(&l0)), argmax(&data(&l0)));
         let mut worst = 0f32;

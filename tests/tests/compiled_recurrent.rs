@@ -76,7 +76,7 @@ impl Stepper {
             } else {
                 self.m
                     .step(cache, part, p, true)
-                    .unwrap_or_else(|e| panic!("{}", e.0))
+                    .unwrap_or_else(|e| panic!("{}", e.render(false)))
             };
             logits = data(&t);
             at = end;
@@ -269,10 +269,10 @@ fn states_of_changing_or_undeclared_shapes_are_refused() {
     let step = |exec: &mut mllm_interpreter::Eager<CpuBackend>| {
         mllm_runtime::engine::run_forward(&grows, exec, &cache, &[1, 2], 0, true)
     };
-    step(&mut exec).unwrap_or_else(|e| panic!("{}", e.0));
+    step(&mut exec).unwrap_or_else(|e| panic!("{}", e.render(false)));
     let err = step(&mut exec)
         .expect_err("the second step reads a grown state")
-        .0;
+        .render(false);
     assert!(
         err.contains("but `recurrent_state` declares [f32[1]]"),
         "{err}"
@@ -297,7 +297,7 @@ fn states_of_changing_or_undeclared_shapes_are_refused() {
     for step in 0..3 {
         let e =
             mllm_runtime::engine::run_forward(&kept, &mut exec, &eager, &[1, 2], 2 * step, true)
-                .unwrap_or_else(|e| panic!("{}", e.0));
+                .unwrap_or_else(|e| panic!("{}", e.render(false)));
         let k = c
             .forward(&kept, &[1, 2], 2 * step, &mut compiled.borrow_mut(), true)
             .unwrap_or_else(|e| panic!("{e}"));
@@ -330,7 +330,7 @@ fn onnx_export_refuses_the_delta_rule_ops() {
         })
         .map(|_| ())
         .expect_err("refused")
-        .0;
+        .render(false);
         assert!(
             err.contains(
                 "`causal_conv1d` (Gated DeltaNet, a recurrent layer) is not exportable to ONNX yet"
@@ -351,15 +351,15 @@ fn qwen3_5_decode_after_images_runs_compiled() {
         let path = fixture(&format!("qwen3_5_vl/{case}")).join("reference_one_image.safetensors");
         let ids = ref_i32s(&path, "input_ids");
         let want = ref_i32s(&path, "greedy_ids");
-        let images =
-            read_images(path.to_str().expect("utf-8")).unwrap_or_else(|e| panic!("{}", e.0));
+        let images = read_images(path.to_str().expect("utf-8"))
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         let mut m = load_auto(&format!("qwen3_5_vl/{case}"));
         let (eager, compiled) = (new_cache(), new_cache());
         let (l0, delta) = m
             .prefill_images(&eager, &ids, &images, true)
-            .unwrap_or_else(|e| panic!("{}", e.0));
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         m.prefill_images(&compiled, &ids, &images, true)
-            .unwrap_or_else(|e| panic!("{}", e.0));
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         let mut c = CompiledModel::new(CpuBackend, 512, 32);
         let mut got = vec![argmax(&data(&l0))];
         while got.len() < want.len() {

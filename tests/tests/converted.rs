@@ -14,8 +14,9 @@ fn logits_of(path: &str, ids: &[i32], dequantize: bool) -> (Vec<f32>, usize) {
         dequantize,
         ..Default::default()
     };
-    let files = model_files::open_with(path, opts).unwrap_or_else(|e| panic!("{}", e.0));
-    let model = load_model(&files, None).unwrap_or_else(|e| panic!("{}", e.0));
+    let files =
+        model_files::open_with(path, opts).unwrap_or_else(|e| panic!("{}", e.render(false)));
+    let model = load_model(&files, None).unwrap_or_else(|e| panic!("{}", e.render(false)));
     let t = full_logits(&model, ids);
     (t.to_f32_vec().expect("f32"), t.shape()[1])
 }
@@ -118,14 +119,18 @@ fn converted_smollm2_keeps_greedy_tokens() {
         .map(|v| v.as_u64().expect("id") as u32)
         .collect();
     let greedy = |files: &model_files::ModelFiles, n: usize| -> Vec<u32> {
-        let model = load_model(files, None).unwrap_or_else(|e| panic!("{}", e.0));
+        let model = load_model(files, None).unwrap_or_else(|e| panic!("{}", e.render(false)));
         let mut engine = mllm_runtime::engine::Engine::new(model, files.max_context());
-        let mut logits = engine.feed(&prompt).unwrap_or_else(|e| panic!("{}", e.0));
+        let mut logits = engine
+            .feed(&prompt)
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         let mut got = vec![];
         while got.len() < n {
             let t = mllm_runtime::generation::argmax(&logits) as u32;
             got.push(t);
-            logits = engine.step(t).unwrap_or_else(|e| panic!("{}", e.0));
+            logits = engine
+                .step(t)
+                .unwrap_or_else(|e| panic!("{}", e.render(false)));
         }
         got
     };
@@ -135,7 +140,7 @@ fn converted_smollm2_keeps_greedy_tokens() {
             ..Default::default()
         };
         model_files::open_with(p.to_str().expect("utf-8"), opts)
-            .unwrap_or_else(|e| panic!("{}", e.0))
+            .unwrap_or_else(|e| panic!("{}", e.render(false)))
     };
     const N: usize = 16;
     // Before conversion, in both numerics: the quantized kernels (int8

@@ -33,12 +33,13 @@ fn reference_f32s(name: &str) -> Vec<f32> {
 fn image_logits(path: &std::path::Path) -> Vec<f32> {
     let r = fixture(CASE).join("reference_one_image.safetensors");
     let ids = ref_i32s(&r, "input_ids");
-    let images = read_images(r.to_str().expect("utf-8")).unwrap_or_else(|e| panic!("{}", e.0));
+    let images =
+        read_images(r.to_str().expect("utf-8")).unwrap_or_else(|e| panic!("{}", e.render(false)));
     let mut m = mllm_runtime::load("qwen3_vl_moe", path.to_str().expect("utf-8"))
-        .unwrap_or_else(|e| panic!("{}: {}", path.display(), e.0));
+        .unwrap_or_else(|e| panic!("{}: {}", path.display(), e.render(false)));
     let (logits, _) = m
         .prefill_images(&new_cache(), &ids, &images, false)
-        .unwrap_or_else(|e| panic!("{}", e.0));
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
     data(&logits)
 }
 

@@ -113,9 +113,9 @@ fn tensors_equal_the_fixtures() {
 #[test]
 fn prefill_logits_match_transformers() {
     let r = reference(CASE);
-    let files =
-        model_files::open(path().to_str().expect("utf-8")).unwrap_or_else(|e| panic!("{}", e.0));
-    let model = load_model(&files, None).unwrap_or_else(|e| panic!("{GGUF}: {}", e.0));
+    let files = model_files::open(path().to_str().expect("utf-8"))
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
+    let model = load_model(&files, None).unwrap_or_else(|e| panic!("{GGUF}: {}", e.render(false)));
     let got = data(&full_logits(&model, &r.input_ids));
     assert_eq!(got.len(), r.logits.len(), "logits shape");
     let err = max_abs(&got, &r.logits);
@@ -129,7 +129,7 @@ fn prefill_logits_match_transformers() {
 fn greedy_generation_matches_transformers() {
     let r = reference(CASE);
     let mut m = mllm_runtime::load("deepseek_ocr2", path().to_str().expect("utf-8"))
-        .unwrap_or_else(|e| panic!("{GGUF}: {}", e.0));
+        .unwrap_or_else(|e| panic!("{GGUF}: {}", e.render(false)));
     let got = greedy(&mut m, &r.input_ids, r.greedy.len());
     assert_eq!(got, r.greedy, "{GGUF}: greedy ids differ from transformers");
 }

@@ -42,11 +42,12 @@ fn open_pair() -> ModelFiles {
         Some(&pair_file(".mmproj.gguf")),
         Default::default(),
     )
-    .unwrap_or_else(|e| panic!("{}", e.0))
+    .unwrap_or_else(|e| panic!("{}", e.render(false)))
 }
 
 fn open_dir() -> ModelFiles {
-    model_files::open(dir().to_str().expect("utf-8")).unwrap_or_else(|e| panic!("{}", e.0))
+    model_files::open(dir().to_str().expect("utf-8"))
+        .unwrap_or_else(|e| panic!("{}", e.render(false)))
 }
 
 fn json(file: &str) -> Value {
@@ -204,18 +205,20 @@ fn image_path(case: &str) -> String {
 /// 32: they read every image row), and with `greedy` the greedy ids.
 fn check(files: &ModelFiles, case: &str, greedy: bool) -> Vec<f32> {
     let r = RefFile::open(&dir().join("reference.safetensors"));
-    let tok = files.tokenizer().unwrap_or_else(|e| panic!("{}", e.0));
-    let (imgs, spec) =
-        images::from_files(files, &[image_path(case)]).unwrap_or_else(|e| panic!("{}", e.0));
+    let tok = files
+        .tokenizer()
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
+    let (imgs, spec) = images::from_files(files, &[image_path(case)])
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
     let text = images::prompt_text(files, None, "Free OCR .", &imgs, &spec, false, None)
-        .unwrap_or_else(|e| panic!("{}", e.0));
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
     let ids = tok.encode(&text, false).expect("encode");
     assert_eq!(
         ids,
         r.u32s(&format!("{case}.input_ids")),
         "{case}: prompt ids"
     );
-    let model = load_model(files, None).unwrap_or_else(|e| panic!("{}", e.0));
+    let model = load_model(files, None).unwrap_or_else(|e| panic!("{}", e.render(false)));
     let signed: Vec<i32> = ids.iter().map(|&t| t as i32).collect();
     let mut exec = mllm_interpreter::Eager::new(mllm_backends::CpuBackend);
     let (all, _) = images::run_forward_images(
@@ -227,7 +230,7 @@ fn check(files: &ModelFiles, case: &str, greedy: bool) -> Vec<f32> {
         &spec,
         false,
     )
-    .unwrap_or_else(|e| panic!("{}", e.0));
+    .unwrap_or_else(|e| panic!("{}", e.render(false)));
     let all = data(&all);
     let want = r.f32s(&format!("{case}.logits"));
     let tail = &all[all.len() - want.len()..];
@@ -243,7 +246,7 @@ fn check(files: &ModelFiles, case: &str, greedy: bool) -> Vec<f32> {
     let mut engine = Engine::new(model, files.max_context());
     let logits = engine
         .feed_images(&ids, &imgs, &spec)
-        .unwrap_or_else(|e| panic!("{}", e.0));
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
     let want_ids = r.u32s(&format!("{case}.greedy"));
     let got = engine_greedy(&mut engine, logits, want_ids.len());
     assert_eq!(got, want_ids, "{case}: greedy ids");
@@ -273,7 +276,7 @@ fn mismatched_pairs_say_what_goes_together() {
         Default::default(),
     ) {
         Ok(_) => panic!("{text} + {mm} opened"),
-        Err(e) => e.0,
+        Err(e) => e.render(false),
     };
     let qwen = root().join("tests/fixtures/gguf/mmproj");
     let qwen_text = qwen.join("qwen3_vl_p16_m2_tied_published.gguf");
@@ -291,7 +294,7 @@ fn mismatched_pairs_say_what_goes_together() {
     // The mmproj as the text model.
     let e = match model_files::open(&pair_file(".mmproj.gguf")) {
         Ok(_) => panic!("an mmproj opened as a model"),
-        Err(e) => e.0,
+        Err(e) => e.render(false),
     };
     assert!(e.contains("--mmproj"), "{e}");
 }

@@ -263,9 +263,9 @@ fn gguf_configs_pick_the_family_script() {
 fn prefill_error(name: &str, case: &str) -> (f32, Vec<f32>) {
     let r = text_reference(case);
     let path = gguf(name);
-    let files =
-        model_files::open(path.to_str().expect("utf-8")).unwrap_or_else(|e| panic!("{}", e.0));
-    let model = load_model(&files, None).unwrap_or_else(|e| panic!("{name}: {}", e.0));
+    let files = model_files::open(path.to_str().expect("utf-8"))
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
+    let model = load_model(&files, None).unwrap_or_else(|e| panic!("{name}: {}", e.render(false)));
     let got = data(&full_logits(&model, &r.input_ids));
     assert_eq!(got.len(), r.logits.len(), "{name}: logits shape");
     (max_abs(&got, &r.logits), got)
@@ -286,7 +286,7 @@ fn greedy_generation_matches_transformers() {
         let r = text_reference(case);
         let path = gguf(name);
         let mut m = mllm_runtime::load(script, path.to_str().expect("utf-8"))
-            .unwrap_or_else(|e| panic!("{name}: {}", e.0));
+            .unwrap_or_else(|e| panic!("{name}: {}", e.render(false)));
         let got = greedy(&mut m, &r.input_ids, r.greedy.len());
         assert_eq!(got, r.greedy, "{name}: greedy ids differ from transformers");
     }

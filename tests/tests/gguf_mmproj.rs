@@ -59,11 +59,12 @@ fn open_pair(case: &str) -> ModelFiles {
         Some(&mmproj_gguf(case)),
         Default::default(),
     )
-    .unwrap_or_else(|e| panic!("{case}: {}", e.0))
+    .unwrap_or_else(|e| panic!("{case}: {}", e.render(false)))
 }
 
 fn loaded(files: &ModelFiles) -> Loaded {
-    let model = model_files::load_model(files, None).unwrap_or_else(|e| panic!("{}", e.0));
+    let model =
+        model_files::load_model(files, None).unwrap_or_else(|e| panic!("{}", e.render(false)));
     Loaded {
         runner: Runner::new(model),
         eos: files.eos.clone(),
@@ -272,7 +273,7 @@ fn f32s(path: &str, name: &str) -> Vec<f32> {
 fn prefill(m: &mut Loaded, ids: &[i32], images: &Images) -> Vec<f32> {
     let (logits, _) = m
         .prefill_images(&new_cache(), ids, images, false)
-        .unwrap_or_else(|e| panic!("{}", e.0));
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
     data(&logits)
 }
 
@@ -281,13 +282,13 @@ fn image_prefill_matches_transformers_and_the_hf_dir() {
     for &(case, _) in PAIRS {
         let mut pair = loaded(&open_pair(case));
         let hf_files = model_files::open(fixture(case).to_str().expect("utf-8"))
-            .unwrap_or_else(|e| panic!("{}", e.0));
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         let mut hf = loaded(&hf_files);
         let prompts = image_prompts(case);
         assert!(!prompts.is_empty(), "{case}: no image references");
         for r in prompts {
             let ids = ref_i32s(Path::new(&r), "input_ids");
-            let imgs = read_images(&r).unwrap_or_else(|e| panic!("{}", e.0));
+            let imgs = read_images(&r).unwrap_or_else(|e| panic!("{}", e.render(false)));
             let got = prefill(&mut pair, &ids, &imgs);
             let err = max_abs(&got, &f32s(&r, "logits"));
             let vs_dir = max_abs(&got, &prefill(&mut hf, &ids, &imgs));
@@ -310,11 +311,11 @@ fn greedy_ids_after_images_match_transformers() {
         for r in image_prompts(case) {
             let ids = ref_i32s(Path::new(&r), "input_ids");
             let want = ref_i32s(Path::new(&r), "greedy_ids");
-            let imgs = read_images(&r).unwrap_or_else(|e| panic!("{}", e.0));
+            let imgs = read_images(&r).unwrap_or_else(|e| panic!("{}", e.render(false)));
             let cache = new_cache();
             let (mut logits, delta) = m
                 .prefill_images(&cache, &ids, &imgs, true)
-                .unwrap_or_else(|e| panic!("{}", e.0));
+                .unwrap_or_else(|e| panic!("{}", e.render(false)));
             let mut got = vec![];
             for i in ids.len().. {
                 got.push(m.argmax_last(&logits).expect("argmax"));
@@ -336,14 +337,16 @@ fn greedy_ids_after_images_match_transformers() {
 #[test]
 fn dense_text_gguf_alone_runs_text_prompts() {
     for &(case, _) in &PAIRS[..2] {
-        let files = model_files::open(&text_gguf(case)).unwrap_or_else(|e| panic!("{}", e.0));
+        let files =
+            model_files::open(&text_gguf(case)).unwrap_or_else(|e| panic!("{}", e.render(false)));
         assert_eq!(
             mllm_runtime::assets::script_for_config(&files.config),
             Ok("qwen3"),
             "{case}"
         );
         let r = reference_file(&fixture(case).join("reference_text_only.safetensors"));
-        let model = model_files::load_model(&files, None).unwrap_or_else(|e| panic!("{}", e.0));
+        let model =
+            model_files::load_model(&files, None).unwrap_or_else(|e| panic!("{}", e.render(false)));
         let err = max_abs(&data(&full_logits(&model, &r.input_ids)), &r.logits);
         eprintln!("{case}: text GGUF alone, text-only prompt max-abs vs transformers {err:.3e}");
         assert!(err <= 1e-4, "{case}: max-abs error {err}");
@@ -359,7 +362,7 @@ fn dense_text_gguf_alone_runs_text_prompts() {
 fn error_of(r: mllm_runtime::Result<impl Sized>) -> String {
     match r {
         Ok(_) => panic!("expected an error"),
-        Err(e) => e.0,
+        Err(e) => e.render(false),
     }
 }
 
@@ -367,7 +370,8 @@ fn error_of(r: mllm_runtime::Result<impl Sized>) -> String {
 fn images_without_mmproj_and_misplaced_files_say_what_to_pass() {
     let case = PAIRS[0].0;
     let image = root().join("tests/fixtures/qwen3_vl/run_images/a_160x120.png");
-    let text = model_files::open(&text_gguf(case)).unwrap_or_else(|e| panic!("{}", e.0));
+    let text =
+        model_files::open(&text_gguf(case)).unwrap_or_else(|e| panic!("{}", e.render(false)));
     let e = error_of(images::from_files(&text, &[image.display().to_string()]));
     assert!(e.contains("--mmproj") && e.contains("mmproj GGUF"), "{e}");
     // The mmproj as the model, an mmproj beside a Hugging Face directory,
@@ -412,7 +416,7 @@ fn f16_mmproj_keeps_logits_close() {
         Some(f16.to_str().expect("utf-8")),
         Default::default(),
     )
-    .unwrap_or_else(|e| panic!("{}", e.0));
+    .unwrap_or_else(|e| panic!("{}", e.render(false)));
     let kernel = "model.visual.patch_embed.proj.weight";
     let info = files.weights.info(kernel).expect("kernel");
     assert_eq!(info.shape, [32, 3, 2, 16, 16], "{kernel}");
@@ -422,7 +426,7 @@ fn f16_mmproj_keeps_logits_close() {
     let mut m = loaded(&files);
     for r in image_prompts(case) {
         let ids = ref_i32s(Path::new(&r), "input_ids");
-        let imgs = read_images(&r).unwrap_or_else(|e| panic!("{}", e.0));
+        let imgs = read_images(&r).unwrap_or_else(|e| panic!("{}", e.render(false)));
         let got = prefill(&mut m, &ids, &imgs);
         let want = f32s(&r, "logits");
         let vocab = want.len() / ids.len();
@@ -451,8 +455,8 @@ fn pair_converts_to_one_mllm_file() {
             &Default::default(),
         )
         .unwrap_or_else(|e| panic!("{case}: {e}"));
-        let conv =
-            model_files::open(out.to_str().expect("utf-8")).unwrap_or_else(|e| panic!("{}", e.0));
+        let conv = model_files::open(out.to_str().expect("utf-8"))
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         let pair = open_pair(case);
         assert!(
             same_json(&conv.config, &pair.config),
@@ -461,7 +465,7 @@ fn pair_converts_to_one_mllm_file() {
         let (mut a, mut b) = (loaded(&conv), loaded(&pair));
         for r in image_prompts(case) {
             let ids = ref_i32s(Path::new(&r), "input_ids");
-            let imgs = read_images(&r).unwrap_or_else(|e| panic!("{}", e.0));
+            let imgs = read_images(&r).unwrap_or_else(|e| panic!("{}", e.render(false)));
             let d = max_abs(&prefill(&mut a, &ids, &imgs), &prefill(&mut b, &ids, &imgs));
             eprintln!("{r}: converted pair vs the pair max-abs {d:.3e}");
             assert!(d <= 1e-6, "{r}: the converted pair differs by {d}");

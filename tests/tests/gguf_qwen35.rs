@@ -103,9 +103,10 @@ fn every_tensor_equals_the_safetensors_one() {
 /// config).
 fn logits(path: &std::path::Path, ids: &[i32]) -> Vec<f32> {
     let p = path.to_str().expect("utf-8");
-    let files = mllm_runtime::model_files::open(p).unwrap_or_else(|e| panic!("{p}: {}", e.0));
+    let files =
+        mllm_runtime::model_files::open(p).unwrap_or_else(|e| panic!("{p}: {}", e.render(false)));
     let model = mllm_runtime::model_files::load_model(&files, None)
-        .unwrap_or_else(|e| panic!("{p}: {}", e.0));
+        .unwrap_or_else(|e| panic!("{p}: {}", e.render(false)));
     data(&full_logits(&model, ids))
 }
 

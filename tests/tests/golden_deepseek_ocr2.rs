@@ -111,7 +111,7 @@ fn first_k_dense_replace_stands_in_for_mlp_layer_types() {
             (Ok(m), true) => m,
             (Err(_), false) => continue,
             (Ok(_), false) => panic!("first_k_dense_replace 0 bound a dense layer as sparse"),
-            (Err(e), true) => panic!("{}", e.0),
+            (Err(e), true) => panic!("{}", e.render(false)),
         };
         let got = common::data(
             &m.step(&common::new_cache(), &r.input_ids, 0, false)

@@ -37,12 +37,14 @@ fn image_path(case: &str) -> String {
 fn check(files: &ModelFiles, cases: &[&str]) {
     let r = RefFile::open(&dir().join("reference.safetensors"));
     let prompt = "Free OCR .";
-    let tok = files.tokenizer().unwrap_or_else(|e| panic!("{}", e.0));
-    let model = load_model(files, None).unwrap_or_else(|e| panic!("{}", e.0));
+    let tok = files
+        .tokenizer()
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
+    let model = load_model(files, None).unwrap_or_else(|e| panic!("{}", e.render(false)));
     let mut engine = Engine::new(model, files.max_context());
     for &case in cases {
-        let (imgs, spec) =
-            images::from_files(files, &[image_path(case)]).unwrap_or_else(|e| panic!("{}", e.0));
+        let (imgs, spec) = images::from_files(files, &[image_path(case)])
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         let want_tiles = info()["cases"][case]["num_local_patches"][0]
             .as_u64()
             .expect("tiles") as usize;
@@ -52,7 +54,7 @@ fn check(files: &ModelFiles, cases: &[&str]) {
             "{case}: local tiles"
         );
         let text = images::prompt_text(files, None, prompt, &imgs, &spec, false, None)
-            .unwrap_or_else(|e| panic!("{}", e.0));
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         let ids = tok.encode(&text, false).expect("encode");
         assert_eq!(
             ids,
@@ -63,7 +65,7 @@ fn check(files: &ModelFiles, cases: &[&str]) {
         engine.reset();
         let logits = engine
             .feed_images(&ids, &imgs, &spec)
-            .unwrap_or_else(|e| panic!("{}", e.0));
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         let want = r.f32s(&format!("{case}.logits"));
         let vocab = logits.len();
         let last = &want[want.len() - vocab..];
@@ -80,7 +82,7 @@ fn check(files: &ModelFiles, cases: &[&str]) {
 #[test]
 fn images_through_the_whole_model_match_transformers() {
     let files = model_files::open(dir().join("model").to_str().expect("utf-8"))
-        .unwrap_or_else(|e| panic!("{}", e.0));
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
     check(&files, &["tiles", "global"]);
 }
 
@@ -89,20 +91,20 @@ fn images_through_the_whole_model_match_transformers() {
 #[test]
 fn every_prompt_row_matches_transformers() {
     let files = model_files::open(dir().join("model").to_str().expect("utf-8"))
-        .unwrap_or_else(|e| panic!("{}", e.0));
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
     let r = RefFile::open(&dir().join("reference.safetensors"));
-    let (imgs, spec) =
-        images::from_files(&files, &[image_path("tiles")]).unwrap_or_else(|e| panic!("{}", e.0));
+    let (imgs, spec) = images::from_files(&files, &[image_path("tiles")])
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
     let ids: Vec<i32> = r
         .u32s("tiles.input_ids")
         .iter()
         .map(|&t| t as i32)
         .collect();
-    let model = load_model(&files, None).unwrap_or_else(|e| panic!("{}", e.0));
+    let model = load_model(&files, None).unwrap_or_else(|e| panic!("{}", e.render(false)));
     let mut exec = mllm_interpreter::Eager::new(mllm_backends::CpuBackend);
     let (logits, delta) =
         images::run_forward_images(&model, &mut exec, &new_cache(), &ids, &imgs, &spec, false)
-            .unwrap_or_else(|e| panic!("{}", e.0));
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
     assert_eq!(delta, 0, "1-D positions");
     let err = max_abs(&data(&logits), &r.f32s("tiles.logits"));
     eprintln!("tiles: all {} rows max-abs = {err:.3e}", ids.len());
@@ -117,8 +119,8 @@ fn a_converted_file_alone_reads_pages() {
     let out = tmp.path().join("ocr.mllm");
     mllm_converter::mllm_format::convert(&dir().join("model"), &out, "f32", None, |_, _| {})
         .unwrap_or_else(|e| panic!("{e}"));
-    let files =
-        model_files::open(out.to_str().expect("utf-8")).unwrap_or_else(|e| panic!("{}", e.0));
+    let files = model_files::open(out.to_str().expect("utf-8"))
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
     let pre = files
         .preprocessor_config
         .as_ref()

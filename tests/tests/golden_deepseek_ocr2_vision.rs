@@ -172,7 +172,7 @@ fn attention_in_row_blocks_matches_transformers() {
         script.to_str().expect("utf-8"),
         tmp.path().to_str().expect("utf-8"),
     )
-    .unwrap_or_else(|e| panic!("{}", e.0));
+    .unwrap_or_else(|e| panic!("{}", e.render(false)));
     for &(view, batch, side, tokens, _) in VIEWS {
         let parts = call(&m, "image_features", r.pixels(view, batch, side));
         let sam = compare(

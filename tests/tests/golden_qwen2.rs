@@ -14,7 +14,7 @@ fn prefill_and_greedy_match_transformers() {
         // No script named: the built-in one for Qwen2ForCausalLM is used.
         let mut m = match mllm_runtime::load("qwen2", fixture(case).to_str().expect("utf-8")) {
             Ok(m) => m,
-            Err(e) => panic!("{case}: {}", e.0),
+            Err(e) => panic!("{case}: {}", e.render(false)),
         };
         let logits = m
             .step(&new_cache(), &r.input_ids, 0, false)

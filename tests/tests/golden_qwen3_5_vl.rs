@@ -48,7 +48,7 @@ fn i32s(case: &str, prompt: &str, name: &str) -> Vec<i32> {
 
 fn images(case: &str, prompt: &str) -> Images {
     read_images(ref_path(case, prompt).to_str().expect("utf-8"))
-        .unwrap_or_else(|e| panic!("{}", e.0))
+        .unwrap_or_else(|e| panic!("{}", e.render(false)))
 }
 
 /// The script chosen by config.json's `architectures` (models/qwen3_5.mdl or
@@ -117,7 +117,7 @@ fn prefill_logits_match_transformers() {
         let mut m = load(case);
         let (logits, _) = m
             .prefill_images(&new_cache(), &ids, &images(case, prompt), false)
-            .unwrap_or_else(|e| panic!("{}", e.0));
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         assert_eq!(logits.shape()[0], ids.len(), "{case}/{prompt}: rows");
         let err = max_abs(&data(&logits), &f32s(case, prompt, "logits"));
         eprintln!("{case}/{prompt}: prefill max-abs error vs transformers = {err:.3e}");
@@ -139,7 +139,7 @@ fn greedy_generation_after_images_matches_transformers() {
         let cache = new_cache();
         let (mut logits, delta) = m
             .prefill_images(&cache, &ids, &images(case, prompt), true)
-            .unwrap_or_else(|e| panic!("{}", e.0));
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         let mut got = vec![];
         for i in ids.len().. {
             let next = m.argmax_last(&logits).expect("argmax");
@@ -170,13 +170,13 @@ fn cached_decode_after_images_equals_full_forward() {
         let mut m = load(case);
         let (full, _) = m
             .prefill_images(&new_cache(), &all, &imgs, false)
-            .unwrap_or_else(|e| panic!("{}", e.0));
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         let full = data(&full);
         let vocab = full.len() / all.len();
         let cache = new_cache();
         let (_, delta) = m
             .prefill_images(&cache, &ids, &imgs, true)
-            .unwrap_or_else(|e| panic!("{}", e.0));
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         let mut rows = vec![];
         for (j, &id) in extra.iter().enumerate() {
             let pos = ((ids.len() + j) as i64 + delta) as usize;
@@ -202,7 +202,7 @@ fn mismatched_images_are_clear_errors() {
     imgs.grid_thw.pop();
     let err = match m.prefill_images(&new_cache(), &i32s(case, prompt, "input_ids"), &imgs, true) {
         Ok(_) => panic!("a missing grid must be refused"),
-        Err(e) => e.0,
+        Err(e) => e.render(false),
     };
     assert!(err.contains("image_grid_thw"), "{err}");
 }
@@ -229,8 +229,10 @@ fn chat_prompts_with_image_files_match_transformers() {
         a.iter().map(|x| x.as_u64().expect("id") as u32).collect()
     };
     let files = model_files::open(dir.join("dense").to_str().expect("utf-8"))
-        .unwrap_or_else(|e| panic!("{}", e.0));
-    let tok = files.tokenizer().unwrap_or_else(|e| panic!("{}", e.0));
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
+    let tok = files
+        .tokenizer()
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
     for case in ["one_image", "two_images"] {
         let c = &r["cases"][case];
         let paths: Vec<String> = c["images"]
@@ -239,27 +241,30 @@ fn chat_prompts_with_image_files_match_transformers() {
             .iter()
             .map(|p| dir.join(p.as_str().expect("path")).display().to_string())
             .collect();
-        let (imgs, spec) = images::from_files(&files, &paths).unwrap_or_else(|e| panic!("{}", e.0));
+        let (imgs, spec) =
+            images::from_files(&files, &paths).unwrap_or_else(|e| panic!("{}", e.render(false)));
         let grids: Vec<Vec<i64>> = imgs.grid_thw.iter().map(|g| g.to_vec()).collect();
         let want_grids: Vec<Vec<i64>> =
             serde_json::from_value(c["image_grid_thw"].clone()).expect("grids");
         assert_eq!(grids, want_grids, "{case}: image_grid_thw");
         let prompt = c["prompt"].as_str().expect("prompt");
         let text = images::prompt_text(&files, None, prompt, &imgs, &spec, false, None)
-            .unwrap_or_else(|e| panic!("{}", e.0));
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         let got = tok.encode(&text, false).expect("encode");
         assert_eq!(got, ids(&c["input_ids"]), "{case}: prompt ids");
-        let model = load_model(&files, None).unwrap_or_else(|e| panic!("{}", e.0));
+        let model = load_model(&files, None).unwrap_or_else(|e| panic!("{}", e.render(false)));
         let mut engine = Engine::new(model, files.max_context());
         let mut logits = engine
             .feed_images(&got, &imgs, &spec)
-            .unwrap_or_else(|e| panic!("{}", e.0));
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         let want = ids(&c["generated_ids"]);
         let mut gen = vec![];
         while gen.len() < want.len() {
             let t = mllm_runtime::generation::argmax(&logits) as u32;
             gen.push(t);
-            logits = engine.step(t).unwrap_or_else(|e| panic!("{}", e.0));
+            logits = engine
+                .step(t)
+                .unwrap_or_else(|e| panic!("{}", e.render(false)));
         }
         assert_eq!(gen, want, "{case}: greedy ids after the images");
     }

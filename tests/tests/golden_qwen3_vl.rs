@@ -64,7 +64,7 @@ impl Ref {
     }
 
     fn images(&self, config: &str, prompt: &str) -> Images {
-        read_images(&ref_path(config, prompt)).unwrap_or_else(|e| panic!("{}", e.0))
+        read_images(&ref_path(config, prompt)).unwrap_or_else(|e| panic!("{}", e.render(false)))
     }
 }
 
@@ -169,7 +169,7 @@ fn prefill_logits_match_transformers() {
         let mut m = load_vl(config);
         let (logits, _) = m
             .prefill_images(&new_cache(), &ids, &r.images(config, prompt), false)
-            .unwrap_or_else(|e| panic!("{}", e.0));
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         assert_eq!(logits.shape()[0], ids.len(), "{config}/{prompt}: rows");
         let err = max_abs(&data(&logits), &want);
         eprintln!("{config}/{prompt}: prefill max-abs error vs transformers = {err:.3e}");
@@ -185,7 +185,7 @@ fn greedy_after_images(m: &mut Loaded, ids: &[i32], images: &Images, n: usize) -
     let cache = new_cache();
     let (mut logits, delta) = m
         .prefill_images(&cache, ids, images, true)
-        .unwrap_or_else(|e| panic!("{}", e.0));
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
     let mut got = vec![];
     for i in ids.len().. {
         let next = m.argmax_last(&logits).expect("argmax");
@@ -230,14 +230,14 @@ fn cached_decode_after_images_equals_full_forward() {
         // One forward over prompt + continuation, positions from scratch.
         let (full, _) = m
             .prefill_images(&new_cache(), &all, &images, false)
-            .unwrap_or_else(|e| panic!("{}", e.0));
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         let full = data(&full);
         let vocab = full.len() / all.len();
         // The prompt, then the continuation one token at a time.
         let cache = new_cache();
         let (_, delta) = m
             .prefill_images(&cache, &ids, &images, true)
-            .unwrap_or_else(|e| panic!("{}", e.0));
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         let mut rows = vec![];
         for (j, &id) in extra.iter().enumerate() {
             let pos = ((ids.len() + j) as i64 + delta) as usize;
@@ -268,7 +268,7 @@ fn mismatched_images_are_clear_errors() {
     images.grid_thw.pop();
     let err = match m.prefill_images(&new_cache(), &r.i32s("input_ids"), &images, true) {
         Ok(_) => panic!("a missing grid must be refused"),
-        Err(e) => e.0,
+        Err(e) => e.render(false),
     };
     assert!(err.contains("image_grid_thw"), "{err}");
 }
@@ -319,11 +319,11 @@ fn converted_checkpoint_runs_images() {
         .unwrap_or_else(|e| panic!("{ty}: {e}"));
         let mut m = match mllm_runtime::load(&script("qwen3_vl"), out.to_str().expect("utf-8")) {
             Ok(m) => m,
-            Err(e) => panic!("{ty}: {}", e.0),
+            Err(e) => panic!("{ty}: {}", e.render(false)),
         };
         let (logits, _) = m
             .prefill_images(&new_cache(), &ids, &r.images(config, prompt), false)
-            .unwrap_or_else(|e| panic!("{}", e.0));
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         let got = data(&logits);
         let vocab = got.len() / ids.len();
         // The shared helper: NaN/Inf or a zero row fails.

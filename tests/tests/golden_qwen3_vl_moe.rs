@@ -48,7 +48,8 @@ fn f32s(path: &std::path::Path, name: &str) -> Vec<f32> {
 }
 
 fn images(case: &str) -> Images {
-    read_images(image_ref(case).to_str().expect("utf-8")).unwrap_or_else(|e| panic!("{}", e.0))
+    read_images(image_ref(case).to_str().expect("utf-8"))
+        .unwrap_or_else(|e| panic!("{}", e.render(false)))
 }
 
 /// Loaded by the built-in script its architecture picks (`qwen3_vl_moe`).
@@ -95,7 +96,7 @@ fn prefill_logits_with_image_match_transformers() {
         let mut m = load(case);
         let (logits, _) = m
             .prefill_images(&new_cache(), &ids, &images(case), false)
-            .unwrap_or_else(|e| panic!("{}", e.0));
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         assert_eq!(logits.shape()[0], ids.len());
         let err = max_abs(&data(&logits), &f32s(&image_ref(case), "logits"));
         eprintln!("{case}/one_image: prefill max-abs error vs transformers = {err:.3e}");
@@ -112,7 +113,7 @@ fn greedy_generation_after_image_matches_transformers() {
         let cache = new_cache();
         let (mut logits, delta) = m
             .prefill_images(&cache, &ids, &images(case), true)
-            .unwrap_or_else(|e| panic!("{}", e.0));
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         let mut got = vec![];
         for i in ids.len().. {
             got.push(m.argmax_last(&logits).expect("argmax"));
@@ -139,7 +140,7 @@ fn prefill(
     match imgs {
         Some(im) => m
             .prefill_images(cache, ids, im, last_only)
-            .unwrap_or_else(|e| panic!("{}", e.0)),
+            .unwrap_or_else(|e| panic!("{}", e.render(false))),
         None => (m.step(cache, ids, 0, last_only).expect("prefill"), 0),
     }
 }

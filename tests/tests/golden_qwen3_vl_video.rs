@@ -62,7 +62,8 @@ fn fps_of(c: &serde_json::Value) -> Option<f64> {
 }
 
 fn files() -> ModelFiles {
-    model_files::open(fixture(MODEL).to_str().expect("utf-8")).unwrap_or_else(|e| panic!("{}", e.0))
+    model_files::open(fixture(MODEL).to_str().expect("utf-8"))
+        .unwrap_or_else(|e| panic!("{}", e.render(false)))
 }
 
 /// The case's images and videos preprocessed in Rust from the fixture files.
@@ -73,11 +74,11 @@ fn inputs(files: &ModelFiles, case: &str) -> (Images, ImageTokens) {
             .join(name)
             .display()
             .to_string();
-        images::from_files(files, &[p]).unwrap_or_else(|e| panic!("{}", e.0))
+        images::from_files(files, &[p]).unwrap_or_else(|e| panic!("{}", e.render(false)))
     });
     let frames = video_dir().join("frames").display().to_string();
     videos::with_videos(files, imgs, &[frames], fps_of(c))
-        .unwrap_or_else(|e| panic!("{}", e.0))
+        .unwrap_or_else(|e| panic!("{}", e.render(false)))
         .expect("a video")
 }
 
@@ -139,13 +140,15 @@ fn animated_png_takes_its_frame_rate_from_the_delays() {
 fn prompt_text_and_ids_match_the_processor() {
     let r = reference();
     let files = files();
-    let tok = files.tokenizer().unwrap_or_else(|e| panic!("{}", e.0));
+    let tok = files
+        .tokenizer()
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
     for &case in CASES {
         let c = &r["cases"][case];
         let (imgs, spec) = inputs(&files, case);
         let prompt = c["prompt"].as_str().expect("prompt");
         let text = images::prompt_text(&files, None, prompt, &imgs, &spec, false, None)
-            .unwrap_or_else(|e| panic!("{}", e.0));
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         assert_eq!(
             text,
             c["expanded"].as_str().expect("text"),
@@ -205,7 +208,7 @@ fn prefill_logits_match_transformers() {
         let (imgs, _) = inputs(&files, case);
         let (logits, _) = m
             .prefill_images(&new_cache(), &ids, &imgs, false)
-            .unwrap_or_else(|e| panic!("{}", e.0));
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         let err = max_abs(&data(&logits), &f.f32s("logits"));
         eprintln!("{case}: prefill max-abs error vs transformers = {err:.3e}");
         assert!(err <= 1e-4, "{case}: logits differ by {err}");
@@ -225,7 +228,7 @@ fn greedy_and_cached_decode_after_video() {
         let cache = new_cache();
         let (mut logits, delta) = m
             .prefill_images(&cache, &ids, &imgs, true)
-            .unwrap_or_else(|e| panic!("{}", e.0));
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         let mut got = vec![];
         let mut rows = vec![];
         for i in ids.len().. {
@@ -244,7 +247,7 @@ fn greedy_and_cached_decode_after_video() {
         let all: Vec<i32> = ids.iter().chain(&want).copied().collect();
         let (full, _) = m
             .prefill_images(&new_cache(), &all, &imgs, false)
-            .unwrap_or_else(|e| panic!("{}", e.0));
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         let full = data(&full);
         let vocab = full.len() / all.len();
         // Step j fed want[j] at sequence position ids.len() + j.
@@ -266,14 +269,14 @@ fn video_errors_are_clear() {
     let empty = tmp.path().display().to_string();
     let err = match videos::with_videos(&files, None, &[empty], None) {
         Ok(_) => panic!("an empty directory must be refused"),
-        Err(e) => e.0,
+        Err(e) => e.render(false),
     };
     assert!(err.contains("no frames"), "{err}");
     let one = tmp.path().join("only.png");
     std::fs::copy(video_dir().join("frames/frame_0.png"), &one).expect("copy");
     let err = match videos::with_videos(&files, None, &[tmp.path().display().to_string()], None) {
         Ok(_) => panic!("one frame must be refused"),
-        Err(e) => e.0,
+        Err(e) => e.render(false),
     };
     assert!(err.contains("at least"), "{err}");
     let still = fixture("qwen3_vl/run_images/a_160x120.png")
@@ -281,7 +284,7 @@ fn video_errors_are_clear() {
         .to_string();
     let err = match videos::with_videos(&files, None, &[still], None) {
         Ok(_) => panic!("a still image is not a video"),
-        Err(e) => e.0,
+        Err(e) => e.render(false),
     };
     assert!(err.contains("--image"), "{err}");
 }

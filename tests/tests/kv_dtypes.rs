@@ -100,5 +100,9 @@ fn heads_that_are_not_whole_blocks_are_a_clear_error() {
     let err = m
         .step(&c, &[1, 2], 0, true)
         .expect_err("q8_0 needs 32-value heads");
-    assert!(err.0.contains("--kv-type f16"), "{}", err.0);
+    assert!(
+        err.render(false).contains("--kv-type f16"),
+        "{}",
+        err.render(false)
+    );
 }

@@ -49,7 +49,7 @@ fn qwen3_honours_rope_scaling() {
         std::fs::write(dir.path().join("config.json"), cfg.to_string()).expect("write");
         let mut m = match mllm_runtime::load(&qwen3_script(), &path) {
             Ok(m) => m,
-            Err(e) => panic!("{}", e.0),
+            Err(e) => panic!("{}", e.render(false)),
         };
         data(
             &m.step(&new_cache(), &r.input_ids, 0, false)
@@ -103,7 +103,7 @@ fn misused_aliases_and_lets_are_clear_errors() {
             fixture.to_str().expect("utf-8"),
         ) {
             Ok(_) => panic!("case {i} should not load"),
-            Err(e) => e.0,
+            Err(e) => e.render(false),
         };
         assert!(err.contains(want), "case {i}: {err}");
         assert!(

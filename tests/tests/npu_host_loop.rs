@@ -52,13 +52,17 @@ fn argmax(v: &[f32]) -> u32 {
 fn host_greedy(host: &mut HostLoop, prompt: &[i32], n: usize) -> (Vec<i32>, Vec<f32>) {
     let ids: Vec<u32> = prompt.iter().map(|&t| t as u32).collect();
     host.reset();
-    let first = host.feed(&ids).unwrap_or_else(|e| panic!("{}", e.0));
+    let first = host
+        .feed(&ids)
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
     let mut logits = first.clone();
     let mut got = vec![];
     while got.len() < n {
         let t = argmax(&logits);
         got.push(t as i32);
-        logits = host.feed(&[t]).unwrap_or_else(|e| panic!("{}", e.0));
+        logits = host
+            .feed(&[t])
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
     }
     (got, first)
 }
@@ -76,14 +80,14 @@ fn host_loop_over_exported_graphs_gives_transformers_greedy_ids() {
         let tmp = tempfile::tempdir().expect("tempdir");
         export_graph(case, 1, CONTEXT, &tmp.path().join("decode"));
         export_graph(case, chunk, CONTEXT, &tmp.path().join("prefill"));
-        let dir = ExportDir::open(tmp.path()).unwrap_or_else(|e| panic!("{}", e.0));
+        let dir = ExportDir::open(tmp.path()).unwrap_or_else(|e| panic!("{}", e.render(false)));
         let (_, prefill_io) = dir.prefill.as_ref().expect("prefill graph found");
         assert_eq!((prefill_io.seq, dir.decode.1.seq), (chunk, 1));
         assert_eq!(prefill_io.context, CONTEXT);
 
         let mut m = load_case(case);
         let mut host = HostLoop::new(Some(stage(&m, prefill_io)), stage(&m, &dir.decode.1))
-            .unwrap_or_else(|e| panic!("{}", e.0));
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         let n = r.greedy.len();
         let (got, last) = host_greedy(&mut host, &r.input_ids, n);
         let len = r.input_ids.len();
@@ -126,7 +130,7 @@ fn qnn_target_exports_are_fed_their_rotary_tables() {
     let tmp = tempfile::tempdir().expect("tempdir");
     export_for(case, "qnn", 1, CONTEXT, &tmp.path().join("decode"));
     export_for(case, "qnn", chunk, CONTEXT, &tmp.path().join("prefill"));
-    let dir = ExportDir::open(tmp.path()).unwrap_or_else(|e| panic!("{}", e.0));
+    let dir = ExportDir::open(tmp.path()).unwrap_or_else(|e| panic!("{}", e.render(false)));
     let (pdir, pio) = dir.prefill.as_ref().expect("prefill");
     let (ddir, dio) = &dir.decode;
     assert!(
@@ -136,7 +140,8 @@ fn qnn_target_exports_are_fed_their_rotary_tables() {
     let m = load_case(case);
     let stage_in = |io: &GraphIo, d: &Path| {
         let g = ReferenceGraph::capture(m.model(), io).unwrap_or_else(|e| panic!("capture: {e}"));
-        Stage::with_tables(Box::new(g), io.clone(), d).unwrap_or_else(|e| panic!("{}", e.0))
+        Stage::with_tables(Box::new(g), io.clone(), d)
+            .unwrap_or_else(|e| panic!("{}", e.render(false)))
     };
     let mut host = HostLoop::new(Some(stage_in(pio, pdir)), stage_in(dio, ddir)).expect("host");
     let (got, last) = host_greedy(&mut host, &r.input_ids, r.greedy.len());
@@ -154,7 +159,7 @@ fn decode_graph_alone_feeds_the_prompt_token_by_token() {
     let tmp = tempfile::tempdir().expect("tempdir");
     // The flat layout: DIR/io.json is the decode graph.
     export_graph(case, 1, CONTEXT, tmp.path());
-    let dir = ExportDir::open(tmp.path()).unwrap_or_else(|e| panic!("{}", e.0));
+    let dir = ExportDir::open(tmp.path()).unwrap_or_else(|e| panic!("{}", e.render(false)));
     assert!(dir.prefill.is_none());
     let m = load_case(case);
     let mut host = HostLoop::new(None, stage(&m, &dir.decode.1)).expect("host loop");
@@ -186,12 +191,18 @@ fn last_chunk_is_not_padded_past_the_cache() {
     let prefill = dir.prefill.as_ref().map(|(_, io)| stage(&m, io));
     let mut host = HostLoop::new(prefill, stage(&m, &dir.decode.1)).expect("host loop");
     let ids: Vec<u32> = r.input_ids.iter().map(|&t| t as u32).collect();
-    let logits = host.feed(&ids).unwrap_or_else(|e| panic!("{}", e.0));
+    let logits = host
+        .feed(&ids)
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
     assert_eq!(argmax(&logits) as i32, r.greedy[0]);
     assert_eq!(host.steps, (len / chunk, rem));
     // The cache is now full: one more token is refused by name.
     let e = host.feed(&[1]).unwrap_err();
-    assert!(e.0.contains("do not fit the graphs' cache"), "{}", e.0);
+    assert!(
+        e.render(false).contains("do not fit the graphs' cache"),
+        "{}",
+        e.render(false)
+    );
 }
 
 #[test]
@@ -206,7 +217,11 @@ fn mismatched_or_uncached_exports_are_refused() {
     let e = HostLoop::new(prefill, stage(&m, &dir.decode.1))
         .err()
         .expect("refused");
-    assert!(e.0.contains("do not share one cache"), "{}", e.0);
+    assert!(
+        e.render(false).contains("do not share one cache"),
+        "{}",
+        e.render(false)
+    );
 
     // A --no-cache export is not a step the host loop can drive.
     let nocache = tmp.path().join("nocache");
@@ -223,7 +238,11 @@ fn mismatched_or_uncached_exports_are_refused() {
     let e = GraphIo::read(&nocache.join("io.json")).unwrap_err();
     assert!(e.contains("--no-cache"), "{e}");
     let e = ExportDir::open(&nocache).err().expect("refused");
-    assert!(e.0.contains("--no-cache"), "{}", e.0);
+    assert!(
+        e.render(false).contains("--no-cache"),
+        "{}",
+        e.render(false)
+    );
 
     // A prefill graph where the decode graph should be.
     let wrong = tmp.path().join("wrong");
@@ -234,11 +253,19 @@ fn mismatched_or_uncached_exports_are_refused() {
     )
     .expect("copy");
     let e = ExportDir::open(&wrong).err().expect("refused");
-    assert!(e.0.contains("the decode graph takes 1"), "{}", e.0);
+    assert!(
+        e.render(false).contains("the decode graph takes 1"),
+        "{}",
+        e.render(false)
+    );
     let e = ExportDir::open(&tmp.path().join("absent"))
         .err()
         .expect("refused");
-    assert!(e.0.contains("is not a directory"), "{}", e.0);
+    assert!(
+        e.render(false).contains("is not a directory"),
+        "{}",
+        e.render(false)
+    );
 }
 
 #[test]
@@ -303,7 +330,11 @@ fn run_with_an_npu_backend_takes_the_export_directory() {
     for (backend, name) in [(Backend::Qnn, "qnn"), (Backend::Ascend, "ascend")] {
         // Without the checkpoint's tokenizer beside the graphs.
         let e = run(run_args(tmp.path(), backend)).unwrap_err();
-        assert!(e.0.contains("no tokenizer.json"), "{}", e.0);
+        assert!(
+            e.render(false).contains("no tokenizer.json"),
+            "{}",
+            e.render(false)
+        );
         // Other commands refuse an NPU backend by name.
         let opts = mllm_runtime::model_files::LoadOptions {
             backend,
@@ -312,8 +343,12 @@ fn run_with_an_npu_backend_takes_the_export_directory() {
         let e = mllm_runtime::model_files::open_with(tmp.path().to_str().expect("utf-8"), opts)
             .err()
             .expect("refused");
-        assert!(e.0.contains("runs exported graphs"), "{}", e.0);
-        assert!(e.0.contains(name), "{}", e.0);
+        assert!(
+            e.render(false).contains("runs exported graphs"),
+            "{}",
+            e.render(false)
+        );
+        assert!(e.render(false).contains(name), "{}", e.render(false));
     }
     std::fs::copy(
         root().join("tests/fixtures/qwen3_vl/p16_m2_tied_published/tokenizer.json"),
@@ -331,7 +366,7 @@ fn run_with_an_npu_backend_takes_the_export_directory() {
             } else {
                 "no decode model"
             };
-            assert!(e.0.contains(want), "{}", e.0);
+            assert!(e.render(false).contains(want), "{}", e.render(false));
             // With a (fake) compiled graph: the vendor library is looked
             // for, and its absence named with what to install or set.
             let fake = tmp.path().join("decode").join(format!(
@@ -341,18 +376,23 @@ fn run_with_an_npu_backend_takes_the_export_directory() {
             std::fs::write(&fake, b"not a compiled graph").expect("write");
             let e = run(run_args(tmp.path(), backend)).unwrap_err();
             std::fs::remove_file(&fake).expect("remove");
-            eprintln!("{name} without its library: {}", e.0);
+            eprintln!("{name} without its library: {}", e.render(false));
             let var = if name == "qnn" {
                 "MLLM_QNN_SYSTEM_LIB"
             } else {
                 "MLLM_ASCEND_LIB"
             };
-            assert!(e.0.contains("cannot load") && e.0.contains(var), "{}", e.0);
+            assert!(
+                e.render(false).contains("cannot load") && e.render(false).contains(var),
+                "{}",
+                e.render(false)
+            );
         } else {
             assert!(
-                e.0.contains(&format!("this build has no {name} backend")),
+                e.render(false)
+                    .contains(&format!("this build has no {name} backend")),
                 "{}",
-                e.0
+                e.render(false)
             );
         }
     }

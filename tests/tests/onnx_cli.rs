@@ -62,7 +62,7 @@ fn no_cache_graph_takes_ids_and_gives_logits() {
     a.no_cache = true;
     a.context = None;
     a.seq = 5;
-    let done = run(a).unwrap_or_else(|e| panic!("{}", e.0));
+    let done = run(a).unwrap_or_else(|e| panic!("{}", e.render(false)));
     assert!(done.model.is_file() && done.data.is_file() && done.io.is_file());
     // The tied table twice (Gather's [vocab, hidden], the output
     // projection's [hidden, vocab]) and every other weight once, f32.
@@ -90,7 +90,7 @@ fn no_cache_graph_takes_ids_and_gives_logits() {
 #[test]
 fn cached_graph_has_the_kv_cache_as_inputs_and_outputs() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    run(args(&gqa(), tmp.path())).unwrap_or_else(|e| panic!("{}", e.0));
+    run(args(&gqa(), tmp.path())).unwrap_or_else(|e| panic!("{}", e.render(false)));
     let io = io_json(tmp.path());
     let mut want_in = vec![
         port("input_ids", "int64", &[4]),
@@ -122,7 +122,7 @@ fn refusals_say_what_was_wrong() {
     let out = tmp.path();
     let err = |a: ExportArgs| match run(a) {
         Ok(_) => panic!("export succeeded"),
-        Err(e) => e.0,
+        Err(e) => e.render(false),
     };
     let cases: Vec<(ExportArgs, &str)> = vec![
         (

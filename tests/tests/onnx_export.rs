@@ -86,8 +86,8 @@ fn check_graphs(cases: &[Case], graphs: Graphs) {
             dequantize: true,
             ..Default::default()
         };
-        let m =
-            mllm_runtime::load_with(&c.script, model, opts).unwrap_or_else(|e| panic!("{}", e.0));
+        let m = mllm_runtime::load_with(&c.script, model, opts)
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         if graphs != Graphs::Cached {
             export_as(c.prompt.len(), None, &dir("nocache"));
             runs.push(Run::new(
@@ -218,9 +218,9 @@ fn fused_graphs_export_and_match_eager() {
     use mllm_graph::onnx::{export_prepared, ExportOptions};
     let case = "gqa_tied_f32";
     let files = mllm_runtime::model_files::open(fixture(case).to_str().expect("path"))
-        .unwrap_or_else(|e| panic!("{}", e.0));
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
     let model = mllm_runtime::model_files::load_model(&files, Some(&qwen3_script()))
-        .unwrap_or_else(|e| panic!("{}", e.0));
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
     let tmp = tempfile::tempdir().expect("tempdir");
     let mut dirs = vec![];
     let mut texts = String::new();

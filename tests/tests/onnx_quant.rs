@@ -21,7 +21,7 @@ fn convert(ty: &str, dir: &std::path::Path) -> String {
     let out = dir.join(format!("{ty}.mllm")).display().to_string();
     let src = fixture("quant_scaled_f32").display().to_string();
     mllm_cli::commands::convert::run(&src, None, &out, ty, None, false)
-        .unwrap_or_else(|e| panic!("convert to {ty}: {}", e.0));
+        .unwrap_or_else(|e| panic!("convert to {ty}: {}", e.render(false)));
     out
 }
 

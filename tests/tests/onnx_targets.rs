@@ -118,7 +118,7 @@ fn qnn_and_ascend_exports_match_eager() {
             ..Default::default()
         };
         let m = mllm_runtime::load_with(&qwen3_script(), &model, opts)
-            .unwrap_or_else(|e| panic!("{}", e.0));
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         let prompt_logits = data(&full_logits(&m.runner.model, &r.input_ids));
         let all_logits = data(&full_logits(&m.runner.model, &all));
         for target in ["qnn", "ascend"] {
@@ -198,7 +198,7 @@ fn readmes_name_the_written_files_and_the_real_inputs() {
         let out = tmp.path().join("w4a16.mllm").display().to_string();
         let src = fixture("quant_scaled_f32").display().to_string();
         mllm_cli::commands::convert::run(&src, None, &out, "w4a16", None, false)
-            .unwrap_or_else(|e| panic!("convert: {}", e.0));
+            .unwrap_or_else(|e| panic!("convert: {}", e.render(false)));
         out
     };
     for model in [fixture("gqa_tied_f32").display().to_string(), model_path] {
@@ -305,7 +305,7 @@ fn qnn_overrides_carry_our_scales_and_match_the_quantized_kernels() {
         let model = tmp.path().join(format!("{ty}.mllm")).display().to_string();
         let src = fixture("quant_scaled_f32").display().to_string();
         mllm_cli::commands::convert::run(&src, None, &model, ty, None, false)
-            .unwrap_or_else(|e| panic!("convert to {ty}: {}", e.0));
+            .unwrap_or_else(|e| panic!("convert to {ty}: {}", e.render(false)));
         let g = export_all(
             "qnn",
             &model,
@@ -315,7 +315,8 @@ fn qnn_overrides_carry_our_scales_and_match_the_quantized_kernels() {
         );
 
         // Every quantized weight the graph holds has its checkpoint's scales.
-        let files = mllm_runtime::model_files::open(&model).unwrap_or_else(|e| panic!("{}", e.0));
+        let files = mllm_runtime::model_files::open(&model)
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         let text = std::fs::read_to_string(g.chunk3.join("quant_overrides.json"))
             .expect("quant_overrides.json");
         let doc: Value = serde_json::from_str(&text).expect("overrides are JSON");

@@ -30,7 +30,7 @@ fn opencl() -> LoadOptions {
 
 fn load_on(script: &str, path: &str, opts: LoadOptions) -> Loaded {
     mllm_runtime::load_with(script, path, opts)
-        .unwrap_or_else(|e| panic!("loading {path}: {}", e.0))
+        .unwrap_or_else(|e| panic!("loading {path}: {}", e.render(false)))
 }
 
 /// `max|a - b| <= tol * max|b|`.
@@ -50,7 +50,7 @@ fn assert_close(a: &[f32], b: &[f32], tol: f32, what: &str) {
 fn all_logits(m: &mut Loaded, ids: &[i32]) -> Vec<f32> {
     data(
         &m.step(&new_cache(), ids, 0, false)
-            .unwrap_or_else(|e| panic!("{}", e.0)),
+            .unwrap_or_else(|e| panic!("{}", e.render(false))),
     )
 }
 
@@ -134,13 +134,14 @@ fn qwen3_vl_with_images_matches_the_cpu_on_opencl() {
     let refs = dir.join("reference_two_images.safetensors");
     let ids = ref_i32s(&refs, "input_ids");
     let want = ref_i32s(&refs, "greedy_ids");
-    let images = read_images(&refs.display().to_string()).unwrap_or_else(|e| panic!("{}", e.0));
+    let images =
+        read_images(&refs.display().to_string()).unwrap_or_else(|e| panic!("{}", e.render(false)));
     let path = dir.display().to_string();
     let mut cpu = load_on(&script("qwen3_vl"), &path, LoadOptions::default());
     let mut cl = load_on(&script("qwen3_vl"), &path, opencl());
     let run = |m: &mut Loaded| {
         m.prefill_images(&new_cache(), &ids, &images, false)
-            .unwrap_or_else(|e| panic!("{}", e.0))
+            .unwrap_or_else(|e| panic!("{}", e.render(false)))
             .0
     };
     assert_close(
@@ -153,7 +154,7 @@ fn qwen3_vl_with_images_matches_the_cpu_on_opencl() {
     let cache = new_cache();
     let (mut logits, delta) = cl
         .prefill_images(&cache, &ids, &images, true)
-        .unwrap_or_else(|e| panic!("{}", e.0));
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
     let mut got = vec![];
     for i in ids.len().. {
         got.push(cl.argmax_last(&logits).expect("argmax"));
@@ -203,15 +204,18 @@ fn real_smollm2_q4_1_gguf_matches_the_cpu_on_opencl() {
             ..Default::default()
         },
     )
-    .unwrap_or_else(|e| panic!("{}", e.0));
-    let model = model_files::load_model(&files, None).unwrap_or_else(|e| panic!("{}", e.0));
+    .unwrap_or_else(|e| panic!("{}", e.render(false)));
+    let model =
+        model_files::load_model(&files, None).unwrap_or_else(|e| panic!("{}", e.render(false)));
     let mut cpu = Loaded {
         runner: mllm_runtime::Runner::new(model),
         eos: vec![],
         config: files.config,
     };
-    let files = model_files::open_with(&path, opencl()).unwrap_or_else(|e| panic!("{}", e.0));
-    let model = model_files::load_model(&files, None).unwrap_or_else(|e| panic!("{}", e.0));
+    let files =
+        model_files::open_with(&path, opencl()).unwrap_or_else(|e| panic!("{}", e.render(false)));
+    let model =
+        model_files::load_model(&files, None).unwrap_or_else(|e| panic!("{}", e.render(false)));
     let mut cl = Loaded {
         runner: mllm_runtime::Runner::new(model),
         eos: vec![],

@@ -33,7 +33,7 @@ fn model_dir() -> std::path::PathBuf {
 #[test]
 fn prompts_with_images_match_transformers() {
     let files = model_files::open(model_dir().to_str().expect("utf-8"))
-        .unwrap_or_else(|e| panic!("{}", e.0));
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
     check(&files, &["one_image", "two_images"]);
 }
 
@@ -45,15 +45,17 @@ fn a_converted_file_alone_takes_images() {
     let out = tmp.path().join("vl.mllm");
     mllm_converter::mllm_format::convert(&model_dir(), &out, "f32", None, |_, _| {})
         .unwrap_or_else(|e| panic!("{e}"));
-    let files =
-        model_files::open(out.to_str().expect("utf-8")).unwrap_or_else(|e| panic!("{}", e.0));
+    let files = model_files::open(out.to_str().expect("utf-8"))
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
     assert!(files.preprocessor_config.is_some());
     check(&files, &["two_images"]);
 }
 
 fn check(files: &model_files::ModelFiles, cases: &[&str]) {
     let r = reference();
-    let tok = files.tokenizer().unwrap_or_else(|e| panic!("{}", e.0));
+    let tok = files
+        .tokenizer()
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
     for &case in cases {
         let c = &r["cases"][case];
         let paths: Vec<String> = c["images"]
@@ -68,28 +70,31 @@ fn check(files: &model_files::ModelFiles, cases: &[&str]) {
                     .to_string()
             })
             .collect();
-        let (imgs, spec) = images::from_files(files, &paths).unwrap_or_else(|e| panic!("{}", e.0));
+        let (imgs, spec) =
+            images::from_files(files, &paths).unwrap_or_else(|e| panic!("{}", e.render(false)));
         let grids: Vec<Vec<i64>> = imgs.grid_thw.iter().map(|g| g.to_vec()).collect();
         let want_grids: Vec<Vec<i64>> =
             serde_json::from_value(c["image_grid_thw"].clone()).expect("grids");
         assert_eq!(grids, want_grids, "{case}: image_grid_thw");
         let prompt = c["prompt"].as_str().expect("prompt");
         let text = images::prompt_text(files, None, prompt, &imgs, &spec, false, None)
-            .unwrap_or_else(|e| panic!("{}", e.0));
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         let got = tok.encode(&text, false).expect("encode");
         assert_eq!(got, ids(&c["input_ids"]), "{case}: prompt ids");
 
-        let model = load_model(files, None).unwrap_or_else(|e| panic!("{}", e.0));
+        let model = load_model(files, None).unwrap_or_else(|e| panic!("{}", e.render(false)));
         let mut engine = Engine::new(model, files.max_context());
         let mut logits = engine
             .feed_images(&got, &imgs, &spec)
-            .unwrap_or_else(|e| panic!("{}", e.0));
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
         let want = ids(&c["generated_ids"]);
         let mut gen = vec![];
         while gen.len() < want.len() {
             let t = mllm_runtime::generation::argmax(&logits) as u32;
             gen.push(t);
-            logits = engine.step(t).unwrap_or_else(|e| panic!("{}", e.0));
+            logits = engine
+                .step(t)
+                .unwrap_or_else(|e| panic!("{}", e.render(false)));
         }
         assert_eq!(gen, want, "{case}: greedy ids after the images");
         eprintln!(

@@ -128,7 +128,7 @@ fn every_tensor_of_a_qwen3_vl_forward_with_images_passes_the_executor() {
     let mut audit = Audit::new();
     let model =
         mllm_runtime::model_files::load_model_with(&files, Some(&script("qwen3_vl")), &mut audit)
-            .unwrap_or_else(|e| panic!("{}", e.0));
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
     assert_eq!(
         audit.n.weights,
         model.weights.len(),
@@ -136,16 +136,17 @@ fn every_tensor_of_a_qwen3_vl_forward_with_images_passes_the_executor() {
     );
     let path = case.join("reference_two_images.safetensors");
     let ids = ref_i32s(&path, "input_ids");
-    let images = read_images(path.to_str().expect("utf-8")).unwrap_or_else(|e| panic!("{}", e.0));
+    let images = read_images(path.to_str().expect("utf-8"))
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
     let spec = ImageTokens::from_config(&files.config).expect("image tokens");
     let cache = new_cache();
     let (logits, delta) =
         run_forward_images(&model, &mut audit, &cache, &ids, &images, &spec, true)
-            .unwrap_or_else(|e| panic!("{}", e.0));
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
     audit.check("output", &logits);
     let pos = (ids.len() as i64 + delta) as usize;
     let step = mllm_runtime::engine::run_forward(&model, &mut audit, &cache, &[5], pos, true)
-        .unwrap_or_else(|e| panic!("{}", e.0));
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
     audit.check("output", &step);
     assert!(
         audit.strangers.is_empty(),

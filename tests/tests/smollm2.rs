@@ -21,7 +21,7 @@ fn gguf_path() -> String {
 }
 
 fn files() -> ModelFiles {
-    model_files::open(&gguf_path()).unwrap_or_else(|e| panic!("{}", e.0))
+    model_files::open(&gguf_path()).unwrap_or_else(|e| panic!("{}", e.render(false)))
 }
 
 fn dequantized_files() -> ModelFiles {
@@ -29,7 +29,7 @@ fn dequantized_files() -> ModelFiles {
         dequantize: true,
         ..Default::default()
     };
-    model_files::open_with(&gguf_path(), opts).unwrap_or_else(|e| panic!("{}", e.0))
+    model_files::open_with(&gguf_path(), opts).unwrap_or_else(|e| panic!("{}", e.render(false)))
 }
 
 fn fixture_json(name: &str) -> serde_json::Value {
@@ -61,12 +61,12 @@ fn chat_prompt_renders_and_tokenizes_like_transformers() {
             )
         })
         .collect();
-    let text =
-        mllm_runtime::prompt::render(&f, &msgs, true, None).unwrap_or_else(|e| panic!("{}", e.0));
+    let text = mllm_runtime::prompt::render(&f, &msgs, true, None)
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
     assert_eq!(text, g["prompt_text"].as_str().expect("prompt_text"));
     let ids = f
         .tokenizer()
-        .unwrap_or_else(|e| panic!("{}", e.0))
+        .unwrap_or_else(|e| panic!("{}", e.render(false)))
         .encode(&text, false)
         .expect("encode");
     assert_eq!(ids, u32s(&g["prompt_ids"]));
@@ -76,18 +76,20 @@ fn chat_prompt_renders_and_tokenizes_like_transformers() {
 fn dequantized_greedy_tokens_match_transformers() {
     let g = fixture_json("greedy.json");
     let f = dequantized_files();
-    let model = load_model(&f, None).unwrap_or_else(|e| panic!("{}", e.0));
+    let model = load_model(&f, None).unwrap_or_else(|e| panic!("{}", e.render(false)));
     let mut engine = mllm_runtime::engine::Engine::new(model, f.max_context());
     let want = u32s(&g["generated_ids"]);
     let mut logits = engine
         .feed(&u32s(&g["prompt_ids"]))
-        .unwrap_or_else(|e| panic!("{}", e.0));
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
     let mut got = vec![];
     while got.len() < want.len() {
         // Greedy through EOS too: the reference did not stop there.
         let t = mllm_runtime::generation::argmax(&logits) as u32;
         got.push(t);
-        logits = engine.step(t).unwrap_or_else(|e| panic!("{}", e.0));
+        logits = engine
+            .step(t)
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
     }
     assert_eq!(got, want, "greedy ids differ from transformers");
 }
@@ -99,7 +101,7 @@ fn dequantized_greedy_tokens_match_transformers() {
 fn quantized_kernels_follow_transformers_greedy_path() {
     let g = fixture_json("greedy.json");
     let f = files();
-    let model = load_model(&f, None).unwrap_or_else(|e| panic!("{}", e.0));
+    let model = load_model(&f, None).unwrap_or_else(|e| panic!("{}", e.render(false)));
     let prompt: Vec<i32> = u32s(&g["prompt_ids"]).iter().map(|&i| i as i32).collect();
     let gen: Vec<i32> = u32s(&g["generated_ids"])
         .iter()
@@ -183,7 +185,7 @@ fn prompt_logits_agree(f: &ModelFiles, min_cos: f64, min_margin: f32, what: &str
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect();
-    let model = load_model(f, None).unwrap_or_else(|e| panic!("{}", e.0));
+    let model = load_model(f, None).unwrap_or_else(|e| panic!("{}", e.render(false)));
     let n = ids.len();
     let logits = full_logits(&model, &ids);
     let vocab = logits.shape()[1];
@@ -218,16 +220,20 @@ fn prompt_logits_agree(f: &ModelFiles, min_cos: f64, min_margin: f32, what: &str
 #[test]
 fn a_prompt_longer_than_the_context_is_refused() {
     let f = files();
-    let model = load_model(&f, None).unwrap_or_else(|e| panic!("{}", e.0));
+    let model = load_model(&f, None).unwrap_or_else(|e| panic!("{}", e.render(false)));
     let mut engine = mllm_runtime::engine::Engine::new(model, Some(8));
     let Err(err) = engine.feed(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]) else {
         panic!("a 10-token prompt fit an 8-token context");
     };
-    assert!(err.0.contains("context is 8 tokens"), "{}", err.0);
+    assert!(
+        err.message().contains("context is 8 tokens"),
+        "{}",
+        err.render(false)
+    );
     // The engine stays usable after the refusal.
     engine
         .feed(&[1, 2, 3])
-        .unwrap_or_else(|e| panic!("{}", e.0));
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
 }
 
 /// `bench` opens models with `skip_tokenizer`: no tokenizer is built (it
@@ -239,13 +245,14 @@ fn skip_tokenizer_builds_none_and_loads_the_same_model() {
         skip_tokenizer: true,
         ..Default::default()
     };
-    let bare = model_files::open_with(&gguf_path(), opts).unwrap_or_else(|e| panic!("{}", e.0));
+    let bare = model_files::open_with(&gguf_path(), opts)
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
     assert!(bare.tokenizer.is_none());
     let full = files();
     assert!(full.tokenizer.is_some());
     let ids = [1, 9690, 198, 2683, 359, 253];
     let logits = |f: &ModelFiles| {
-        let m = load_model(f, None).unwrap_or_else(|e| panic!("{}", e.0));
+        let m = load_model(f, None).unwrap_or_else(|e| panic!("{}", e.render(false)));
         data(&full_logits(&m, &ids))
     };
     assert_eq!(logits(&bare), logits(&full));

@@ -40,7 +40,7 @@ fn write(path: &Path, tensors: &[(String, safetensors::Dtype, Vec<usize>, Vec<u8
 
 fn logits_of(dir: &Path, ids: &[i32]) -> Vec<f32> {
     let mut m = mllm_runtime::load(&qwen3_script(), dir.to_str().expect("utf-8"))
-        .unwrap_or_else(|e| panic!("{}", e.0));
+        .unwrap_or_else(|e| panic!("{}", e.render(false)));
     data(&m.step(&new_cache(), ids, 0, false).expect("forward"))
 }
 

@@ -269,7 +269,7 @@ pub fn run(a: BenchArgs) -> CliResult<()> {
         });
         println!(
             "{}",
-            serde_json::to_string_pretty(&out).map_err(|e| CliError(format!("error: {e}")))?
+            serde_json::to_string_pretty(&out).map_err(|e| CliError::invalid(e.to_string()))?
         );
         return Ok(());
     }

@@ -49,8 +49,8 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
     let files = model_files::open_with_mmproj(&a.model, a.mmproj.as_deref(), a.load)?;
     let tok = files.tokenizer()?;
     if files.chat_template.is_none() {
-        return Err(CliError(format!(
-            "error: {} has no chat template; use `mllm run --raw` for plain completion",
+        return Err(CliError::invalid(format!(
+            "{} has no chat template; use `mllm run --raw` for plain completion",
             files.path.display()
         )));
     }
@@ -71,7 +71,7 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
                 std::process::exit(130);
             }
         })
-        .map_err(|e| CliError(format!("error: cannot install the Ctrl-C handler: {e}")))?;
+        .map_err(|e| CliError::invalid(format!("cannot install the Ctrl-C handler: {e}")))?;
     }
     let mut history: Vec<Message> = a.system.iter().map(|s| Message::new("system", s)).collect();
     // Images shown in each message of `history`, and the preprocessed images
@@ -164,7 +164,7 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
                     // A bad image or video loses nothing: the message is not sent.
                     eprintln!(
                         "{}\n(message not sent; attach them again with /image PATH or /video PATH)",
-                        e.0
+                        e.render(crate::color())
                     );
                     pending.clear();
                     pending_v.clear();
@@ -240,7 +240,7 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
                 if added_pics {
                     pics.pop();
                 }
-                eprintln!("{}", e.0);
+                eprintln!("{}", e.render(crate::color()));
                 continue;
             }
         };

@@ -32,7 +32,7 @@ pub fn run(files: &[String]) -> CliResult<()> {
                 },
             ),
             Err(e) => {
-                eprintln!("{}", e.0);
+                eprintln!("{}", e.render(crate::color()));
                 failed.push(f.clone());
             }
         }
@@ -40,8 +40,8 @@ pub fn run(files: &[String]) -> CliResult<()> {
     if failed.is_empty() {
         Ok(())
     } else {
-        Err(CliError(format!(
-            "error: {} of {} script(s) failed the check",
+        Err(CliError::invalid(format!(
+            "{} of {} script(s) failed the check",
             failed.len(),
             files.len()
         )))

@@ -90,7 +90,7 @@ pub fn run(
         } else {
             "not created"
         };
-        CliError(format!("error: {e}\n({out} was {state})"))
+        CliError::invalid(format!("{e}\n({out} was {state})"))
     })?;
     for p in &summary.removed_stale {
         eprintln!(
@@ -130,7 +130,7 @@ pub fn run(
     if verify {
         let f = MllmFile::open(&summary.out)?;
         f.verify()
-            .map_err(|e| CliError(format!("error: {}: {e}", summary.out.display())))?;
+            .map_err(|e| CliError::invalid(format!("{}: {e}", summary.out.display())))?;
         eprintln!("verified: every tensor's checksum matches");
     }
     Ok(())

@@ -16,8 +16,8 @@ pub fn run() -> CliResult<()> {
 #[cfg(feature = "opencl")]
 fn opencl() -> CliResult<()> {
     println!("opencl");
-    let list =
-        mllm_backends::opencl::device::list().map_err(|e| CliError(format!("  (none) {e}")))?;
+    let list = mllm_backends::opencl::device::list()
+        .map_err(|e| CliError::unsupported(format!("no OpenCL device: {e}")))?;
     for d in list {
         let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
         println!("  {}: {} ({})", d.index, d.name, d.platform);

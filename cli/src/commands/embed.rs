@@ -26,9 +26,7 @@ pub fn run(args: EmbedArgs) -> CliResult<()> {
         texts.extend(read_lines(f)?);
     }
     if texts.is_empty() {
-        return Err(CliError(
-            "error: nothing to embed: give --text TEXT (repeatable) or --file FILE (one input per line; - for standard input)".into(),
-        ));
+        return Err(CliError::invalid("nothing to embed: give --text TEXT (repeatable) or --file FILE (one input per line; - for standard input)"));
     }
     let mut embedder = Embedder::open(&args.model, args.script.as_deref())?;
     let opts = EmbedOptions {
@@ -95,10 +93,10 @@ fn read_lines(path: &str) -> CliResult<Vec<String>> {
     if path == "-" {
         std::io::stdin()
             .read_to_string(&mut text)
-            .map_err(|e| CliError(format!("error: cannot read standard input: {e}")))?;
+            .map_err(|e| CliError::invalid(format!("cannot read standard input: {e}")))?;
     } else {
         text = std::fs::read_to_string(path)
-            .map_err(|e| CliError(format!("error: cannot read {path}: {e}")))?;
+            .map_err(|e| CliError::invalid(format!("cannot read {path}: {e}")))?;
     }
     Ok(text
         .lines()

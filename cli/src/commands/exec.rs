@@ -54,8 +54,10 @@ pub fn write_logits(path: &str, logits: &Tensor) -> CliResult<()> {
         safetensors::Dtype::F32,
         logits.shape().to_vec(),
         &bytes,
-    )?;
-    safetensors::serialize_to_file([("logits", view)], None, Path::new(path))?;
+    )
+    .map_err(|e| CliError::invalid(e.to_string()))?;
+    safetensors::serialize_to_file([("logits", view)], None, Path::new(path))
+        .map_err(|e| CliError::io(format!("{path}: {e}")))?;
     Ok(())
 }
 
@@ -73,7 +75,7 @@ pub fn run(a: ExecArgs) -> CliResult<()> {
     let t0 = Instant::now();
     let mut m = load(&a)?;
     let load_s = t0.elapsed().as_secs_f64();
-    let cache = KvCache::with_dtype(a.load.kv.0).map_err(|e| CliError(format!("error: {e}")))?;
+    let cache = KvCache::with_dtype(a.load.kv.0).map_err(|e| CliError::invalid(e.to_string()))?;
     let cache = Rc::new(RefCell::new(cache));
     let t1 = Instant::now();
     let need_all = a.logits_out.is_some();
@@ -100,7 +102,7 @@ pub fn run(a: ExecArgs) -> CliResult<()> {
             }
             // After images, positions run `delta` from the token index.
             let rope_pos = usize::try_from(pos as i64 + delta)
-                .map_err(|_| CliError("error: negative decode position".into()))?;
+                .map_err(|_| CliError::invalid("negative decode position"))?;
             let l = m.step(&cache, &[next], rope_pos, true)?;
             next = m.argmax_last(&l)?;
         }

@@ -29,7 +29,7 @@ pub struct ExportArgs {
 }
 
 fn usage(msg: String) -> CliError {
-    CliError(format!("error: {msg}"))
+    CliError::invalid(msg.to_string())
 }
 
 pub fn run(a: ExportArgs) -> CliResult<Exported> {
@@ -66,8 +66,7 @@ pub fn check(out: &std::path::Path) -> CliResult<String> {
         .arg(&model)
         .output()
         .map_err(|e| {
-            CliError(format!(
-                "error: --check: cannot run {python} ({e}); the graph was written but NOT checked (set MLLM_PYTHON to a Python with onnxruntime)"
+            CliError::invalid(format!("--check: cannot run {python} ({e}); the graph was written but NOT checked (set MLLM_PYTHON to a Python with onnxruntime)"
             ))
         })?;
     match res.status.code() {
@@ -76,14 +75,12 @@ pub fn check(out: &std::path::Path) -> CliResult<String> {
             String::from_utf8_lossy(&res.stdout).trim(),
             model.display()
         )),
-        Some(3) => Err(CliError(format!(
-            "error: --check: onnxruntime is not installed for {python}; the graph was written but NOT checked (`pip install onnxruntime`, or set MLLM_PYTHON to a Python that has it)"
+        Some(3) => Err(CliError::invalid(format!("--check: onnxruntime is not installed for {python}; the graph was written but NOT checked (`pip install onnxruntime`, or set MLLM_PYTHON to a Python that has it)"
         ))),
         _ => {
             let err = String::from_utf8_lossy(&res.stderr);
             let tail: Vec<&str> = err.lines().rev().take(5).collect();
-            Err(CliError(format!(
-                "error: --check: onnxruntime cannot load {}:\n{}",
+            Err(CliError::invalid(format!("--check: onnxruntime cannot load {}:\n{}",
                 model.display(),
                 tail.into_iter().rev().collect::<Vec<_>>().join("\n")
             )))

@@ -33,8 +33,8 @@ pub fn run(a: GraphArgs) -> CliResult<()> {
         "all" => true,
         "none" => false,
         other => {
-            return Err(CliError(format!(
-                "error: --passes takes `all` or `none`, not `{other}`"
+            return Err(CliError::invalid(format!(
+                "--passes takes `all` or `none`, not `{other}`"
             )))
         }
     };
@@ -53,7 +53,7 @@ pub fn run(a: GraphArgs) -> CliResult<()> {
     let body = text::to_text(&g);
     match &a.out {
         Some(path) => std::fs::write(path, body)
-            .map_err(|e| CliError(format!("error: cannot write {path}: {e}")))?,
+            .map_err(|e| CliError::invalid(format!("cannot write {path}: {e}")))?,
         None => print!("{body}"),
     }
     Ok(())

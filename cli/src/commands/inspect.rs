@@ -50,15 +50,15 @@ pub fn run(path: &str, json_out: bool, backend: Option<(&str, usize)>) -> CliRes
         {
             pytorch_report(p)?
         } else {
-            return Err(CliError(format!(
-                "error: {path} has no model.safetensors, safetensors index or pytorch_model.bin"
+            return Err(CliError::invalid(format!(
+                "{path} has no model.safetensors, safetensors index or pytorch_model.bin"
             )));
         }
     } else if p.is_file() {
         let mut magic = [0u8; 8];
         let n = std::fs::File::open(p)
             .and_then(|mut f| f.read(&mut magic))
-            .map_err(|e| CliError(format!("error: {path}: {e}")))?;
+            .map_err(|e| CliError::invalid(format!("{path}: {e}")))?;
         let magic = &magic[..n];
         if magic == mllm_format::layout::MAGIC {
             mllm_report(p)?
@@ -69,12 +69,12 @@ pub fn run(path: &str, json_out: bool, backend: Option<(&str, usize)>) -> CliRes
         } else if p.extension().is_some_and(|e| e == "safetensors") {
             safetensors_report(p)?
         } else {
-            return Err(CliError(format!(
-                "error: {path} is not a .mllm, GGUF, safetensors or PyTorch zip file"
+            return Err(CliError::invalid(format!(
+                "{path} is not a .mllm, GGUF, safetensors or PyTorch zip file"
             )));
         }
     } else {
-        return Err(CliError(format!("error: {path} does not exist")));
+        return Err(CliError::not_found(format!("{path} does not exist")));
     };
     let step = match backend {
         Some((name, device)) => Some(super::step_ops::StepOps::of(path, name, device)?),

@@ -46,7 +46,7 @@ pub fn run(args: PplArgs) -> CliResult<()> {
             } else {
                 std::fs::read_to_string(path)
             }
-            .map_err(|e| CliError(format!("error: cannot read {path}: {e}")))?;
+            .map_err(|e| CliError::invalid(format!("cannot read {path}: {e}")))?;
             Chunks::new(tok, &text, args.ctx, args.chunks)?
         }
     };
@@ -68,8 +68,7 @@ pub fn run(args: PplArgs) -> CliResult<()> {
         let (logits, vocab) = chunk_logits(&mut runner, &chunks, i)?;
         if let Some(b) = &base {
             if b.vocab != vocab {
-                return Err(CliError(format!(
-                    "error: the base file has a vocabulary of {} and this model {vocab}: KL divergence compares models of one vocabulary",
+                return Err(CliError::invalid(format!("the base file has a vocabulary of {} and this model {vocab}: KL divergence compares models of one vocabulary",
                     b.vocab
                 )));
             }
@@ -81,8 +80,8 @@ pub fn run(args: PplArgs) -> CliResult<()> {
             let lp = log_softmax(&logits[r * vocab..(r + 1) * vocab]);
             let next = chunks.next(i, j);
             let p = lp.get(next as usize).copied().ok_or_else(|| {
-                CliError(format!(
-                    "error: token {next} of the text lies outside the model's {vocab} logits"
+                CliError::invalid(format!(
+                    "token {next} of the text lies outside the model's {vocab} logits"
                 ))
             })?;
             nll.add(-(p as f64));
@@ -106,7 +105,7 @@ pub fn run(args: PplArgs) -> CliResult<()> {
     if let Some(mut w) = writer {
         use std::io::Write;
         w.flush()
-            .map_err(|e| CliError(format!("error: writing the KL base: {e}")))?;
+            .map_err(|e| CliError::invalid(format!("writing the KL base: {e}")))?;
     }
     let (ppl, err) = nll.estimate();
     let kl = base.is_some().then(|| {

@@ -4,15 +4,14 @@
 
 use super::convert::human_bytes;
 use crate::{CliError, CliResult};
-use mllm_hub::{HubRef, Pulled, Settings};
+use mllm_hub::{HubError, HubRef, Pulled, Settings};
 
 /// Resolves a reference (with or without `hf://`), saying on standard error
 /// what was downloaded and anything the user should know.
 pub fn resolve(value: &str) -> CliResult<Pulled> {
-    let reference = HubRef::parse(value).map_err(|e| CliError(format!("error: {e}")))?;
+    let reference = HubRef::parse(value).map_err(hub_error)?;
     let settings = Settings::from_env();
-    let pulled =
-        mllm_hub::pull(&reference, &settings).map_err(|e| CliError(format!("error: {e}")))?;
+    let pulled = mllm_hub::pull(&reference, &settings).map_err(hub_error)?;
     for note in &pulled.notes {
         eprintln!("note: {note}");
     }
@@ -40,6 +39,30 @@ pub fn resolve(value: &str) -> CliResult<Pulled> {
         );
     }
     Ok(pulled)
+}
+
+/// A Hub failure under the runtime's kinds (what a script or exit code
+/// can tell apart).
+fn hub_error(e: HubError) -> CliError {
+    use mllm_runtime::ErrorKind as K;
+    let kind = match &e {
+        HubError::BadReference { .. } | HubError::Ambiguous { .. } | HubError::Gated { .. } => {
+            K::InvalidArgument
+        }
+        HubError::RepoNotFound { .. }
+        | HubError::RevisionNotFound { .. }
+        | HubError::FileNotFound { .. }
+        | HubError::NoSuchFile { .. }
+        | HubError::NotCached { .. }
+        | HubError::FileNotCached { .. } => K::NotFound,
+        HubError::SplitGguf { .. } | HubError::NothingToRun { .. } => K::Unsupported,
+        HubError::MissingShard { .. } => K::Load,
+        HubError::Unreachable { .. }
+        | HubError::Damaged { .. }
+        | HubError::Download { .. }
+        | HubError::Cache { .. } => K::Io,
+    };
+    CliError::new(kind, e.to_string())
 }
 
 /// `mllm pull`: the model's path on the first line of standard output, its

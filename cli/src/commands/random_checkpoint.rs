@@ -217,8 +217,8 @@ impl Layout {
         match s {
             "script" => Ok(Layout::Script),
             "published" => Ok(Layout::Published),
-            other => Err(CliError(format!(
-                "error: --layout {other}: use script or published"
+            other => Err(CliError::invalid(format!(
+                "--layout {other}: use script or published"
             ))),
         }
     }
@@ -288,16 +288,16 @@ pub fn run(
 ) -> CliResult<()> {
     let layout = Layout::parse(layout)?;
     let Some(mut config) = preset(preset_name) else {
-        return Err(CliError(format!(
-            "error: unknown preset `{preset_name}`; presets: {}",
+        return Err(CliError::invalid(format!(
+            "unknown preset `{preset_name}`; presets: {}",
             PRESETS.join(", ")
         )));
     };
     let top_type = config["model_type"].as_str().unwrap_or("").to_string();
     if layout == Layout::Published && !PUBLISHED_LAYOUTS.contains(&top_type.as_str()) {
         // Saying so beats writing the script's layout under another name.
-        return Err(CliError(format!(
-            "error: --layout published: known only for qwen3-vl-30b-a3b (transposed expert \
+        return Err(CliError::invalid(format!(
+            "--layout published: known only for qwen3-vl-30b-a3b (transposed expert \
              stacks); preset `{preset_name}` is written in its script's layout"
         )));
     }
@@ -312,8 +312,8 @@ pub fn run(
         "f16" => ("F16", 2),
         "f32" => ("F32", 4),
         other => {
-            return Err(CliError(format!(
-                "error: --dtype {other}: use bf16, f16 or f32"
+            return Err(CliError::invalid(format!(
+                "--dtype {other}: use bf16, f16 or f32"
             )))
         }
     };
@@ -405,7 +405,7 @@ mod tests {
         for name in PRESETS {
             let config = preset(name).unwrap_or_else(|| panic!("{name}: no preset"));
             let table = mllm_runtime::model_files::parameter_table(&config)
-                .unwrap_or_else(|e| panic!("{name}: {}", e.0));
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
             let shape = |t: &str| {
                 table
                     .iter()
@@ -520,7 +520,7 @@ mod tests {
             "published",
         )
         .expect_err("qwen3-30b-a3b has no other layout");
-        assert!(err.0.contains("--layout published"), "{}", err.0);
+        assert!(err.message().contains("--layout published"), "{err}");
         assert!(!out.exists(), "nothing is written for a refused layout");
         assert!(Layout::parse("hf").is_err());
         assert_eq!(Layout::parse("published").ok(), Some(Layout::Published));

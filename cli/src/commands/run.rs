@@ -86,7 +86,7 @@ impl SamplingArgs {
         if let Some(spec) = self.constraint_spec()? {
             let c = files
                 .constraint(&spec)
-                .map_err(|e| CliError(format!("error: {e}")))?;
+                .map_err(|e| CliError::invalid(e.to_string()))?;
             gen.add_processor(Box::new(c));
         }
         Ok(gen)
@@ -100,8 +100,8 @@ impl SamplingArgs {
             self.json,
         ];
         if given.iter().filter(|&&g| g).count() > 1 {
-            return Err(CliError(
-                "error: --json-schema, --grammar-file and --json each constrain the answer; give one".into(),
+            return Err(CliError::invalid(
+                "--json-schema, --grammar-file and --json each constrain the answer; give one",
             ));
         }
         if self.json {
@@ -112,19 +112,18 @@ impl SamplingArgs {
                 (arg.clone(), "the --json-schema text".to_string())
             } else {
                 let text = std::fs::read_to_string(arg).map_err(|e| {
-                    CliError(format!(
-                        "error: cannot read the JSON schema file {arg}: {e} (give a file, or the schema itself starting with `{{`)"
+                    CliError::invalid(format!("cannot read the JSON schema file {arg}: {e} (give a file, or the schema itself starting with `{{`)"
                     ))
                 })?;
                 (text, arg.clone())
             };
             let schema = serde_json::from_str(&text)
-                .map_err(|e| CliError(format!("error: {origin} is not valid JSON: {e}")))?;
+                .map_err(|e| CliError::invalid(format!("{origin} is not valid JSON: {e}")))?;
             return Ok(Some(ConstraintSpec::JsonSchema(schema)));
         }
         if let Some(path) = &self.grammar_file {
             let text = std::fs::read_to_string(path).map_err(|e| {
-                CliError(format!("error: cannot read the grammar file {path}: {e}"))
+                CliError::invalid(format!("cannot read the grammar file {path}: {e}"))
             })?;
             return Ok(Some(if path.ends_with(".lark") {
                 ConstraintSpec::Lark(text)
@@ -210,8 +209,7 @@ pub fn run(a: RunArgs) -> CliResult<()> {
     let context = context_size(a.ctx_size, files.max_context());
     if let Some(c) = context {
         if ids.len() >= c {
-            return Err(CliError(format!(
-                "error: the prompt has {} tokens but the context is {c} tokens (and at least one must be left to answer); shorten the prompt{}",
+            return Err(CliError::invalid(format!("the prompt has {} tokens but the context is {c} tokens (and at least one must be left to answer); shorten the prompt{}",
                 ids.len(),
                 if a.ctx_size.is_some() { " or raise -c" } else { "" }
             )));

@@ -19,19 +19,16 @@ use crate::{CliError, CliResult};
 pub fn run(a: &RunArgs, vendor: Vendor) -> CliResult<()> {
     let backend = a.load.backend.name();
     if !a.images.is_empty() || !a.videos.is_empty() || a.mmproj.is_some() {
-        return Err(CliError(format!(
-            "error: --backend {backend} runs exported text graphs; images and videos need --backend cpu or opencl"
+        return Err(CliError::invalid(format!("--backend {backend} runs exported text graphs; images and videos need --backend cpu or opencl"
         )));
     }
     if a.script.is_some() {
-        return Err(CliError(format!(
-            "error: --backend {backend} runs the graphs exported from a script; the script was chosen at `mllm export`"
+        return Err(CliError::invalid(format!("--backend {backend} runs the graphs exported from a script; the script was chosen at `mllm export`"
         )));
     }
     let dir = Path::new(&a.model);
     if !dir.join("tokenizer.json").is_file() {
-        return Err(CliError(format!(
-            "error: --backend {backend} takes --model EXPORT_DIR holding the exported graphs and the checkpoint's tokenizer.json (with tokenizer_config.json and generation_config.json); {} has no tokenizer.json (docs/npu_runtime.md)",
+        return Err(CliError::tokenizer(format!("--backend {backend} takes --model EXPORT_DIR holding the exported graphs and the checkpoint's tokenizer.json (with tokenizer_config.json and generation_config.json); {} has no tokenizer.json (docs/npu_runtime.md)",
             dir.display()
         )));
     }

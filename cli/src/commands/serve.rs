@@ -7,5 +7,5 @@ pub fn run(cfg: mllm_server::ServerConfig) -> CliResult<()> {
     mllm_server::run(cfg, |url| {
         eprintln!("mllm serve: listening on {url} (Ctrl-C stops)");
     })
-    .map_err(|e| CliError(format!("error: {e}")))
+    .map_err(|e| CliError::invalid(e.to_string()))
 }

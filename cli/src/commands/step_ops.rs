@@ -6,7 +6,7 @@ use mllm_runtime::captured;
 use serde_json::{json, Value};
 
 use crate::model_files::{self, load_model};
-use crate::{CliError, CliResult};
+use crate::CliResult;
 
 /// The context the step is captured against (its op count does not depend
 /// on it).
@@ -25,7 +25,7 @@ impl StepOps {
         let model = load_model(&files, None)?;
         let raw = captured::capture(&model, 1, CONTEXT)?;
         let g = captured::optimize(&model, &raw)
-            .map_err(|e| CliError(format!("{} (after capturing the step)", e.0)))?;
+            .map_err(|e| e.context("optimizing the captured step"))?;
         Ok(StepOps {
             backend: b.name(),
             ops: captured::compute_ops(&g),

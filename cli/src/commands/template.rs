@@ -13,12 +13,17 @@ pub fn run(
 ) -> CliResult<()> {
     let files = model_files::open_without_weights(model)?;
     let text = std::fs::read_to_string(messages)
-        .map_err(|e| CliError(format!("error: {messages}: {e}")))?;
+        .map_err(|e| CliError::invalid(format!("{messages}: {e}")))?;
     let json: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| CliError(format!("error: {messages}: not valid JSON: {e}")))?;
-    let list = json.as_array().or_else(|| json.get("messages").and_then(|m| m.as_array())).ok_or_else(|| {
-        CliError(format!("error: {messages}: expected a JSON list of {{\"role\": ..., \"content\": ...}} messages"))
-    })?;
+        .map_err(|e| CliError::invalid(format!("{messages}: not valid JSON: {e}")))?;
+    let list = json
+        .as_array()
+        .or_else(|| json.get("messages").and_then(|m| m.as_array()))
+        .ok_or_else(|| {
+            CliError::invalid(format!(
+                "{messages}: expected a JSON list of {{\"role\": ..., \"content\": ...}} messages"
+            ))
+        })?;
     let mut msgs = vec![];
     for (i, m) in list.iter().enumerate() {
         let role = m.get("role").and_then(|r| r.as_str());
@@ -26,8 +31,8 @@ pub fn run(
         match (role, content) {
             (Some(r), Some(c)) => msgs.push(Message::new(r, c)),
             _ => {
-                return Err(CliError(format!(
-                    "error: {messages}: message {i} needs string fields \"role\" and \"content\""
+                return Err(CliError::invalid(format!(
+                    "{messages}: message {i} needs string fields \"role\" and \"content\""
                 )))
             }
         }

@@ -11,8 +11,8 @@ use crate::{CliError, CliResult};
 pub fn run(backend: &str, device: usize, op: Option<&str>, verbose: bool) -> CliResult<()> {
     if let Some(name) = op {
         if !mllm_backends::Op::ALL_NAMES.contains(&name) {
-            return Err(CliError(format!(
-                "error: unknown op `{name}`; ops: {}",
+            return Err(CliError::invalid(format!(
+                "unknown op `{name}`; ops: {}",
                 mllm_backends::Op::ALL_NAMES.join(", ")
             )));
         }
@@ -58,13 +58,13 @@ pub fn run(backend: &str, device: usize, op: Option<&str>, verbose: bool) -> Cli
         outcomes.len()
     );
     if !missing.is_empty() {
-        return Err(CliError(format!(
-            "error: ops without conformance cases: {}",
+        return Err(CliError::invalid(format!(
+            "ops without conformance cases: {}",
             missing.join(", ")
         )));
     }
     if failed > 0 {
-        return Err(CliError(format!("error: {failed} cases failed")));
+        return Err(CliError::invalid(format!("{failed} cases failed")));
     }
     Ok(())
 }

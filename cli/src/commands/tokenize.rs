@@ -9,7 +9,7 @@ pub fn run(model: &str, text: Option<&str>, decode: Option<&str>) -> CliResult<(
     let tok = files.tokenizer()?;
     if let Some(ids) = decode {
         let ids: Vec<u32> = crate::commands::exec::parse_ids(ids)
-            .map_err(|e| crate::CliError(format!("error: {e}")))?
+            .map_err(|e| crate::CliError::invalid(e.to_string()))?
             .into_iter()
             .map(|i| i as u32)
             .collect();

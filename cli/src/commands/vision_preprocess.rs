@@ -21,14 +21,13 @@ pub fn run(model: &str, images: &[String], out: &str) -> CliResult<()> {
             (Some(p), _) => VisionPreprocessConfig::from_json(p, &what)?,
             (None, Some(v)) => VisionPreprocessConfig::from_vision_config(v, model)?,
             (None, None) => {
-                return Err(CliError(format!(
-                "error: {model} is not a vision model (no preprocessor config, no vision_config)"
-            )))
+                return Err(CliError::invalid(format!(
+                    "{model} is not a vision model (no preprocessor config, no vision_config)"
+                )))
             }
         }
     } else {
-        return Err(CliError(format!(
-            "error: {model}: --model takes a model directory with preprocessor_config.json or a .mllm file"
+        return Err(CliError::invalid(format!("{model}: --model takes a model directory with preprocessor_config.json or a .mllm file"
         )));
     };
     let patches = preprocess_files(images, &cfg)?;
@@ -47,18 +46,20 @@ pub fn run(model: &str, images: &[String], out: &str) -> CliResult<()> {
         safetensors::Dtype::F32,
         patches.shape().to_vec(),
         &pixels,
-    )?;
+    )
+    .map_err(|e| CliError::invalid(e.to_string()))?;
     let grid_view = safetensors::tensor::TensorView::new(
         safetensors::Dtype::I64,
         vec![patches.grid_thw.len(), 3],
         &grid,
-    )?;
+    )
+    .map_err(|e| CliError::invalid(e.to_string()))?;
     safetensors::serialize_to_file(
         [("pixel_values", pixel_view), ("image_grid_thw", grid_view)],
         None,
         Path::new(out),
     )
-    .map_err(|e| CliError(format!("error: {out}: {e}")))?;
+    .map_err(|e| CliError::io(format!("{out}: {e}")))?;
     let merge = cfg.merge_size * cfg.merge_size;
     for (path, g) in images.iter().zip(&patches.grid_thw) {
         println!(

@@ -99,8 +99,7 @@ impl Embedder {
         } else if m.fn_index("hidden_states").is_some() {
             Kind::Decoder
         } else {
-            return Err(Error(format!(
-                "error: {} is not an embedding model: its script's `{}` has neither `encode` (encoders such as models/bert.mdl) nor `hidden_states` (decoders built on nn.CausalLM)",
+            return Err(Error::invalid(format!("{} is not an embedding model: its script's `{}` has neither `encode` (encoders such as models/bert.mdl) nor `hidden_states` (decoders built on nn.CausalLM)",
                 files.path.display(),
                 m.name
             )));
@@ -109,7 +108,7 @@ impl Embedder {
         let tokenizer = files
             .tokenizer
             .clone()
-            .ok_or_else(|| Error("error: no tokenizer".into()))?;
+            .ok_or_else(|| Error::tokenizer("no tokenizer"))?;
         // A directory's own files, else the copy a .mllm file keeps.
         let st_files = if files.path.is_dir() {
             mllm_converter::sentence_transformers::files(&files.path)?
@@ -134,14 +133,13 @@ impl Embedder {
             (Some(s), None) => s,
             (None, Some(p)) => p,
             (None, None) => {
-                return Err(Error(format!(
-                    "error: {} says neither max_position_embeddings (config.json) nor max_seq_length (sentence_bert_config.json): the longest input is unknown",
+                return Err(Error::invalid(format!("{} says neither max_position_embeddings (config.json) nor max_seq_length (sentence_bert_config.json): the longest input is unknown",
                     files.path.display()
                 )))
             }
         };
         let dimension = config_int("hidden_size")
-            .ok_or_else(|| Error(format!("error: {} has no hidden_size", files.config_origin)))?;
+            .ok_or_else(|| Error::invalid(format!("{} has no hidden_size", files.config_origin)))?;
         let truncating = tokenizer.truncating(max_tokens)?;
         let exec = Eager::new(files.backend.clone());
         Ok(Embedder {
@@ -193,8 +191,7 @@ impl Embedder {
             return Ok(ids);
         }
         if !truncate {
-            return Err(Error(format!(
-                "error: input {index} has {} tokens, more than the {} this model takes; shorten it, or ask for truncation (--truncate, \"truncate\": true)",
+            return Err(Error::invalid(format!("input {index} has {} tokens, more than the {} this model takes; shorten it, or ask for truncation (--truncate, \"truncate\": true)",
                 ids.len(),
                 self.max_tokens
             )));
@@ -205,12 +202,12 @@ impl Embedder {
     /// Embeds `texts` (at least one).
     pub fn embed(&mut self, texts: &[String], opts: &EmbedOptions) -> Result<Embeddings> {
         if texts.is_empty() {
-            return Err(Error("error: no input to embed".into()));
+            return Err(Error::invalid("no input to embed"));
         }
         if let Some(d) = opts.dimensions {
             if d == 0 || d > self.dimension {
-                return Err(Error(format!(
-                    "error: dimensions {d} is not between 1 and the model's {}",
+                return Err(Error::invalid(format!(
+                    "dimensions {d} is not between 1 and the model's {}",
                     self.dimension
                 )));
             }
@@ -225,7 +222,7 @@ impl Embedder {
             .map(|(i, t)| self.tokenize(t, &prompt, opts.truncate, i))
             .collect::<Result<_>>()?;
         if let Some(i) = ids.iter().position(|v| v.is_empty()) {
-            return Err(Error(format!("error: input {i} has no tokens")));
+            return Err(Error::invalid(format!("input {i} has no tokens")));
         }
         let pooling = opts.pooling.unwrap_or(self.settings.pooling);
         let norm = opts.normalize.unwrap_or(self.settings.normalize);
@@ -268,7 +265,9 @@ impl Embedder {
     /// `[tokens * dimension]`.
     fn hidden(&mut self, inputs: &[Vec<u32>]) -> Result<Vec<f32>> {
         let render = |e: mllm_interpreter::RtError, p: &Model| {
-            Error(e.render(&p.program.sources, crate::color()))
+            Error::diagnostics(crate::ErrorKind::Generate, |c| {
+                e.render(&p.program.sources, c)
+            })
         };
         let mut out = Vec::new();
         match self.kind {
@@ -304,16 +303,16 @@ impl Embedder {
                 let host = self.model.backend.download(&t)?;
                 let values = host.to_f32_vec()?;
                 if let Some(i) = values.iter().position(|x| !x.is_finite()) {
-                    return Err(Error(format!(
-                        "error: the model computed a non-finite value ({}) in row {} of its hidden states",
+                    return Err(Error::invalid(format!(
+                        "the model computed a non-finite value ({}) in row {} of its hidden states",
                         values[i],
                         i / self.dimension
                     )));
                 }
                 Ok(values)
             }
-            other => Err(Error(format!(
-                "error: the script returned {} for {rows} tokens, expected hidden states [{rows}, {}]",
+            other => Err(Error::invalid(format!(
+                "the script returned {} for {rows} tokens, expected hidden states [{rows}, {}]",
                 describe(&other),
                 self.dimension
             ))),

@@ -55,8 +55,7 @@ impl<'a> PairPrompt<'a> {
         {
             return Ok(PairPrompt::Qwen3Reranker);
         }
-        Err(Error(format!(
-            "error: {origin} cannot rerank: {why}, and its vocabulary is not ChatML's (Qwen3-Reranker's prompt needs <|im_start|> and <|im_end|>); give the model a chat template (chat_template.jinja) that renders messages with the roles \"query\" and \"document\""
+        Err(Error::invalid(format!("{origin} cannot rerank: {why}, and its vocabulary is not ChatML's (Qwen3-Reranker's prompt needs <|im_start|> and <|im_end|>); give the model a chat template (chat_template.jinja) that renders messages with the roles \"query\" and \"document\""
         )))
     }
 

@@ -68,8 +68,7 @@ impl Reranker {
         let head = match e.kind {
             Kind::Encoder if m.fn_index("score").is_some() => Head::Encoder,
             Kind::Encoder => {
-                return Err(Error(format!(
-                    "error: {name} is not a reranker: its script's `{}` has no `score` (cross-encoders such as BertForSequenceClassification in models/bert.mdl have one)",
+                return Err(Error::invalid(format!("{name} is not a reranker: its script's `{}` has no `score` (cross-encoders such as BertForSequenceClassification in models/bert.mdl have one)",
                     m.name
                 )))
             }
@@ -79,15 +78,13 @@ impl Reranker {
                 match (id("yes"), id("no")) {
                     (Some(yes), Some(no)) => Head::YesNo { yes, no },
                     _ => {
-                        return Err(Error(format!(
-                            "error: {name} cannot rerank as a causal LM: its vocabulary lacks the token \"yes\" or \"no\", whose logits give the relevance (as in Qwen3-Reranker)"
+                        return Err(Error::invalid(format!("{name} cannot rerank as a causal LM: its vocabulary lacks the token \"yes\" or \"no\", whose logits give the relevance (as in Qwen3-Reranker)"
                         )))
                     }
                 }
             }
             Kind::Decoder => {
-                return Err(Error(format!(
-                    "error: {name} is not a reranker: its script's `{}` has neither `classify` (sequence classifiers) nor `forward` (causal LMs scored by their \"yes\" and \"no\" logits)",
+                return Err(Error::invalid(format!("{name} is not a reranker: its script's `{}` has neither `classify` (sequence classifiers) nor `forward` (causal LMs scored by their \"yes\" and \"no\" logits)",
                     m.name
                 )))
             }
@@ -131,14 +128,12 @@ impl Reranker {
         instruction: Option<&str>,
     ) -> Result<Scores> {
         if documents.is_empty() {
-            return Err(Error("error: no documents to rank".into()));
+            return Err(Error::invalid("no documents to rank"));
         }
         let (logits, prompt_tokens) = match self.head {
             Head::Encoder => {
                 if instruction.is_some() {
-                    return Err(Error(
-                        "error: this reranker is a cross-encoder, which takes no instruction; leave \"instruction\" out".into(),
-                    ));
+                    return Err(Error::invalid("this reranker is a cross-encoder, which takes no instruction; leave \"instruction\" out"));
                 }
                 self.encoder_logits(query, documents, truncate)?
             }
@@ -147,8 +142,8 @@ impl Reranker {
         let mut scores = Vec::with_capacity(logits.len());
         for l in logits {
             if !l.is_finite() {
-                return Err(Error(format!(
-                    "error: the model computed a non-finite score ({l})"
+                return Err(Error::invalid(format!(
+                    "the model computed a non-finite score ({l})"
                 )));
             }
             scores.push(Score {
@@ -163,8 +158,7 @@ impl Reranker {
     }
 
     fn too_long(&self, i: usize, n: usize) -> Error {
-        Error(format!(
-            "error: document {i} with the query has {n} tokens, more than the {} this model takes; shorten it, or ask for truncation (\"truncate\": true)",
+        Error::invalid(format!("document {i} with the query has {n} tokens, more than the {} this model takes; shorten it, or ask for truncation (\"truncate\": true)",
             self.e.max_tokens
         ))
     }
@@ -243,8 +237,7 @@ impl Reranker {
                     match (row.get(yes as usize), row.get(no as usize)) {
                         (Some(y), Some(n)) => y - n,
                         _ => {
-                            return Err(Error(format!(
-                                "error: the model's logits have {vocab} entries; the tokens \"yes\" ({yes}) and \"no\" ({no}) lie beyond them"
+                            return Err(Error::invalid(format!("the model's logits have {vocab} entries; the tokens \"yes\" ({yes}) and \"no\" ({no}) lie beyond them"
                             )))
                         }
                     }
@@ -260,10 +253,10 @@ impl Reranker {
     }
 
     fn call(&mut self, f: &str, args: Vec<(&'static str, Value)>) -> Result<Value> {
-        self.e
-            .model
-            .call(f, &mut self.e.exec, args)
-            .map_err(|err| Error(err.render(&self.e.model.program.sources, crate::color())))
+        self.e.model.call(f, &mut self.e.exec, args).map_err(|err| {
+            let sources = &self.e.model.program.sources;
+            Error::diagnostics(crate::ErrorKind::Generate, |c| err.render(sources, c))
+        })
     }
 
     /// The values of a script's `[rows, width]` logits.
@@ -271,15 +264,15 @@ impl Reranker {
         match v {
             Value::Tensor(t) if t.rank() == 2 && t.shape()[0] == rows => {
                 if t.shape()[1] != width {
-                    return Err(Error(format!(
-                        "error: the model has {} labels; a reranker has one (its logit is the relevance)",
+                    return Err(Error::invalid(format!(
+                        "the model has {} labels; a reranker has one (its logit is the relevance)",
                         t.shape()[1]
                     )));
                 }
                 Ok(self.e.model.backend.download(&t)?.to_f32_vec()?)
             }
-            other => Err(Error(format!(
-                "error: the script returned {} for {rows} pairs, expected logits [{rows}, {width}]",
+            other => Err(Error::invalid(format!(
+                "the script returned {} for {rows} pairs, expected logits [{rows}, {width}]",
                 super::describe(&other)
             ))),
         }

@@ -59,7 +59,7 @@ impl StConfig {
             return Ok(c);
         };
         let file = |name: &str| files.get(name);
-        let err = |name: &str, e: String| Error(format!("error: {origin}: {name}: {e}"));
+        let err = |name: &str, e: String| Error::load(format!("{origin}: {name}: {e}"));
         c.from_files = true;
         let list = file("modules.json")
             .and_then(Json::as_array)
@@ -110,8 +110,8 @@ impl StConfig {
         };
         self.prompts.get(name).map(String::as_str).ok_or_else(|| {
             let known: Vec<&str> = self.prompts.keys().map(String::as_str).collect();
-            Error(format!(
-                "error: the model has no prompt named `{name}` (its prompts: {})",
+            Error::load(format!(
+                "the model has no prompt named `{name}` (its prompts: {})",
                 if known.is_empty() {
                     "none".to_string()
                 } else {
@@ -202,7 +202,7 @@ mod tests {
         assert_eq!((c.pooling, c.normalize), (Pooling::Cls, false));
         assert_eq!(c.prompt(Some("query")).unwrap(), "query: ");
         assert_eq!(c.prompt(None).unwrap(), "");
-        let e = c.prompt(Some("passage")).unwrap_err().0;
+        let e = c.prompt(Some("passage")).unwrap_err().to_string();
         assert!(
             e.contains("`passage`") && e.contains("document, query"),
             "{e}"
@@ -232,7 +232,7 @@ mod tests {
                 false,
             )
             .unwrap_err()
-            .0;
+            .to_string();
             assert!(e.contains(want) && e.contains("config.json"), "{e}");
         }
     }

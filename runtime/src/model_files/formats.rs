@@ -13,7 +13,7 @@ use serde_json::Value as Json;
 
 use super::{LoadOptions, ModelFiles};
 use crate::weight_check::WeightCheck;
-use crate::{Error as CliError, Result as CliResult};
+use crate::{Error, Result};
 
 fn cpu() -> mllm_backends::SharedBackend {
     std::sync::Arc::new(mllm_backends::CpuBackend)
@@ -40,13 +40,13 @@ fn add_tokenizer_eos(eos: &mut Vec<u32>, tokenizer: Option<&Tokenizer>) {
     }
 }
 
-fn read_json(path: &Path) -> CliResult<Option<Json>> {
+fn read_json(path: &Path) -> Result<Option<Json>> {
     match std::fs::read_to_string(path) {
         Ok(t) => serde_json::from_str(&t)
             .map(Some)
-            .map_err(|e| CliError(format!("error: {}: not valid JSON: {e}", path.display()))),
+            .map_err(|e| Error::load(format!("{}: not valid JSON: {e}", path.display()))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(CliError(format!("error: {}: {e}", path.display()))),
+        Err(e) => Err(Error::load(format!("{}: {e}", path.display()))),
     }
 }
 
@@ -57,7 +57,7 @@ fn hf_chat_template(
     dir: &Path,
     tok_config: Option<&Json>,
     tok: Option<&Tokenizer>,
-) -> CliResult<Option<ChatTemplate>> {
+) -> Result<Option<ChatTemplate>> {
     let Some((source, file)) = mllm_converter::chat_template::find_in_dir(dir, tok_config)? else {
         return Ok(None);
     };
@@ -78,7 +78,7 @@ fn hf_chat_template(
 /// A tokenizer package: `tokenizer.json` (and `tokenizer_config.json` with
 /// the chat template) without a config or weights. `tokenize` and
 /// `template` work with it; loading a model says what is missing.
-pub(super) fn open_tokenizer_dir(dir: &Path) -> CliResult<ModelFiles> {
+pub(super) fn open_tokenizer_dir(dir: &Path) -> Result<ModelFiles> {
     let tokenizer = Tokenizer::from_file(&dir.join("tokenizer.json"))?;
     let tok_config = read_json(&dir.join("tokenizer_config.json"))?;
     let chat_template = hf_chat_template(dir, tok_config.as_ref(), Some(&tokenizer))?;
@@ -117,7 +117,7 @@ impl WeightSource for NoWeights {
     fn info(&self, _name: &str) -> Option<mllm_backends::weights::TensorInfo> {
         None
     }
-    fn load(&self, name: &str) -> Result<mllm_backends::Tensor, String> {
+    fn load(&self, name: &str) -> std::result::Result<mllm_backends::Tensor, String> {
         Err(format!(
             "{} holds only a tokenizer, not `{name}`: a model needs config.json and *.safetensors (or a GGUF/.mllm file)",
             self.0.display()
@@ -125,7 +125,7 @@ impl WeightSource for NoWeights {
     }
 }
 
-pub(super) fn open_hf(dir: &Path, skip_tokenizer: bool) -> CliResult<ModelFiles> {
+pub(super) fn open_hf(dir: &Path, skip_tokenizer: bool) -> Result<ModelFiles> {
     let hf = HfModelDir::open(dir)?;
     let tok_path = dir.join("tokenizer.json");
     let tokenizer = if tok_path.is_file() && !skip_tokenizer {
@@ -168,11 +168,10 @@ pub(super) fn open_gguf(
     path: &Path,
     mmproj: Option<&str>,
     opts: LoadOptions,
-) -> CliResult<ModelFiles> {
+) -> Result<ModelFiles> {
     let g = GgufFile::open(path)?;
     if g.architecture() == Some("clip") {
-        return Err(CliError(format!(
-            "error: {} is an mmproj file (a vision tower, `clip`): pass it with --mmproj, and the text model's GGUF with --model",
+        return Err(Error::load(format!("{} is an mmproj file (a vision tower, `clip`): pass it with --mmproj, and the text model's GGUF with --model",
             path.display()
         )));
     }
@@ -240,7 +239,7 @@ pub(super) fn open_gguf(
 /// A self-contained .mllm file: config, tokenizer, template and EOS ids
 /// come from its metadata; its tensor checksums are checked on a thread of
 /// their own unless `no_verify` (`ModelFiles::weights_verified` waits).
-pub(super) fn open_mllm(path: &Path, opts: LoadOptions) -> CliResult<ModelFiles> {
+pub(super) fn open_mllm(path: &Path, opts: LoadOptions) -> Result<ModelFiles> {
     let mut f = mllm_converter::mllm_format::MllmFile::open(path)?;
     let check = if opts.no_verify {
         WeightCheck::none()

@@ -13,7 +13,7 @@ use serde_json::Value as Json;
 
 use crate::generation::{ConstraintError, Grammars};
 use crate::weight_check::WeightCheck;
-use crate::{Error as CliError, Result as CliResult};
+use crate::{Error, Result};
 
 pub struct ModelFiles {
     pub path: PathBuf,
@@ -38,7 +38,8 @@ pub struct ModelFiles {
     pub check: WeightCheck,
     /// The vocabulary's trie for constrained decoding, built at the first
     /// constrained answer.
-    pub(crate) grammars: std::sync::OnceLock<Result<std::sync::Arc<Grammars>, ConstraintError>>,
+    pub(crate) grammars:
+        std::sync::OnceLock<std::result::Result<std::sync::Arc<Grammars>, ConstraintError>>,
 }
 
 mod formats;
@@ -48,14 +49,14 @@ pub use options::{backend_by_name, Backend, Fallback, KvType, LoadOptions, DEFAU
 
 use formats::{open_gguf, open_hf, open_mllm, open_tokenizer_dir};
 
-pub fn open(path: &str) -> CliResult<ModelFiles> {
+pub fn open(path: &str) -> Result<ModelFiles> {
     open_with(path, LoadOptions::default())
 }
 
 /// `open` for commands that read only the tokenizer, template or config
 /// (`tokenize`, `template`): a `.mllm` file's weights are not checksummed,
 /// which would read the whole file.
-pub fn open_without_weights(path: &str) -> CliResult<ModelFiles> {
+pub fn open_without_weights(path: &str) -> Result<ModelFiles> {
     open_with(
         path,
         LoadOptions {
@@ -65,22 +66,17 @@ pub fn open_without_weights(path: &str) -> CliResult<ModelFiles> {
     )
 }
 
-pub fn open_with(path: &str, opts: LoadOptions) -> CliResult<ModelFiles> {
+pub fn open_with(path: &str, opts: LoadOptions) -> Result<ModelFiles> {
     open_with_mmproj(path, None, opts)
 }
 
 /// `open_with` for a GGUF text model and, with `mmproj`, the vision tower
 /// llama.cpp writes beside it (`--mmproj FILE`, llama.cpp's flag): the two
 /// load as one vision-language model (`mllm_converter::gguf::VisionLanguage`).
-pub fn open_with_mmproj(
-    path: &str,
-    mmproj: Option<&str>,
-    opts: LoadOptions,
-) -> CliResult<ModelFiles> {
+pub fn open_with_mmproj(path: &str, mmproj: Option<&str>, opts: LoadOptions) -> Result<ModelFiles> {
     if opts.backend.npu().is_some() {
         // An NPU runs exported graphs (`crate::npu`), not a model's ops.
-        return Err(CliError(format!(
-            "error: --backend {} runs exported graphs, with `mllm run --model EXPORT_DIR` only (docs/npu_runtime.md)",
+        return Err(Error::load(format!("--backend {} runs exported graphs, with `mllm run --model EXPORT_DIR` only (docs/npu_runtime.md)",
             opts.backend.name()
         )));
     }
@@ -92,7 +88,7 @@ pub fn open_with_mmproj(
     Ok(files)
 }
 
-fn open_files(path: &str, mmproj: Option<&str>, opts: LoadOptions) -> CliResult<ModelFiles> {
+fn open_files(path: &str, mmproj: Option<&str>, opts: LoadOptions) -> Result<ModelFiles> {
     let p = Path::new(path);
     let mllm = p.is_file() && mllm_converter::mllm_format::is_mllm_file(p);
     let gguf = !mllm
@@ -100,8 +96,7 @@ fn open_files(path: &str, mmproj: Option<&str>, opts: LoadOptions) -> CliResult<
         && p.extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
     if mmproj.is_some() && !gguf {
-        return Err(CliError(format!(
-            "error: --mmproj goes with a GGUF text model (--model TEXT.gguf); {path} is not one (a Hugging Face directory or .mllm file holds its vision tower itself)"
+        return Err(Error::load(format!("--mmproj goes with a GGUF text model (--model TEXT.gguf); {path} is not one (a Hugging Face directory or .mllm file holds its vision tower itself)"
         )));
     }
     if mllm {
@@ -118,19 +113,18 @@ fn open_files(path: &str, mmproj: Option<&str>, opts: LoadOptions) -> CliResult<
         return open_hf(p, opts.skip_tokenizer);
     }
     if p.is_file() {
-        return Err(CliError(format!(
-            "error: {path} is neither a .mllm or .gguf file nor a model directory; --model takes a .mllm file, a GGUF file or a Hugging Face directory (config.json + *.safetensors)"
+        return Err(Error::load(format!("{path} is neither a .mllm or .gguf file nor a model directory; --model takes a .mllm file, a GGUF file or a Hugging Face directory (config.json + *.safetensors)"
         )));
     }
-    Err(CliError(format!(
-        "error: {path} does not exist{}",
+    Err(Error::not_found(format!(
+        "{path} does not exist{}",
         hub_hint(path)
     )))
 }
 
 /// A directory without config.json or weights: name everything missing at
 /// once, rather than the first file a reader fails on.
-fn check_model_dir(dir: &Path) -> CliResult<()> {
+fn check_model_dir(dir: &Path) -> Result<()> {
     let names: Vec<String> = std::fs::read_dir(dir)
         .map(|rd| {
             rd.filter_map(|e| e.ok())
@@ -156,8 +150,7 @@ fn check_model_dir(dir: &Path) -> CliResult<()> {
     if !has(&|n| n == "tokenizer.json") {
         missing.push("tokenizer.json");
     }
-    Err(CliError(format!(
-        "error: {} is not a complete model directory: it has no {}. A Hugging Face model directory holds config.json, the weights and tokenizer.json (`--model hf://ORG/NAME` downloads one from the Hub); --model also takes a GGUF or .mllm file",
+    Err(Error::tokenizer(format!("{} is not a complete model directory: it has no {}. A Hugging Face model directory holds config.json, the weights and tokenizer.json (`--model hf://ORG/NAME` downloads one from the Hub); --model also takes a GGUF or .mllm file",
         dir.display(),
         missing.join(", no ")
     )))
@@ -193,13 +186,13 @@ fn hub_hint(path: &str) -> String {
 impl ModelFiles {
     /// Waits for the checksum check of a `.mllm` file (started when it was
     /// opened): an error names the damaged tensors and what to do.
-    pub fn weights_verified(&self) -> CliResult<()> {
+    pub fn weights_verified(&self) -> Result<()> {
         self.check.wait_for(&self.path)
     }
 
-    pub fn tokenizer(&self) -> CliResult<&Tokenizer> {
+    pub fn tokenizer(&self) -> Result<&Tokenizer> {
         self.tokenizer.as_deref().ok_or_else(|| {
-            CliError(format!("error: {} has no tokenizer (tokenizer.json, or a vocabulary in the GGUF); pass token ids to `mllm exec` instead", self.path.display()))
+            Error::tokenizer(format!("{} has no tokenizer (tokenizer.json, or a vocabulary in the GGUF); pass token ids to `mllm exec` instead", self.path.display()))
         })
     }
 
@@ -239,19 +232,21 @@ impl ModelFiles {
 /// The tensors (checkpoint name, shape) the built-in script for `config`
 /// declares, in declaration order: a checkpoint with these loads. What
 /// `mllm random-checkpoint` writes, so its presets need no tensor lists.
-pub fn parameter_table(config: &serde_json::Value) -> CliResult<Vec<(String, Vec<usize>)>> {
+pub fn parameter_table(config: &serde_json::Value) -> Result<Vec<(String, Vec<usize>)>> {
     let script =
-        crate::assets::script_for_config(config).map_err(|e| CliError(format!("error: {e}")))?;
+        crate::assets::script_for_config(config).map_err(|e| Error::load(e.to_string()))?;
     let prog = std::rc::Rc::new(crate::assets::check_script(script)?);
     let mut exec = mllm_interpreter::Eager::new(std::sync::Arc::new(mllm_backends::CpuBackend));
     let model = mllm_interpreter::Model::load(prog.clone(), config, "config.json", None, &mut exec)
         .map_err(|errs| {
-            let out: Vec<String> = errs
-                .iter()
-                .take(8)
-                .map(|e| e.render(&prog.sources, crate::color()))
-                .collect();
-            CliError(out.join("\n"))
+            Error::diagnostics(crate::ErrorKind::Load, |c| {
+                let out: Vec<String> = errs
+                    .iter()
+                    .take(8)
+                    .map(|e| e.render(&prog.sources, c))
+                    .collect();
+                out.join("\n")
+            })
         })?;
     Ok(model
         .params
@@ -262,7 +257,7 @@ pub fn parameter_table(config: &serde_json::Value) -> CliResult<Vec<(String, Vec
 
 /// Loads the model a script describes with these files: the script given,
 /// else the built-in one for the checkpoint's architecture.
-pub fn load_model(files: &ModelFiles, script: Option<&str>) -> CliResult<mllm_interpreter::Model> {
+pub fn load_model(files: &ModelFiles, script: Option<&str>) -> Result<mllm_interpreter::Model> {
     let mut exec = mllm_interpreter::Eager::new(files.backend.clone());
     let mut model = load_model_with(files, script, &mut exec)?;
     model.backend = files.backend.clone();
@@ -274,17 +269,16 @@ pub fn load_model_with(
     files: &ModelFiles,
     script: Option<&str>,
     exec: &mut dyn mllm_interpreter::Executor,
-) -> CliResult<mllm_interpreter::Model> {
+) -> Result<mllm_interpreter::Model> {
     if files.config.as_object().is_some_and(|c| c.is_empty()) {
-        return Err(CliError(format!(
-            "error: {} holds only a tokenizer (no config.json, no weights): `tokenize` and `template` work with it; to run a model pass a directory with config.json and *.safetensors, or a GGUF/.mllm file",
+        return Err(Error::tokenizer(format!("{} holds only a tokenizer (no config.json, no weights): `tokenize` and `template` work with it; to run a model pass a directory with config.json and *.safetensors, or a GGUF/.mllm file",
             files.path.display()
         )));
     }
     let script = match script {
         Some(s) => s.to_string(),
         None => crate::assets::script_for_config(&files.config)
-            .map_err(|e| CliError(format!("error: {e}")))?
+            .map_err(|e| Error::load(e.to_string()))?
             .to_string(),
     };
     let prog = std::rc::Rc::new(crate::assets::check_script(&script)?);
@@ -297,20 +291,22 @@ pub fn load_model_with(
     )
     .map_err(|errs| {
         let n = errs.len();
-        let mut out: Vec<String> = errs
-            .iter()
-            .take(20)
-            .map(|e| e.render(&prog.sources, crate::color()))
-            .collect();
-        if n > 20 {
-            out.push(format!("... and {} more", n - 20));
-        }
-        out.push(format!(
-            "error: cannot load {} with {script} ({n} problem{})",
-            files.path.display(),
-            if n == 1 { "" } else { "s" }
-        ));
-        CliError(out.join("\n"))
+        Error::diagnostics(crate::ErrorKind::Load, |c| {
+            let mut out: Vec<String> = errs
+                .iter()
+                .take(20)
+                .map(|e| e.render(&prog.sources, c))
+                .collect();
+            if n > 20 {
+                out.push(format!("... and {} more", n - 20));
+            }
+            out.push(format!(
+                "error: cannot load {} with {script} ({n} problem{})",
+                files.path.display(),
+                if n == 1 { "" } else { "s" }
+            ));
+            out.join("\n")
+        })
     });
     // Before the first forward; a damaged file also explains a failed load.
     files.weights_verified()?;

@@ -3,7 +3,7 @@
 
 pub use mllm_backends::fallback::Fallback;
 
-use crate::{Error as CliError, Result as CliResult};
+use crate::{Error, Result};
 
 /// How weights are loaded and steps run.
 #[derive(Clone, Copy, Debug, Default)]
@@ -53,7 +53,7 @@ impl Default for KvType {
 
 impl std::str::FromStr for KvType {
     type Err = String;
-    fn from_str(s: &str) -> Result<KvType, String> {
+    fn from_str(s: &str) -> std::result::Result<KvType, String> {
         let names = mllm_backends::kv::KV_DTYPES;
         match mllm_backends::DType::parse(s) {
             Some(d) if names.contains(&d.name()) => Ok(KvType(d)),
@@ -100,7 +100,7 @@ impl Backend {
 
 impl std::str::FromStr for Backend {
     type Err = String;
-    fn from_str(s: &str) -> Result<Backend, String> {
+    fn from_str(s: &str) -> std::result::Result<Backend, String> {
         // check_name knows which names exist and which are not built.
         mllm_backends::backend::check_name(s)?;
         Ok(match s {
@@ -118,7 +118,7 @@ pub const DEFAULT_CONTEXT: usize = 32768;
 
 /// The backend `--backend NAME --device N` names, with the policy-free
 /// kernels it has (`supports`): for tools that ask what it can run.
-pub fn backend_by_name(name: &str, device: usize) -> CliResult<mllm_backends::SharedBackend> {
+pub fn backend_by_name(name: &str, device: usize) -> Result<mllm_backends::SharedBackend> {
     mllm_backends::backend::by_name(name, device)
-        .map_err(|e| CliError(format!("error: --backend {name}: {e}")))
+        .map_err(|e| Error::load(format!("--backend {name}: {e}")))
 }

@@ -102,7 +102,7 @@ pub struct HostLoop {
 }
 
 fn err(msg: impl Into<String>) -> Error {
-    Error(format!("error: {}", msg.into()))
+    Error::load(msg)
 }
 
 impl HostLoop {

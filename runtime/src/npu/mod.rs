@@ -33,14 +33,13 @@ pub struct ExportDir {
 }
 
 fn read_io(path: &Path) -> Result<GraphIo> {
-    GraphIo::read(path).map_err(|e| Error(format!("error: {e}")))
+    GraphIo::read(path).map_err(|e| Error::load(e.to_string()))
 }
 
 impl ExportDir {
     pub fn open(dir: &Path) -> Result<ExportDir> {
         if !dir.is_dir() {
-            return Err(Error(format!(
-                "error: {} is not a directory; --backend qnn|ascend takes --model EXPORT_DIR, the directory holding the exported graphs (docs/npu_runtime.md)",
+            return Err(Error::load(format!("{} is not a directory; --backend qnn|ascend takes --model EXPORT_DIR, the directory holding the exported graphs (docs/npu_runtime.md)",
                 dir.display()
             )));
         }
@@ -50,16 +49,15 @@ impl ExportDir {
         } else if dir.join("io.json").is_file() {
             dir.to_path_buf()
         } else {
-            return Err(Error(format!(
-                "error: {} has neither decode/io.json nor io.json; export the decode graph with `mllm export ... --seq 1 --out {}/decode`",
+            return Err(Error::load(format!("{} has neither decode/io.json nor io.json; export the decode graph with `mllm export ... --seq 1 --out {}/decode`",
                 dir.display(),
                 dir.display()
             )));
         };
         let decode = read_io(&decode_io.join("io.json"))?;
         if decode.seq != 1 {
-            return Err(Error(format!(
-                "error: {} is a graph of {} tokens; the decode graph takes 1 (--seq 1)",
+            return Err(Error::load(format!(
+                "{} is a graph of {} tokens; the decode graph takes 1 (--seq 1)",
                 decode_io.join("io.json").display(),
                 decode.seq
             )));
@@ -104,7 +102,7 @@ impl ExportDir {
 /// when there are several).
 pub fn only_file(dir: &Path, ext: &str) -> Result<Option<PathBuf>> {
     let entries =
-        std::fs::read_dir(dir).map_err(|e| Error(format!("error: {}: {e}", dir.display())))?;
+        std::fs::read_dir(dir).map_err(|e| Error::load(format!("{}: {e}", dir.display())))?;
     let mut found: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == ext))
@@ -113,8 +111,7 @@ pub fn only_file(dir: &Path, ext: &str) -> Result<Option<PathBuf>> {
     match found.len() {
         0 => Ok(None),
         1 => Ok(found.pop()),
-        _ => Err(Error(format!(
-            "error: {} holds several .{ext} files ({}); keep one, or name them decode.{ext} / prefill.{ext}",
+        _ => Err(Error::load(format!("{} holds several .{ext} files ({}); keep one, or name them decode.{ext} / prefill.{ext}",
             dir.display(),
             found
                 .iter()
@@ -148,7 +145,7 @@ fn open_qnn(export: &ExportDir, device: usize) -> Result<HostLoop> {
 
 #[cfg(not(feature = "qnn"))]
 fn open_qnn(_: &ExportDir, _: usize) -> Result<HostLoop> {
-    Err(Error(
+    Err(Error::unsupported(
         mllm_backends::backend::check_name("qnn")
             .err()
             .unwrap_or_default(),
@@ -162,7 +159,7 @@ fn open_ascend(export: &ExportDir, device: usize) -> Result<HostLoop> {
 
 #[cfg(not(feature = "ascend"))]
 fn open_ascend(_: &ExportDir, _: usize) -> Result<HostLoop> {
-    Err(Error(
+    Err(Error::unsupported(
         mllm_backends::backend::check_name("ascend")
             .err()
             .unwrap_or_default(),

@@ -165,7 +165,7 @@ fn host_loop_feeds_rope_rows_and_stores_present_rows() {
     assert_eq!(host.past_len(), 6);
     assert_eq!(host.tokens, [1, 2, 3, 0, 2, 3]);
     let e = host.feed(&[1, 1, 1]).unwrap_err();
-    assert!(e.0.contains("do not fit"), "{}", e.0);
+    assert!(e.message().contains("do not fit"), "{e}");
     host.reset();
     assert_eq!(host.past_len(), 0);
     let _ = std::fs::remove_dir_all(&dir);

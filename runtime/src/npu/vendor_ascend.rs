@@ -12,26 +12,24 @@ use crate::{Error, Result};
 
 pub fn open(export: &ExportDir, device: usize) -> Result<HostLoop> {
     let Some(decode_om) = export.artifact("decode", "om")? else {
-        return Err(Error(format!(
-            "error: no decode model in {}: expected decode.om or decode/*.om (atc's output, docs/npu_runtime.md)",
+        return Err(Error::load(format!("no decode model in {}: expected decode.om or decode/*.om (atc's output, docs/npu_runtime.md)",
             export.dir.display()
         )));
     };
-    let rt = AclRuntime::new(device).map_err(|e| Error(format!("error: {e}")))?;
+    let rt = AclRuntime::new(device).map_err(|e| Error::load(e.to_string()))?;
     let (decode_dir, decode_io) = &export.decode;
     let model = AclModel::load(&rt, &decode_om, &decode_io.inputs, &decode_io.outputs)
-        .map_err(|e| Error(format!("error: {e}")))?;
+        .map_err(|e| Error::load(e.to_string()))?;
     let decode = Stage::with_tables(Box::new(model), decode_io.clone(), decode_dir)?;
     let prefill = match &export.prefill {
         Some((dir, io)) => {
             let Some(om) = export.artifact("prefill", "om")? else {
-                return Err(Error(format!(
-                    "error: {} has io.json but no .om model (prefill.om or prefill/*.om); build it with atc or remove the directory",
+                return Err(Error::load(format!("{} has io.json but no .om model (prefill.om or prefill/*.om); build it with atc or remove the directory",
                     dir.display()
                 )));
             };
             let model = AclModel::load(&rt, &om, &io.inputs, &io.outputs)
-                .map_err(|e| Error(format!("error: {e}")))?;
+                .map_err(|e| Error::load(e.to_string()))?;
             Some(Stage::with_tables(Box::new(model), io.clone(), dir)?)
         }
         None => None,

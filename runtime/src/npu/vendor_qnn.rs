@@ -35,8 +35,8 @@ fn graph_binary(dir: &Path) -> Result<Option<PathBuf>> {
     for d in [dir.to_path_buf(), dir.join("qnn").join("ctx")] {
         let found = binaries(&d);
         if found.len() > 1 {
-            return Err(Error(format!(
-                "error: {} holds several context binaries: {}; keep one per graph",
+            return Err(Error::load(format!(
+                "{} holds several context binaries: {}; keep one per graph",
                 d.display(),
                 found
                     .iter()
@@ -53,7 +53,7 @@ fn graph_binary(dir: &Path) -> Result<Option<PathBuf>> {
 }
 
 fn e(x: impl std::fmt::Display) -> Error {
-    Error(format!("error: {x}"))
+    Error::load(x.to_string())
 }
 
 fn stage(ctx: &QnnContext, name: Option<&str>, io: &GraphIo, dir: &Path) -> Result<Stage> {
@@ -66,8 +66,7 @@ fn named<'a>(names: &'a [String], role: &str, path: &Path) -> Result<&'a str> {
     let hits: Vec<&String> = names.iter().filter(|n| n.contains(role)).collect();
     match hits.as_slice() {
         [one] => Ok(one.as_str()),
-        _ => Err(Error(format!(
-            "error: {} holds graphs {}: name one `...{role}...` (qnn-context-binary-generator takes the names of the model libraries)",
+        _ => Err(Error::load(format!("{} holds graphs {}: name one `...{role}...` (qnn-context-binary-generator takes the names of the model libraries)",
             path.display(),
             names.join(", ")
         ))),
@@ -87,8 +86,7 @@ pub fn open(export: &ExportDir, _device: usize) -> Result<HostLoop> {
         let prefill = match &export.prefill {
             Some((dir, io)) => {
                 let Some(pbin) = graph_binary(dir)? else {
-                    return Err(Error(format!(
-                        "error: {} has io.json but no context binary (*.bin or qnn/ctx/*.bin); build one or remove the directory",
+                    return Err(Error::load(format!("{} has io.json but no context binary (*.bin or qnn/ctx/*.bin); build one or remove the directory",
                         dir.display()
                     )));
                 };
@@ -100,8 +98,7 @@ pub fn open(export: &ExportDir, _device: usize) -> Result<HostLoop> {
         return HostLoop::new(prefill, decode);
     }
     let Some(bin) = graph_binary(&export.dir)? else {
-        return Err(Error(format!(
-            "error: no QNN context binary in {}: expected decode/qnn/ctx/*.bin (and prefill/...), or one DIR/*.bin holding both graphs (docs/npu_runtime.md)",
+        return Err(Error::load(format!("no QNN context binary in {}: expected decode/qnn/ctx/*.bin (and prefill/...), or one DIR/*.bin holding both graphs (docs/npu_runtime.md)",
             export.dir.display()
         )));
     };

@@ -113,7 +113,8 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// The text of an engine error, without the `error: ` prefix the CLI prints.
+/// The text of an engine error (plain: the runtime adds no `error: `
+/// prefix and no colour).
 pub fn engine_message(e: &mllm_runtime::Error) -> String {
-    e.0.strip_prefix("error: ").unwrap_or(&e.0).to_string()
+    e.message().to_string()
 }

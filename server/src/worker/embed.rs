@@ -179,8 +179,8 @@ fn serve(
                     || {
                         guarded(|| match &mut engine {
                             Engine::Embed(e) => e.embed(&texts, &opts),
-                            Engine::Rerank(_) => Err(mllm_runtime::Error(
-                                "this model ranks; it does not embed".into(),
+                            Engine::Rerank(_) => Err(mllm_runtime::Error::invalid(
+                                "this model ranks; it does not embed",
                             )),
                         })
                     },
@@ -206,8 +206,8 @@ fn serve(
                             Engine::Rerank(r) => {
                                 r.score(&query, &documents, truncate, instruction.as_deref())
                             }
-                            Engine::Embed(_) => Err(mllm_runtime::Error(
-                                "this model embeds; it does not rank".into(),
+                            Engine::Embed(_) => Err(mllm_runtime::Error::invalid(
+                                "this model embeds; it does not rank",
                             )),
                         })
                     },

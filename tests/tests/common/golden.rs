@@ -92,9 +92,9 @@ pub fn conversion_keeps_cosine_above(family: &str, case: &str, q4_k: f64) {
         let out = dir.path().join(format!("{ty}.mllm"));
         mllm_converter::mllm_format::convert(&fixture(&c), &out, ty, None, |_, _| {})
             .unwrap_or_else(|e| panic!("{c} {ty}: {e}"));
-        let files =
-            model_files::open(out.to_str().expect("utf-8")).unwrap_or_else(|e| panic!("{}", e.0));
-        let model = load_model(&files, None).unwrap_or_else(|e| panic!("{}", e.0));
+        let files = model_files::open(out.to_str().expect("utf-8"))
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
+        let model = load_model(&files, None).unwrap_or_else(|e| panic!("{}", e.render(false)));
         let got = data(&full_logits(&model, &r.input_ids));
         let cos = worst_cosine(&got, &r.logits, r.vocab);
         eprintln!("{c} {ty}: worst per-position cosine vs f32 = {cos:.6}");

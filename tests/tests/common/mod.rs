@@ -96,7 +96,7 @@ pub fn load_case(case: &str) -> Loaded {
 pub fn load_with(script: &str, case: &str) -> Loaded {
     match load(script, fixture(case).to_str().expect("utf-8 path")) {
         Ok(m) => m,
-        Err(e) => panic!("loading {case} failed:\n{}", e.0),
+        Err(e) => panic!("loading {case} failed:\n{}", e.render(false)),
     }
 }
 
@@ -237,7 +237,7 @@ pub fn greedy(m: &mut Loaded, prompt: &[i32], n: usize) -> Vec<i32> {
 pub fn full_logits(model: &mllm_interpreter::Model, ids: &[i32]) -> Tensor {
     let mut exec = mllm_interpreter::Eager::new(mllm_backends::CpuBackend);
     mllm_runtime::engine::run_forward(model, &mut exec, &new_cache(), ids, 0, false)
-        .unwrap_or_else(|e| panic!("{}", e.0))
+        .unwrap_or_else(|e| panic!("{}", e.render(false)))
 }
 
 /// Config values compared as a transformers config means them: numbers as
@@ -293,7 +293,9 @@ pub fn engine_greedy(
         );
         let t = mllm_runtime::generation::argmax(&logits) as u32;
         got.push(t);
-        logits = engine.step(t).unwrap_or_else(|e| panic!("{}", e.0));
+        logits = engine
+            .step(t)
+            .unwrap_or_else(|e| panic!("{}", e.render(false)));
     }
     got
 }

@@ -77,7 +77,7 @@ pub fn export_target(e: &Export, target: &str, out: &Path) -> Result<(), String>
         out: out.to_path_buf(),
     })
     .map(|_| ())
-    .map_err(|e| e.0)
+    .map_err(|e| e.render(false))
 }
 
 /// One run for check.py: `steps` are (graph dir, ids) fed in order.
