@@ -80,8 +80,8 @@ fn read_prompt(prompt: Option<String>, file: Option<String>) -> Result<String, S
 }
 
 fn run(mut cli: Cli) -> i32 {
-    if let Err(e) = mllm_backends::cpu::qlinear::Isa::forced() {
-        eprintln!("error: {e}");
+    if let Err(e) = mllm_runtime::devices::check_forced_isa() {
+        eprintln!("{}", e.render(mllm_cli::color()));
         return 1;
     }
     if let Err(e) = resolve_hub_models(&mut cli.cmd) {

@@ -8,7 +8,7 @@ use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 
 use common::*;
-use mllm_converter::mllm_format::MllmFile;
+use mllm_runtime::mllm_format::MllmFile;
 
 const DAMAGED: &str = "model.layers.1.mlp.down_proj.weight";
 

@@ -10,6 +10,7 @@
 
 pub mod assets;
 pub mod captured;
+pub mod devices;
 pub mod embeddings;
 pub mod engine;
 mod error;
@@ -17,6 +18,7 @@ pub mod export;
 pub mod generation;
 pub mod image_prompt;
 pub mod images;
+pub mod inspect;
 pub mod loaded;
 pub mod memory;
 pub mod model_files;
@@ -39,9 +41,9 @@ pub use mllm_interpreter::{ForwardInputs, KvCache};
 pub use runner::{Runner, PREFILL_CHUNK};
 pub use sequence::Sequence;
 
-/// The tokenizer and image decoding, for front ends that see only the
-/// runtime.
-pub use mllm_converter::{image_preprocess, tokenizer};
+/// The tokenizer, image decoding and the `.mllm` format (`convert` and its
+/// reader), for front ends that see only the runtime.
+pub use mllm_converter::{image_preprocess, mllm_format, tokenizer};
 
 use std::io::IsTerminal;
 

@@ -1,7 +1,7 @@
 //! `mllm convert SRC OUT [--type TYPE] [--recipe FILE] [--verify]`: a
 //! Hugging Face directory, PyTorch checkpoint or GGUF file to one
 //! self-contained `.mllm` file (converter/FORMAT.md). The work is
-//! `mllm_converter::mllm_format::convert`; this file draws the progress
+//! `mllm_runtime::mllm_format::convert`; this file draws the progress
 //! line and prints what was done. Ctrl-C stops the conversion cleanly
 //! (the partial file is removed; a second Ctrl-C quits at once, and the
 //! next conversion to that path removes what is left).
@@ -12,25 +12,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use mllm_converter::mllm_format::{self, MllmFile};
+use mllm_runtime::mllm_format::{self, MllmFile};
 
 use crate::{CliError, CliResult};
 
-/// `1.5 MiB`-style sizes.
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
+pub use mllm_runtime::inspect::human_bytes;
 
 /// Converts `src` to `out` at type `ty`, with an optional recipe file;
 /// `verify` re-reads the written file and checks every tensor's CRC.

@@ -1,14 +1,14 @@
 //! `mllm devices`: the backends of this build and their devices, numbered
 //! as `--device N` counts them, with what matters for choosing one.
 
-use crate::{CliError, CliResult};
+use crate::CliResult;
 
 pub fn run() -> CliResult<()> {
     println!("cpu");
     println!(
         "  0: {} threads, kernels for {}",
         rayon::current_num_threads(),
-        mllm_backends::cpu::qlinear::Isa::best().name()
+        mllm_runtime::devices::cpu_kernels()
     );
     opencl()
 }
@@ -16,8 +16,8 @@ pub fn run() -> CliResult<()> {
 #[cfg(feature = "opencl")]
 fn opencl() -> CliResult<()> {
     println!("opencl");
-    let list = mllm_backends::opencl::device::list()
-        .map_err(|e| CliError::unsupported(format!("no OpenCL device: {e}")))?;
+    let list =
+        mllm_runtime::devices::opencl_devices().map_err(|e| e.context("no OpenCL device"))?;
     for d in list {
         let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
         println!("  {}: {} ({})", d.index, d.name, d.platform);

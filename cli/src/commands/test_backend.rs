@@ -1,19 +1,19 @@
 //! `mllm test-backend [--backend NAME] [--op NAME]`: the op conformance
-//! suite (`mllm_backends::conformance`) on a backend against the CPU, one
+//! suite (`mllm_runtime::devices::conformance`) on a backend against the CPU, one
 //! line per case with its normalized mean squared error, as llama.cpp's
 //! `test-backend-ops` reports. Fails when a case fails or an op has no
 //! case.
 
-use mllm_backends::conformance;
+use mllm_runtime::devices::{conformance, op_names};
 
 use crate::{CliError, CliResult};
 
 pub fn run(backend: &str, device: usize, op: Option<&str>, verbose: bool) -> CliResult<()> {
     if let Some(name) = op {
-        if !mllm_backends::Op::ALL_NAMES.contains(&name) {
+        if !op_names().contains(&name) {
             return Err(CliError::invalid(format!(
                 "unknown op `{name}`; ops: {}",
-                mllm_backends::Op::ALL_NAMES.join(", ")
+                op_names().join(", ")
             )));
         }
     }

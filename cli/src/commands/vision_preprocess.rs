@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use mllm_converter::image_preprocess::{preprocess_files, VisionPreprocessConfig};
+use mllm_runtime::image_preprocess::{preprocess_files, VisionPreprocessConfig};
 
 use crate::{CliError, CliResult};
 
@@ -13,9 +13,9 @@ pub fn run(model: &str, images: &[String], out: &str) -> CliResult<()> {
     let dir = Path::new(model);
     let cfg = if dir.is_dir() {
         VisionPreprocessConfig::from_model_dir(dir)?
-    } else if dir.is_file() && mllm_converter::mllm_format::is_mllm_file(dir) {
+    } else if dir.is_file() && mllm_runtime::mllm_format::is_mllm_file(dir) {
         // A converted vision model carries its processor settings.
-        let f = mllm_converter::mllm_format::MllmFile::open(dir)?;
+        let f = mllm_runtime::mllm_format::MllmFile::open(dir)?;
         let what = format!("the preprocessor config in {model}");
         match (f.preprocessor_config(), f.config().get("vision_config")) {
             (Some(p), _) => VisionPreprocessConfig::from_json(p, &what)?,
