@@ -407,7 +407,28 @@ fn a_gguf_type_picks_its_file_and_mmproj_and_answers_as_the_local_pair() {
         text(&out.stderr)
     );
 
-    // Other commands take the name too: inspect, tokenize, serve.
+    // Other commands take the name too: convert (with the mmproj the name
+    // brought), inspect, tokenize, serve.
+    let out = hub.dir.path().join("tiny.mllm");
+    let out = out.to_str().unwrap();
+    ok(&hub.mllm(&["convert", &reference, out], &[]));
+    let converted = ok(&common::mllm(&[
+        "run",
+        "--model",
+        out,
+        "--image",
+        &img,
+        "--prompt",
+        "Describe this image.",
+        "--temp",
+        "0",
+        "-n",
+        "6",
+    ]));
+    assert_eq!(
+        converted, local,
+        "the .mllm converted from the name answers differently"
+    );
     let inspect = ok(&hub.mllm(&["inspect", &reference, "--json"], &[]));
     assert!(inspect.contains("qwen3vl"), "{inspect}");
     let ids = ok(&hub.mllm(&["tokenize", "--model", &reference, "--text", "Hello"], &[]));
