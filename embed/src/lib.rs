@@ -64,9 +64,24 @@ impl Shared {
 }
 
 /// A model path that is not empty and exists.
-fn check_path(path: &str) -> Result<()> {
+/// The model's path on disk: `path` itself when it exists, or for
+/// `hf://ORG/NAME[:QUANT]` its files in the Hugging Face cache, downloaded
+/// when missing (as `mllm pull` does; HF_ENDPOINT, HF_TOKEN, HF_HOME and
+/// HF_HUB_OFFLINE apply).
+fn resolve_path(path: &str) -> Result<String> {
     if path.is_empty() {
         return Err(Error::new(Status::InvalidArgument, "empty model path"));
+    }
+    if mllm_hub::HubRef::is_hub(path) {
+        let fetched = mllm_hub::HubRef::parse(path)
+            .and_then(|r| mllm_hub::pull(&r, &mllm_hub::Settings::from_env()));
+        return match fetched {
+            Ok(p) => Ok(p.model.to_string_lossy().into_owned()),
+            Err(e @ mllm_hub::HubError::BadReference { .. }) => {
+                Err(Error::new(Status::InvalidArgument, e.to_string()))
+            }
+            Err(e) => Err(Error::new(Status::NotFound, e.to_string())),
+        };
     }
     if !Path::new(path).exists() {
         return Err(Error::new(
@@ -74,7 +89,7 @@ fn check_path(path: &str) -> Result<()> {
             format!("{path}: no such file or directory"),
         ));
     }
-    Ok(())
+    Ok(path.to_string())
 }
 
 fn poisoned() -> Error {
@@ -95,7 +110,7 @@ impl Model {
     /// Opens a Hugging Face directory, a GGUF or a `.mllm` file and binds
     /// its weights to the built-in script for its architecture.
     pub fn load(path: &str, cfg: &LoadConfig) -> Result<Model> {
-        check_path(path)?;
+        let path = &resolve_path(path)?;
         if cfg.context == Some(0) {
             return Err(Error::new(Status::InvalidArgument, "a context of 0 tokens"));
         }

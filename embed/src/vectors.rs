@@ -12,7 +12,7 @@ use mllm_runtime::embeddings::rerank::Reranker as RtReranker;
 use mllm_runtime::embeddings::{EmbedOptions, Embedder as RtEmbedder, Pooling};
 use mllm_runtime::set_threads;
 
-use crate::{check_path, poisoned, Error, LoadConfig, Result, Status};
+use crate::{poisoned, resolve_path, Error, LoadConfig, Result, Status};
 
 /// How a call embeds; `None` keeps what the model's files say.
 #[derive(Clone, Debug, Default)]
@@ -50,7 +50,7 @@ unsafe impl Send for Reranker {}
 unsafe impl Sync for Reranker {}
 
 fn open(path: &str, cfg: &LoadConfig) -> Result<RtEmbedder> {
-    check_path(path)?;
+    let path = &resolve_path(path)?;
     set_threads(cfg.threads);
     RtEmbedder::open(path, None).map_err(|e| Error::runtime(Status::Load, e))
 }

@@ -10,9 +10,9 @@ them and gathers the answers. Nothing here is cluster code of ours: it is
     python ray_data_batch.py --model SmolLM2-135M-Instruct.Q4_1.gguf \\
         --prompts prompts.txt --actors 2 --output answers.jsonl
 
-Every node needs the `mllm` module (`pip install ./python`) and the model
-at the same path (`mllm pull ORG/NAME:TYPE` on each node prints the same
-Hugging Face cache path when HF_HOME is the same).
+Every node needs the `mllm` module (`pip install ./python`) and the model:
+the same path on each, or a name (`hf://ORG/NAME:Q4_K_M`) that each node
+fetches into its own Hugging Face cache.
 """
 
 import argparse
@@ -74,7 +74,7 @@ def answer_all(
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", required=True, help="a GGUF, .mllm file or HF directory (the same path on every node)")
+    ap.add_argument("--model", required=True, help="a GGUF, .mllm file, HF directory (the same path on every node) or hf:// name")
     ap.add_argument("--prompts", required=True, help="one prompt per line")
     ap.add_argument("--output", default="-", help="JSON lines out (- for standard output)")
     ap.add_argument("--address", default="auto", help="the Ray cluster (default: the running one)")

@@ -54,7 +54,7 @@ def app(model: str, replicas: int = 2, threads: int = 1):
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", required=True, help="a GGUF, .mllm file or HF directory (the same path on every node)")
+    ap.add_argument("--model", required=True, help="a GGUF, .mllm file, HF directory (the same path on every node) or hf:// name")
     ap.add_argument("--address", default="auto", help="the Ray cluster (default: the running one)")
     ap.add_argument("--replicas", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1, help="CPU threads (and Ray CPUs) per replica")

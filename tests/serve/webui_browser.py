@@ -13,7 +13,6 @@ prints a line; the first failure raises (and prints the browser's console).
 import json
 import re
 import sys
-import time
 import urllib.request
 
 from selenium import webdriver
