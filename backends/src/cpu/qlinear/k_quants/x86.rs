@@ -4,13 +4,43 @@
 use std::arch::x86_64::*;
 
 use super::super::block32::f16_at;
-use super::{finish_q4k, min_sum, unpack_scales, Ctx, Kind, Tile};
+use super::{finish_q4k, unpack_scales_u32, Ctx, Kind, Tile};
 use crate::quant::QK_K;
 
 #[inline(always)]
 unsafe fn hsum_i32(v: __m256i) -> i32 {
     let s4 = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     let s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+    _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 1)))
+}
+
+/// The eight 6-bit scales of a Q4_K/Q5_K super-block as i16 in both
+/// 128-bit halves, and its eight mins as i16.
+#[inline(always)]
+unsafe fn scales_mins(p: *const u8) -> (__m256i, __m128i) {
+    let u = unpack_scales_u32(std::slice::from_raw_parts(p, 12));
+    let sc = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, u[1] as i32, u[0] as i32));
+    let mn = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, u[3] as i32, u[2] as i32));
+    (_mm256_set_m128i(sc, sc), mn)
+}
+
+/// Scale `j` (of `scales_mins`) in every i16 lane.
+#[inline(always)]
+unsafe fn scale_at(sc: __m256i, j: usize) -> __m256i {
+    // Bytes 2j, 2j + 1 (lane j) into every lane: one broadcast mask.
+    let pick = (((2 * j + 1) << 8) | (2 * j)) as i16;
+    _mm256_shuffle_epi8(sc, _mm256_set1_epi16(pick))
+}
+
+/// `sum_j mins_j * (sum of the 32 activation codes of sub-block j)` from
+/// the 16 per-16 sums at `bs`: the integer `min_sum` computes.
+#[inline(always)]
+unsafe fn min_sum_simd(mn: __m128i, bs: *const i16) -> i32 {
+    let lo = _mm_loadu_si128(bs as *const __m128i);
+    let hi = _mm_loadu_si128(bs.add(8) as *const __m128i);
+    // Per-32 sums reach 2 * 16 * 127: exact in i16.
+    let s = _mm_madd_epi16(mn, _mm_hadd_epi16(lo, hi));
+    let s2 = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
     _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 1)))
 }
 
@@ -32,7 +62,7 @@ unsafe fn prefetch_next_row<const R: usize>(p: *const u8, row_bytes: usize, size
 /// pairs to i16, then multiplied by the i16 scales `s` and summed in
 /// pairs into the eight i32 lanes.
 #[inline(always)]
-unsafe fn madd_scaled<const VNNI: bool>(
+pub(super) unsafe fn madd_scaled<const VNNI: bool>(
     acc: __m256i,
     u: __m256i,
     a: __m256i,
@@ -60,8 +90,8 @@ unsafe fn tile_q4k<const R: usize, const C: usize, const VNNI: bool, const Q5: b
     for sb in 0..nsb {
         let mut d = [0.0f32; R];
         let mut dmin = [0.0f32; R];
-        let mut sc = [[0i16; 8]; R];
-        let mut mn = [[0i16; 8]; R];
+        let mut sc = [_mm256_setzero_si256(); R];
+        let mut mn = [_mm_setzero_si128(); R];
         let mut qs = [std::ptr::null::<u8>(); R];
         let mut hb = [_mm256_setzero_si256(); R];
         for r in 0..R {
@@ -71,7 +101,7 @@ unsafe fn tile_q4k<const R: usize, const C: usize, const VNNI: bool, const Q5: b
             prefetch_next_row::<R>(p, ctx.row_bytes, if Q5 { 176 } else { 144 });
             d[r] = f16_at(p);
             dmin[r] = f16_at(p.add(2));
-            (sc[r], mn[r]) = unpack_scales(std::slice::from_raw_parts(p.add(4), 12));
+            (sc[r], mn[r]) = scales_mins(p.add(4));
             if Q5 {
                 hb[r] = _mm256_loadu_si256(p.add(16) as *const __m256i);
                 qs[r] = p.add(48);
@@ -103,8 +133,8 @@ unsafe fn tile_q4k<const R: usize, const C: usize, const VNNI: bool, const Q5: b
                     hi[r] = _mm256_or_si256(hi[r], _mm256_slli_epi16(h1, 3));
                     hb[r] = _mm256_srli_epi16(h, 2);
                 }
-                slo[r] = _mm256_set1_epi16(sc[r][2 * pp]);
-                shi[r] = _mm256_set1_epi16(sc[r][2 * pp + 1]);
+                slo[r] = scale_at(sc[r], 2 * pp);
+                shi[r] = scale_at(sc[r], 2 * pp + 1);
             }
             for c in 0..C {
                 let pa = ctx.aq.add((i + c) * k + sb * QK_K + 64 * pp);
@@ -119,10 +149,10 @@ unsafe fn tile_q4k<const R: usize, const C: usize, const VNNI: bool, const Q5: b
         for c in 0..C {
             let bi = (i + c) * nsb + sb;
             let da = *ctx.ad.add(bi);
-            let bs = std::slice::from_raw_parts(ctx.abs.add(bi * 16), 16);
             for r in 0..R {
                 let isum = hsum_i32(_mm256_add_epi32(iacc[r][c], iacc2[r][c]));
-                acc[r][c] += finish_q4k(d[r], dmin[r], da, isum, min_sum(&mn[r], bs));
+                let imin = min_sum_simd(mn[r], ctx.abs.add(bi * 16));
+                acc[r][c] += finish_q4k(d[r], dmin[r], da, isum, imin);
             }
         }
     }
@@ -131,6 +161,38 @@ unsafe fn tile_q4k<const R: usize, const C: usize, const VNNI: bool, const Q5: b
             *ctx.out.add((i + c) * ctx.nr + j + r) = acc[r][c];
         }
     }
+}
+
+/// The 32 six-bit codes of elements `128n + 32g ..` of the Q6_K block at
+/// `p`, unsigned (0..=63).
+#[inline(always)]
+pub(super) unsafe fn q6_codes(p: *const u8, n: usize, g: usize) -> __m256i {
+    let m4 = _mm256_set1_epi8(0x0F);
+    let ql = _mm256_loadu_si256(p.add(64 * n + 32 * (g & 1)) as *const __m256i);
+    let h = _mm256_loadu_si256(p.add(128 + 32 * n) as *const __m256i);
+    let low = if g < 2 {
+        _mm256_and_si256(ql, m4)
+    } else {
+        _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4)
+    };
+    // Bits 2g, 2g + 1 of qh to bits 4, 5.
+    let hm = _mm256_and_si256(h, _mm256_set1_epi8((3u8 << (2 * g)) as i8));
+    let high = match g {
+        0 => _mm256_slli_epi16(hm, 4),
+        1 => _mm256_slli_epi16(hm, 2),
+        2 => hm,
+        _ => _mm256_srli_epi16(hm, 2),
+    };
+    _mm256_or_si256(low, high)
+}
+
+/// Scales `8n + 2g` (low half) and `8n + 2g + 1` (high half) in every
+/// i16 lane, from `half` = scales `8n..8n + 8` in both halves.
+#[inline(always)]
+unsafe fn q6_scales(half: __m256i, g: usize) -> __m256i {
+    let pick = |j: usize| (((2 * j + 1) << 8) | (2 * j)) as i16;
+    let mask = _mm256_set_m128i(_mm_set1_epi16(pick(2 * g + 1)), _mm_set1_epi16(pick(2 * g)));
+    _mm256_shuffle_epi8(half, mask)
 }
 
 /// Q6_K tile.
@@ -142,11 +204,11 @@ unsafe fn tile_q6k<const R: usize, const C: usize, const VNNI: bool>(
 ) {
     let nsb = ctx.nsb;
     let k = nsb * QK_K;
-    let m4 = _mm256_set1_epi8(0x0F);
     let mut acc = [[0.0f32; C]; R];
     for sb in 0..nsb {
         let mut d = [0.0f32; R];
         let mut blk = [std::ptr::null::<u8>(); R];
+        let mut halves = [[_mm256_setzero_si256(); 2]; R];
         let mut iacc = [[_mm256_setzero_si256(); C]; R];
         let mut iacc2 = [[_mm256_setzero_si256(); C]; R];
         for r in 0..R {
@@ -156,6 +218,12 @@ unsafe fn tile_q6k<const R: usize, const C: usize, const VNNI: bool>(
             d[r] = f16_at(p.add(208));
             // -32 * sum_k sc_k * bsum_k starts the integer sum.
             let sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(192) as *const __m128i));
+            // Scales 0-7 (n = 0) and 8-15 (n = 1) in both halves, for
+            // `q6_scales`.
+            halves[r] = [
+                _mm256_permute2x128_si256(sc16, sc16, 0x00),
+                _mm256_permute2x128_si256(sc16, sc16, 0x11),
+            ];
             for c in 0..C {
                 let bi = (i + c) * nsb + sb;
                 let bs = _mm256_loadu_si256(ctx.abs.add(bi * 16) as *const __m256i);
@@ -168,26 +236,8 @@ unsafe fn tile_q6k<const R: usize, const C: usize, const VNNI: bool>(
                 let mut q = [_mm256_setzero_si256(); R];
                 let mut s = [_mm256_setzero_si256(); R];
                 for r in 0..R {
-                    let p = blk[r];
-                    let ql = _mm256_loadu_si256(p.add(64 * n + 32 * (g & 1)) as *const __m256i);
-                    let h = _mm256_loadu_si256(p.add(128 + 32 * n) as *const __m256i);
-                    let low = if g < 2 {
-                        _mm256_and_si256(ql, m4)
-                    } else {
-                        _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4)
-                    };
-                    // Bits 2g, 2g + 1 of qh to bits 4, 5.
-                    let hm = _mm256_and_si256(h, _mm256_set1_epi8((3u8 << (2 * g)) as i8));
-                    let high = match g {
-                        0 => _mm256_slli_epi16(hm, 4),
-                        1 => _mm256_slli_epi16(hm, 2),
-                        2 => hm,
-                        _ => _mm256_srli_epi16(hm, 2),
-                    };
-                    q[r] = _mm256_or_si256(low, high);
-                    let s0 = *p.add(192 + 8 * n + 2 * g) as i8 as i16;
-                    let s1 = *p.add(193 + 8 * n + 2 * g) as i8 as i16;
-                    s[r] = _mm256_set_m128i(_mm_set1_epi16(s1), _mm_set1_epi16(s0));
+                    q[r] = q6_codes(blk[r], n, g);
+                    s[r] = q6_scales(halves[r][n], g);
                 }
                 for c in 0..C {
                     let pa = ctx.aq.add((i + c) * k + sb * QK_K + 128 * n + 32 * g);

@@ -1,0 +1,254 @@
+//! Prefill tiles of Q4_K, Q5_K and Q6_K on x86 (AVX2 and AVX-512 VNNI on
+//! 256-bit vectors): four weight rows are unpacked once into a panel, then
+//! every activation row streams past it two at a time.
+//!
+//! The plain tiles (`x86`) decode a super-block's nibbles, high bits and
+//! 6-bit scales again for every activation row, and reduce and finish each
+//! (row, super-block) with scalar code; for prefill that work outweighed
+//! the integer dot products (pp512 at half llama.cpp's speed). Here a
+//! panel holds, per super-block and row, the 256 codes in element order as
+//! bytes, each 32-code chunk's i16 scale vector (ready for `vpmaddwd`) and
+//! the per-16 minimum weights, so the inner loop is one `vpmaddubsw`, one
+//! `vpmaddwd` (or `vpdpwssd`) and one add per chunk, row and activation row.
+//! The eight (row, activation row) sums of a super-block are reduced
+//! together and finished in one vector.
+//!
+//! Every product, sum and the float finish are those of the scalar twins
+//! (`vec_dot_q4k`, `vec_dot_q6k`), lane by lane and in the same order, so
+//! this path agrees with them bit for bit, and a row's output does not
+//! depend on which path or how many rows a call has.
+
+use std::arch::x86_64::*;
+
+use super::super::block32::f16_at;
+use super::x86::{madd_scaled, q6_codes, tile_fn};
+use super::{unpack_scales, Ctx, Kind};
+use crate::quant::QK_K;
+
+/// Weight rows per panel.
+const R: usize = 4;
+/// Activation rows per tile.
+const C: usize = 2;
+/// Activation rows per block: the panel is rebuilt once per block, and a
+/// block's activations (64 KiB at 1024 features) stay in L2 while every
+/// panel of the task passes over them.
+const MB: usize = 64;
+
+/// One super-block of a panel's four rows.
+#[repr(C, align(32))]
+struct Sb {
+    /// The 256 codes of each row, unsigned, in element order.
+    codes: [[u8; QK_K]; R],
+    /// Per row and 32-code chunk, the scale of each i16 pair lane of
+    /// `vpmaddubsw`'s result (lanes 0-7: the chunk's first 16 codes).
+    scales: [[[i16; 16]; 8]; R],
+    /// Per row, the weight of each 16-code activation sum: Q4_K/Q5_K the
+    /// sub-block's minimum, Q6_K the scale (times the code offset 32).
+    mins: [[i16; 16]; R],
+    /// `d` and `dmin` of row `l / C` in lane `l`: the lanes of the tile's
+    /// reduced sums.
+    d: [f32; R * C],
+    dmin: [f32; R * C],
+}
+
+/// Sums of each of eight vectors, lane `l` holding `v[l]`'s.
+#[inline(always)]
+unsafe fn reduce8(v: &[__m256i; 8]) -> __m256i {
+    let a = _mm256_hadd_epi32(v[0], v[1]);
+    let b = _mm256_hadd_epi32(v[2], v[3]);
+    let c = _mm256_hadd_epi32(v[4], v[5]);
+    let d = _mm256_hadd_epi32(v[6], v[7]);
+    let x = _mm256_hadd_epi32(a, b);
+    let y = _mm256_hadd_epi32(c, d);
+    let lo = _mm256_permute2x128_si256(x, y, 0x20);
+    let hi = _mm256_permute2x128_si256(x, y, 0x31);
+    _mm256_add_epi32(lo, hi)
+}
+
+/// Unpacks weight rows `j..j + R` into `panel` (one `Sb` per super-block).
+#[inline(always)]
+unsafe fn build(kind: Kind, ctx: &Ctx, j: usize, panel: &mut [Sb]) {
+    let mask = _mm256_set1_epi8(0x0F);
+    let size = kind.size();
+    for (sb, p) in panel.iter_mut().enumerate() {
+        for r in 0..R {
+            let blk = ctx.w.add((j + r) * ctx.row_bytes + sb * size);
+            let codes = p.codes[r].as_mut_ptr() as *mut __m256i;
+            if kind == Kind::Q6K {
+                let d = f16_at(blk.add(208));
+                for c in 0..C {
+                    (p.d[r * C + c], p.dmin[r * C + c]) = (d, 0.0);
+                }
+                for n in 0..2 {
+                    for g in 0..4 {
+                        _mm256_store_si256(codes.add(4 * n + g), q6_codes(blk, n, g));
+                    }
+                }
+                for t in 0..8 {
+                    let s0 = *blk.add(192 + 2 * t) as i8 as i16;
+                    let s1 = *blk.add(193 + 2 * t) as i8 as i16;
+                    p.scales[r][t] = [
+                        s0, s0, s0, s0, s0, s0, s0, s0, s1, s1, s1, s1, s1, s1, s1, s1,
+                    ];
+                }
+                for k in 0..16 {
+                    p.mins[r][k] = *blk.add(192 + k) as i8 as i16;
+                }
+                continue;
+            }
+            let q5 = kind == Kind::Q5K;
+            let (d, dmin) = (f16_at(blk), f16_at(blk.add(2)));
+            for c in 0..C {
+                (p.d[r * C + c], p.dmin[r * C + c]) = (d, dmin);
+            }
+            let (sc, mn) = unpack_scales(std::slice::from_raw_parts(blk.add(4), 12));
+            let qs = blk.add(if q5 { 48 } else { 16 });
+            let mut hb = if q5 {
+                _mm256_loadu_si256(blk.add(16) as *const __m256i)
+            } else {
+                _mm256_setzero_si256()
+            };
+            for pp in 0..4 {
+                let q = _mm256_loadu_si256(qs.add(32 * pp) as *const __m256i);
+                let mut lo = _mm256_and_si256(q, mask);
+                let mut hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), mask);
+                if q5 {
+                    // As in `x86::tile_q4k`: bits 0 and 1 of each byte are
+                    // sub-blocks 2pp and 2pp + 1.
+                    let h0 = _mm256_and_si256(hb, _mm256_set1_epi8(1));
+                    let h1 = _mm256_and_si256(hb, _mm256_set1_epi8(2));
+                    lo = _mm256_or_si256(lo, _mm256_slli_epi16(h0, 4));
+                    hi = _mm256_or_si256(hi, _mm256_slli_epi16(h1, 3));
+                    hb = _mm256_srli_epi16(hb, 2);
+                }
+                _mm256_store_si256(codes.add(2 * pp), lo);
+                _mm256_store_si256(codes.add(2 * pp + 1), hi);
+            }
+            for t in 0..8 {
+                p.scales[r][t] = [sc[t]; 16];
+            }
+            for k in 0..16 {
+                p.mins[r][k] = mn[k / 2];
+            }
+        }
+    }
+}
+
+/// Weight rows `j..j + R` (unpacked in `panel`) by activation rows
+/// `i..i + C`.
+#[inline(always)]
+unsafe fn tile<const VNNI: bool>(kind: Kind, ctx: &Ctx, panel: &[Sb], j: usize, i: usize) {
+    let nsb = ctx.nsb;
+    let k = nsb * QK_K;
+    let mut facc = _mm256_setzero_ps();
+    for (sb, p) in panel.iter().enumerate() {
+        let mut acc = [_mm256_setzero_si256(); R * C];
+        let pa = [
+            ctx.aq.add(i * k + sb * QK_K),
+            ctx.aq.add((i + 1) * k + sb * QK_K),
+        ];
+        for t in 0..8 {
+            let a = [
+                _mm256_loadu_si256(pa[0].add(32 * t) as *const __m256i),
+                _mm256_loadu_si256(pa[1].add(32 * t) as *const __m256i),
+            ];
+            for r in 0..R {
+                let w = _mm256_load_si256(p.codes[r].as_ptr().add(32 * t) as *const __m256i);
+                let s = _mm256_load_si256(p.scales[r][t].as_ptr() as *const __m256i);
+                for c in 0..C {
+                    acc[r * C + c] = madd_scaled::<VNNI>(acc[r * C + c], w, a[c], s);
+                }
+            }
+        }
+        let bs = [
+            _mm256_loadu_si256(ctx.abs.add((i * nsb + sb) * 16) as *const __m256i),
+            _mm256_loadu_si256(ctx.abs.add(((i + 1) * nsb + sb) * 16) as *const __m256i),
+        ];
+        let mut mins = [_mm256_setzero_si256(); R * C];
+        for r in 0..R {
+            let m16 = _mm256_load_si256(p.mins[r].as_ptr() as *const __m256i);
+            for c in 0..C {
+                mins[r * C + c] = _mm256_madd_epi16(m16, bs[c]);
+            }
+        }
+        let da0 = *ctx.ad.add(i * nsb + sb);
+        let da1 = *ctx.ad.add((i + 1) * nsb + sb);
+        let da = _mm256_setr_ps(da0, da1, da0, da1, da0, da1, da0, da1);
+        let dd = _mm256_mul_ps(_mm256_load_ps(p.d.as_ptr()), da);
+        if kind == Kind::Q6K {
+            // isum - 32 * sum_k sc_k * bsum_k, as `vec_dot_q6k`.
+            for l in 0..R * C {
+                acc[l] = _mm256_sub_epi32(acc[l], _mm256_slli_epi32(mins[l], 5));
+            }
+            let isum = _mm256_cvtepi32_ps(reduce8(&acc));
+            facc = _mm256_add_ps(facc, _mm256_mul_ps(dd, isum));
+        } else {
+            // `finish_q4k` lane by lane.
+            let isum = _mm256_cvtepi32_ps(reduce8(&acc));
+            let imin = _mm256_cvtepi32_ps(reduce8(&mins));
+            let dm = _mm256_mul_ps(_mm256_load_ps(p.dmin.as_ptr()), da);
+            let v = _mm256_sub_ps(_mm256_mul_ps(dd, isum), _mm256_mul_ps(dm, imin));
+            facc = _mm256_add_ps(facc, v);
+        }
+    }
+    let mut out = [0.0f32; R * C];
+    _mm256_storeu_ps(out.as_mut_ptr(), facc);
+    for r in 0..R {
+        for c in 0..C {
+            *ctx.out.add((i + c) * ctx.nr + j + r) = out[r * C + c];
+        }
+    }
+}
+
+/// `ctx.out [m][nr]` for all `nr` weight rows: panels of four rows with
+/// two-row tiles; the rows a panel or tile leaves over go to the plain
+/// tiles (which give the same bits).
+#[inline(always)]
+unsafe fn run<const VNNI: bool>(kind: Kind, ctx: &Ctx, nr: usize, m: usize) {
+    let mut panel: Vec<Sb> = (0..ctx.nsb).map(|_| std::mem::zeroed()).collect();
+    let whole = nr / R * R;
+    for i0 in (0..m).step_by(MB) {
+        let i1 = (i0 + MB).min(m);
+        for j in (0..whole).step_by(R) {
+            build(kind, ctx, j, &mut panel);
+            let mut i = i0;
+            while i + C <= i1 {
+                tile::<VNNI>(kind, ctx, &panel, j, i);
+                i += C;
+            }
+            if i < i1 {
+                tile_fn::<VNNI>(kind, R, 1)(ctx, j, i);
+            }
+        }
+    }
+    let one = tile_fn::<VNNI>(kind, 1, 1);
+    for j in whole..nr {
+        for i in 0..m {
+            one(ctx, j, i);
+        }
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn run_avx2(kind: Kind, ctx: &Ctx, nr: usize, m: usize) {
+    run::<false>(kind, ctx, nr, m)
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+unsafe fn run_vnni(kind: Kind, ctx: &Ctx, nr: usize, m: usize) {
+    run::<true>(kind, ctx, nr, m)
+}
+
+/// The panel path over `ctx`'s `nr` weight rows and `m` activation rows.
+///
+/// # Safety
+/// `ctx` must describe `nr` whole weight rows and `m` activation rows of
+/// `ctx.nsb` super-blocks, and the CPU must have AVX2 (and AVX-512 VNNI
+/// with `vnni`).
+pub(super) unsafe fn gemm(kind: Kind, vnni: bool, ctx: &Ctx, nr: usize, m: usize) {
+    if vnni {
+        run_vnni(kind, ctx, nr, m)
+    } else {
+        run_avx2(kind, ctx, nr, m)
+    }
+}
