@@ -60,6 +60,7 @@ fn weight(ty: QuantType, n: usize, k: usize, seed: u64) -> Vec<u8> {
                     put_f16(blk, 2, m.abs());
                 }
                 QuantType::Q6_K => put_f16(blk, 208, d),
+                QuantType::IQ4_XS => put_f16(blk, 0, d * 0.01),
                 QuantType::W4A16 { .. } => put_f16(blk, 0, d),
                 QuantType::W8A8 { .. } => blk[..4].copy_from_slice(&d.to_le_bytes()),
                 // Interleaved layouts are made by packing (tests/packed.rs).
@@ -115,8 +116,12 @@ fn magnitudes(x: &[f32], wf: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
     out
 }
 
+/// The 256-value types computed against `ActQ8K` activations.
 fn is_k_quant(ty: QuantType) -> bool {
-    matches!(ty, QuantType::Q4_K | QuantType::Q5_K | QuantType::Q6_K)
+    matches!(
+        ty,
+        QuantType::Q4_K | QuantType::Q5_K | QuantType::Q6_K | QuantType::IQ4_XS
+    )
 }
 
 /// Every kind of type: ggml's, W4A16 at each group, and W8A8 (whose block
@@ -248,7 +253,12 @@ fn k_quant_prefill_tiles_match_the_twin() {
     // x86 unpacks four weight rows into a panel per block of 64 activation
     // rows, two rows per tile: m past a block with an odd remainder, n with
     // rows left over from the panels, on the serial and the parallel path.
-    for ty in [QuantType::Q4_K, QuantType::Q5_K, QuantType::Q6_K] {
+    for ty in [
+        QuantType::Q4_K,
+        QuantType::Q5_K,
+        QuantType::Q6_K,
+        QuantType::IQ4_XS,
+    ] {
         for (m, n, k) in [(8, 4, 256), (67, 9, 768), (131, 70, 1024)] {
             check_case(ty, m, n, k, 7 + m as u64, m % 2 == 1).unwrap();
         }

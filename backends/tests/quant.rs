@@ -27,6 +27,7 @@ fn type_table_matches_ggml() {
         (QuantType::Q4_K, 256, 144, 12, 4.5),
         (QuantType::Q5_K, 256, 176, 13, 5.5),
         (QuantType::Q6_K, 256, 210, 14, 6.5625),
+        (QuantType::IQ4_XS, 256, 136, 23, 4.25),
     ];
     for (ty, bs, ts, id, bpw) in want {
         assert_eq!((ty.block_size(), ty.type_size()), (bs, ts), "{ty}");
@@ -45,6 +46,11 @@ fn type_table_matches_ggml() {
 #[test]
 fn dequantize_matches_gguf_py_for_every_type() {
     for ty in QuantType::ALL {
+        // IQ4_XS's fixture sits with the imported types' (it was one).
+        let fixture = |name: &str| match ty {
+            QuantType::IQ4_XS => common::fixture("quants", name),
+            _ => fixture(name),
+        };
         let blocks = fixture(&format!("{}.blocks", ty.name()));
         let want = f32s(&fixture(&format!("{}.dequant", ty.name())));
         let got = quant::dequantize(ty, &blocks, want.len()).unwrap();
@@ -58,6 +64,7 @@ fn dequantize_matches_gguf_py_for_every_type() {
             QuantType::Q4_K => quant::dequantize_row_q4_k,
             QuantType::Q5_K => quant::dequantize_row_q5_k,
             QuantType::Q6_K => quant::dequantize_row_q6_k,
+            QuantType::IQ4_XS => quant::dequantize_row_iq4_xs,
             QuantType::W4A16 { .. }
             | QuantType::W8A8 { .. }
             | QuantType::Q4_0x16

@@ -1,5 +1,5 @@
 //! The ggml types mllm imports (backends/src/quant/import.rs: Q5_0, Q5_1,
-//! IQ4_NL, IQ4_XS, Q3_K, Q2_K, TQ1_0, TQ2_0, MXFP4, IQ2_XXS, IQ2_XS, IQ2_S,
+//! IQ4_NL, Q3_K, Q2_K, TQ1_0, TQ2_0, MXFP4, IQ2_XXS, IQ2_XS, IQ2_S,
 //! IQ3_XXS, IQ3_S, IQ1_S, IQ1_M):
 //! - the reference dequantizers equal gguf-py's `gguf.quants.dequantize`
 //!   bit for bit on committed fixtures (tests/fixtures/quants, made by
@@ -30,7 +30,6 @@ fn type_table_matches_ggml() {
         (ImportType::Q5_0, 32, 22, 6, 5.5),
         (ImportType::Q5_1, 32, 24, 7, 6.0),
         (ImportType::IQ4_NL, 32, 18, 20, 4.5),
-        (ImportType::IQ4_XS, 256, 136, 23, 4.25),
         (ImportType::Q3_K, 256, 110, 11, 3.4375),
         (ImportType::Q2_K, 256, 84, 10, 2.625),
         (ImportType::TQ1_0, 256, 54, 34, 1.6875),
@@ -56,6 +55,15 @@ fn type_table_matches_ggml() {
         assert_eq!(ty.bits_per_weight(), bpw, "{ty}");
     }
     assert_eq!(ImportType::from_ggml_type_id(8), None);
+    // IQ4_XS has kernels of its own: a QuantType, no longer imported.
+    let t = QuantType::IQ4_XS;
+    assert_eq!(
+        (t.block_size(), t.type_size(), t.ggml_type_id()),
+        (256, 136, 23)
+    );
+    assert_eq!(t.bits_per_weight(), 4.25);
+    assert_eq!(QuantType::from_ggml_type_id(23), Some(t));
+    assert_eq!(ImportType::from_ggml_type_id(23), None);
 }
 
 fn row_fn(ty: ImportType) -> fn(&[u8], &mut [f32]) -> Result<(), String> {
@@ -63,7 +71,6 @@ fn row_fn(ty: ImportType) -> fn(&[u8], &mut [f32]) -> Result<(), String> {
         ImportType::Q5_0 => quant::dequantize_row_q5_0,
         ImportType::Q5_1 => quant::dequantize_row_q5_1,
         ImportType::IQ4_NL => quant::dequantize_row_iq4_nl,
-        ImportType::IQ4_XS => quant::dequantize_row_iq4_xs,
         ImportType::Q3_K => quant::dequantize_row_q3_k,
         ImportType::Q2_K => quant::dequantize_row_q2_k,
         ImportType::TQ1_0 => quant::dequantize_row_tq1_0,
@@ -222,7 +229,7 @@ fn random_weight(ty: ImportType, n: usize, k: usize, seed: u64) -> Vec<u8> {
     // Keep the 32-value scales' sub-block scale budget in mind: Q3_K and
     // IQ4_XS multiply `d` by up to 32, IQ4_NL by up to 127.
     let unit = match ty {
-        ImportType::Q3_K | ImportType::IQ4_XS => 1e-3,
+        ImportType::Q3_K => 1e-3,
         ImportType::IQ4_NL => 2e-4,
         // Grid values up to 43 (IQ2), 62 (IQ3_XXS), 15 * 31 (IQ3_S), 15
         // * 1.125 (IQ1) times the sub-block scale.

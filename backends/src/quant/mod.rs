@@ -75,6 +75,10 @@ pub enum QuantType {
     Q4_K,
     Q5_K,
     Q6_K,
+    /// IQ4_XS (`iq4`): 4-bit codes into a fixed non-linear table, a 6-bit
+    /// scale per 32 values, 256-value super-blocks; computed with its own
+    /// kernels (`cpu::qlinear::k_quants`).
+    IQ4_XS,
     /// 4-bit weights in groups of `group` (32, 64 or 128) with f16 scales,
     /// f32 activations (`w4a16`).
     W4A16 {
@@ -104,13 +108,14 @@ pub const W8A8_ID: u32 = 1200;
 pub const PACKED_ID_BASE: u32 = 1300;
 
 impl QuantType {
-    pub const ALL: [QuantType; 6] = [
+    pub const ALL: [QuantType; 7] = [
         QuantType::Q4_0,
         QuantType::Q4_1,
         QuantType::Q8_0,
         QuantType::Q4_K,
         QuantType::Q5_K,
         QuantType::Q6_K,
+        QuantType::IQ4_XS,
     ];
 
     /// W4A16 with `group` values per scale, if the group is supported.
@@ -142,7 +147,7 @@ impl QuantType {
         match self {
             QuantType::Q4_0 | QuantType::Q4_1 | QuantType::Q8_0 => QK,
             QuantType::Q4_0x16 | QuantType::Q4_1x16 | QuantType::Q8_0x16 => QK,
-            QuantType::Q4_K | QuantType::Q5_K | QuantType::Q6_K => QK_K,
+            QuantType::Q4_K | QuantType::Q5_K | QuantType::Q6_K | QuantType::IQ4_XS => QK_K,
             QuantType::W4A16 { group } => group as usize,
             QuantType::W8A8 { k } => k as usize,
         }
@@ -157,6 +162,7 @@ impl QuantType {
             QuantType::Q4_K => std::mem::size_of::<BlockQ4K>(),
             QuantType::Q5_K => std::mem::size_of::<BlockQ5K>(),
             QuantType::Q6_K => std::mem::size_of::<BlockQ6K>(),
+            QuantType::IQ4_XS => iq4::BlockIQ4XS::SIZE,
             QuantType::W4A16 { group } => w4a16::group_bytes(group as usize),
             QuantType::W8A8 { k } => w8a8::row_bytes(k as usize),
         }
@@ -176,6 +182,7 @@ impl QuantType {
             QuantType::Q4_K => "Q4_K",
             QuantType::Q5_K => "Q5_K",
             QuantType::Q6_K => "Q6_K",
+            QuantType::IQ4_XS => "IQ4_XS",
             QuantType::W4A16 { group: 32 } => "W4A16_G32",
             QuantType::W4A16 { group: 64 } => "W4A16_G64",
             QuantType::W4A16 { group: 128 } => "W4A16_G128",
@@ -198,6 +205,7 @@ impl QuantType {
             QuantType::Q4_K => 12,
             QuantType::Q5_K => 13,
             QuantType::Q6_K => 14,
+            QuantType::IQ4_XS => 23,
             QuantType::W4A16 { group } => W4A16_ID_BASE + group as u32,
             QuantType::W8A8 { .. } => W8A8_ID,
             QuantType::Q4_0x16 => PACKED_ID_BASE,
@@ -224,7 +232,10 @@ impl QuantType {
     /// Whether `quantize` implements this type (the K-quant quantizers live
     /// in the converter).
     pub fn can_quantize(self) -> bool {
-        !matches!(self, QuantType::Q4_K | QuantType::Q5_K | QuantType::Q6_K) && !self.is_packed()
+        !matches!(
+            self,
+            QuantType::Q4_K | QuantType::Q5_K | QuantType::Q6_K | QuantType::IQ4_XS
+        ) && !self.is_packed()
     }
 
     /// Bytes taken by `n_elements` values; they must fill whole blocks.
@@ -250,6 +261,7 @@ impl QuantType {
             QuantType::Q4_K => dequantize_row_q4_k(bytes, out),
             QuantType::Q5_K => dequantize_row_q5_k(bytes, out),
             QuantType::Q6_K => dequantize_row_q6_k(bytes, out),
+            QuantType::IQ4_XS => iq4::dequantize_row_iq4_xs(bytes, out),
             QuantType::W4A16 { group } => w4a16::dequantize_row_w4a16(group as usize, bytes, out),
             QuantType::W8A8 { k } => w8a8::dequantize_row_w8a8(k as usize, bytes, out),
             QuantType::Q4_0x16 | QuantType::Q4_1x16 | QuantType::Q8_0x16 => Err(format!(
@@ -353,6 +365,11 @@ pub fn quantize_into(ty: QuantType, x: &[f32], out: &mut [u8]) -> Result<(), Str
         QuantType::Q4_K | QuantType::Q5_K | QuantType::Q6_K => {
             return Err(format!(
                 "{ty}: quantizing to K-quants is not implemented yet"
+            ))
+        }
+        QuantType::IQ4_XS => {
+            return Err(format!(
+                "{ty}: mllm reads IQ4_XS from GGUF files; it cannot write it yet"
             ))
         }
         QuantType::Q4_0x16 | QuantType::Q4_1x16 | QuantType::Q8_0x16 => {

@@ -1,5 +1,5 @@
-//! Q4_K, Q5_K and Q6_K weights against `ActQ8K` activations (256-value
-//! super-blocks with per-16 code sums).
+//! Q4_K, Q5_K, Q6_K and IQ4_XS weights against `ActQ8K` activations
+//! (256-value super-blocks with per-16 code sums).
 //!
 //! A K-quant's sub-block scales are small integers, so a whole super-block
 //! reduces to integers before any float work:
@@ -9,6 +9,10 @@
 //! - Q6_K: `sum(w * a) = da * d * (sum_k sc_k * sum(q * qa) -
 //!   32 * sum_k sc_k * sum_k(qa))` with unsigned 6-bit `q` (0..=63), so
 //!   `maddubs`/`vpdpbusd` take it as their unsigned operand.
+//! - IQ4_XS: `sum(w * a) = da * d * sum_j (ls_j - 32) * sum(v * qa)` with
+//!   `v` the table value (`KVALUES_IQ4NL`, -127..=113) of each 4-bit code;
+//!   `v` is signed, so the SIMD paths multiply `|v|` by `qa` carrying
+//!   `v`'s sign (`vpsignb`), exact since both stay within 127.
 //!
 //! The SIMD paths (AVX2 `maddubs` + `madd` by the scales, AVX-512 VNNI
 //! `vpdpwssd` doing the scale multiply-add in one, NEON `sdot` or widening
@@ -18,6 +22,7 @@
 
 use super::act_quant::ActQ8K;
 use super::{drive, Isa, Tile};
+use crate::quant::iq4::{BlockIQ4XS, KVALUES_IQ4NL};
 use crate::quant::k_quants::{scale_min_k4, K_SCALE_SIZE};
 use crate::quant::{BlockQ4K, BlockQ5K, BlockQ6K, QK_K};
 
@@ -45,6 +50,7 @@ fn unpack_scales(b: &[u8]) -> ([i16; 8], [i16; 8]) {
 /// the low 6 bits of bytes 0-3 (scales) and 4-7 (mins); sub-blocks 4-7
 /// take their low 4 bits from the nibbles of bytes 8-11 and their top 2
 /// from the top bits of bytes 0-3 (scales) and 4-7 (mins).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 #[inline(always)]
 pub(super) fn unpack_scales_u32(b: &[u8]) -> [u32; 4] {
     const LOW6: u32 = 0x3F3F_3F3F;
@@ -149,6 +155,45 @@ pub(super) fn vec_dot_q6k(w: &[u8], act: &ActQ8K, i: usize) -> f32 {
     acc
 }
 
+/// The eight sub-block scales `ls - 32` (-32..=31) of the IQ4_XS block
+/// `b`: low 4 bits from the nibbles of bytes 4-7, top 2 from the u16 at 2.
+#[inline(always)]
+pub(super) fn iq4xs_scales(b: &[u8]) -> [i16; 8] {
+    let high = u16::from_le_bytes([b[2], b[3]]);
+    std::array::from_fn(|j| {
+        let lo = (b[4 + j / 2] >> (4 * (j % 2))) & 0x0F;
+        let hi = ((high >> (2 * j)) & 3) as u8;
+        (lo | (hi << 4)) as i16 - 32
+    })
+}
+
+/// Scalar twin for IQ4_XS.
+pub(super) fn vec_dot_iq4xs(w: &[u8], act: &ActQ8K, i: usize) -> f32 {
+    let nsb = act.blocks_per_row();
+    let mut acc = 0.0f32;
+    for sb in 0..nsb {
+        let blk = &w[sb * BlockIQ4XS::SIZE..(sb + 1) * BlockIQ4XS::SIZE];
+        let d = f16_le(blk, 0);
+        let scales = iq4xs_scales(blk);
+        let a = &act.qs[i * act.k + sb * QK_K..i * act.k + (sb + 1) * QK_K];
+        let mut isum = 0i32;
+        for (j, &s) in scales.iter().enumerate() {
+            let qs = &blk[8 + 16 * j..8 + 16 * (j + 1)];
+            let a = &a[32 * j..32 * (j + 1)];
+            let dot: i32 = (0..16)
+                .map(|l| {
+                    let lo = KVALUES_IQ4NL[(qs[l] & 0x0F) as usize] as i32;
+                    let hi = KVALUES_IQ4NL[(qs[l] >> 4) as usize] as i32;
+                    lo * a[l] as i32 + hi * a[l + 16] as i32
+                })
+                .sum();
+            isum += s as i32 * dot;
+        }
+        acc += (d * act.d[i * nsb + sb]) * isum as f32;
+    }
+    acc
+}
+
 /// Everything a tile needs; as in block32, rows `row_bytes` apart.
 pub(super) struct Ctx {
     pub(super) w: *const u8,
@@ -161,12 +206,32 @@ pub(super) struct Ctx {
     pub(super) nr: usize,
 }
 
+/// Writes a tile's sums: cell `(r, c)` is output `[i + c][j + r]`.
+///
+/// # Safety
+/// The cells must lie inside `ctx.out`.
+#[allow(dead_code)] // unused where no SIMD path is compiled
+#[inline(always)]
+pub(super) unsafe fn store<const R: usize, const C: usize>(
+    ctx: &Ctx,
+    j: usize,
+    i: usize,
+    acc: &[[f32; C]; R],
+) {
+    for r in 0..R {
+        for c in 0..C {
+            *ctx.out.add((i + c) * ctx.nr + j + r) = acc[r][c];
+        }
+    }
+}
+
 /// Which K-quant a `gemm` call runs.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Kind {
     Q4K,
     Q5K,
     Q6K,
+    IQ4XS,
 }
 
 impl Kind {
@@ -175,6 +240,7 @@ impl Kind {
             Kind::Q4K => BlockQ4K::SIZE,
             Kind::Q5K => BlockQ5K::SIZE,
             Kind::Q6K => BlockQ6K::SIZE,
+            Kind::IQ4XS => BlockIQ4XS::SIZE,
         }
     }
 }
@@ -203,7 +269,7 @@ pub(super) fn gemm(kind: Kind, isa: Isa, w: &[u8], nr: usize, act: &ActQ8K, out:
         match (isa, kind) {
             // SAFETY: as below; `panel` reads the same rows and cells.
             (Isa::Avx2, _) => return unsafe { panel::gemm(kind, false, &ctx, nr, m) },
-            (Isa::Avx512Vnni, Kind::Q4K | Kind::Q5K) => {
+            (Isa::Avx512Vnni, Kind::Q4K | Kind::Q5K | Kind::IQ4XS) => {
                 return unsafe { panel::gemm(kind, true, &ctx, nr, m) }
             }
             _ => {}
@@ -241,6 +307,7 @@ pub(super) fn gemm(kind: Kind, isa: Isa, w: &[u8], nr: usize, act: &ActQ8K, out:
                         Kind::Q4K => vec_dot_q4k::<false>(row, act, i),
                         Kind::Q5K => vec_dot_q4k::<true>(row, act, i),
                         Kind::Q6K => vec_dot_q6k(row, act, i),
+                        Kind::IQ4XS => vec_dot_iq4xs(row, act, i),
                     };
                 }
             }
@@ -263,7 +330,8 @@ mod neon {
     use std::arch::aarch64::*;
 
     use super::super::block32::sdot;
-    use super::{f16_le, finish_q4k, min_sum, unpack_scales, Ctx, Kind, Tile};
+    use super::{f16_le, finish_q4k, iq4xs_scales, min_sum, store, unpack_scales, Ctx, Kind, Tile};
+    use crate::quant::iq4::KVALUES_IQ4NL;
     use crate::quant::QK_K;
 
     /// Dot of 16 signed bytes as four i32 lanes.
@@ -359,11 +427,7 @@ mod neon {
                 }
             }
         }
-        for r in 0..R {
-            for c in 0..C {
-                *ctx.out.add((i + c) * ctx.nr + j + r) = acc[r][c];
-            }
-        }
+        store(ctx, j, i, &acc);
     }
 
     #[inline(always)]
@@ -434,11 +498,56 @@ mod neon {
                 }
             }
         }
-        for r in 0..R {
+        store(ctx, j, i, &acc);
+    }
+
+    /// IQ4_XS tile: the table values (|v| <= 127) by the activation codes,
+    /// `sdot` or widening multiplies (two products fit an i16), times each
+    /// sub-block's scale.
+    #[inline(always)]
+    unsafe fn tile_iq4xs<const R: usize, const C: usize, const DOT: bool>(
+        ctx: &Ctx,
+        j: usize,
+        i: usize,
+    ) {
+        let nsb = ctx.nsb;
+        let k = nsb * QK_K;
+        let table = vld1q_s8(KVALUES_IQ4NL.as_ptr());
+        let mut acc = [[0.0f32; C]; R];
+        for sb in 0..nsb {
+            let mut d = [0.0f32; R];
+            let mut sc = [[0i16; 8]; R];
+            let mut blk = [std::ptr::null::<u8>(); R];
+            for r in 0..R {
+                let p = ctx.w.add((j + r) * ctx.row_bytes + sb * 136);
+                let head = std::slice::from_raw_parts(p, 8);
+                (blk[r], d[r], sc[r]) = (p, f16_le(head, 0), iq4xs_scales(head));
+            }
+            let mut iacc = [[vdupq_n_s32(0); C]; R];
+            for t in 0..8 {
+                let mut v = [[vdupq_n_s8(0); 2]; R];
+                for r in 0..R {
+                    let q = vld1q_u8(blk[r].add(8 + 16 * t));
+                    v[r][0] = vqtbl1q_s8(table, vandq_u8(q, vdupq_n_u8(0x0F)));
+                    v[r][1] = vqtbl1q_s8(table, vshrq_n_u8::<4>(q));
+                }
+                for c in 0..C {
+                    let pa = ctx.aq.add((i + c) * k + sb * QK_K + 32 * t);
+                    let a = [vld1q_s8(pa), vld1q_s8(pa.add(16))];
+                    for r in 0..R {
+                        let dot = dot32::<DOT>(v[r], a);
+                        iacc[r][c] = vmlaq_n_s32(iacc[r][c], dot, sc[r][t] as i32);
+                    }
+                }
+            }
             for c in 0..C {
-                *ctx.out.add((i + c) * ctx.nr + j + r) = acc[r][c];
+                let da = *ctx.ad.add((i + c) * nsb + sb);
+                for r in 0..R {
+                    acc[r][c] += (d[r] * da) * vaddvq_s32(iacc[r][c]) as f32;
+                }
             }
         }
+        store(ctx, j, i, &acc);
     }
 
     unsafe fn tile_neon<const R: usize, const C: usize>(kind: Kind, ctx: &Ctx, j: usize, i: usize) {
@@ -446,6 +555,7 @@ mod neon {
             Kind::Q4K => tile_q4k::<R, C, false, false>(ctx, j, i),
             Kind::Q5K => tile_q4k::<R, C, false, true>(ctx, j, i),
             Kind::Q6K => tile_q6k::<R, C, false>(ctx, j, i),
+            Kind::IQ4XS => tile_iq4xs::<R, C, false>(ctx, j, i),
         }
     }
 
@@ -455,6 +565,7 @@ mod neon {
             Kind::Q4K => tile_q4k::<R, C, true, false>(ctx, j, i),
             Kind::Q5K => tile_q4k::<R, C, true, true>(ctx, j, i),
             Kind::Q6K => tile_q6k::<R, C, true>(ctx, j, i),
+            Kind::IQ4XS => tile_iq4xs::<R, C, true>(ctx, j, i),
         }
     }
 
@@ -469,7 +580,10 @@ mod neon {
             unsafe fn q6k(ctx: &Ctx, j: usize, i: usize) {
                 $f::<$r, $c>(Kind::Q6K, ctx, j, i)
             }
-            [q4k as Tile<Ctx>, q5k, q6k]
+            unsafe fn iq4xs(ctx: &Ctx, j: usize, i: usize) {
+                $f::<$r, $c>(Kind::IQ4XS, ctx, j, i)
+            }
+            [q4k as Tile<Ctx>, q5k, q6k, iq4xs]
         }};
     }
 

@@ -6,7 +6,8 @@
 //!
 //! - `q4_0`, `q4_1`, `q8_0`: the 32-value block types, described for the
 //!   shared tile engine in `block32`;
-//! - `k_quants`: Q4_K, Q5_K, Q6_K against 256-value activation blocks;
+//! - `k_quants`: Q4_K, Q5_K, Q6_K and IQ4_XS against 256-value activation
+//!   blocks (prefill on x86 through unpacked panels, `k_quants/panel.rs`);
 //! - `w8a8`: per-row int8 weights against activations quantized per token;
 //! - `w4a16`: grouped 4-bit weights against f32 activations (no activation
 //!   rounding at all).

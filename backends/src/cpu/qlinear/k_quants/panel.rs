@@ -1,4 +1,4 @@
-//! Prefill tiles of Q4_K, Q5_K and Q6_K on x86 (AVX2 and AVX-512 VNNI on
+//! Prefill tiles of Q4_K, Q5_K, Q6_K and IQ4_XS on x86 (AVX2 and AVX-512 VNNI on
 //! 256-bit vectors): four weight rows are unpacked once into a panel, then
 //! every activation row streams past it two at a time.
 //!
@@ -11,7 +11,9 @@
 //! the per-16 minimum weights, so the inner loop is one `vpmaddubsw`, one
 //! `vpmaddwd` (or `vpdpwssd`) and one add per chunk, row and activation row.
 //! The eight (row, activation row) sums of a super-block are reduced
-//! together and finished in one vector.
+//! together and finished in one vector. IQ4_XS's table values are signed:
+//! its panel holds `|v|` as the codes and `v` for the sign each activation
+//! byte takes (`vpsignb`), one more instruction per chunk.
 //!
 //! Every product, sum and the float finish are those of the scalar twins
 //! (`vec_dot_q4k`, `vec_dot_q6k`), lane by lane and in the same order, so
@@ -21,8 +23,8 @@
 use std::arch::x86_64::*;
 
 use super::super::block32::f16_at;
-use super::x86::{madd_scaled, q6_codes, tile_fn};
-use super::{unpack_scales, Ctx, Kind};
+use super::x86::{iq4_values, madd_scaled, q6_codes, tile_fn};
+use super::{iq4xs_scales, unpack_scales, Ctx, Kind};
 use crate::quant::QK_K;
 
 /// Weight rows per panel.
@@ -37,8 +39,11 @@ const MB: usize = 64;
 /// One super-block of a panel's four rows.
 #[repr(C, align(32))]
 struct Sb {
-    /// The 256 codes of each row, unsigned, in element order.
+    /// The 256 codes of each row, unsigned, in element order (IQ4_XS:
+    /// the table values' magnitudes).
     codes: [[u8; QK_K]; R],
+    /// IQ4_XS only: the signed table values.
+    signs: [[i8; QK_K]; R],
     /// Per row and 32-code chunk, the scale of each i16 pair lane of
     /// `vpmaddubsw`'s result (lanes 0-7: the chunk's first 16 codes).
     scales: [[[i16; 16]; 8]; R],
@@ -74,6 +79,22 @@ unsafe fn build(kind: Kind, ctx: &Ctx, j: usize, panel: &mut [Sb]) {
         for r in 0..R {
             let blk = ctx.w.add((j + r) * ctx.row_bytes + sb * size);
             let codes = p.codes[r].as_mut_ptr() as *mut __m256i;
+            if kind == Kind::IQ4XS {
+                let d = f16_at(blk);
+                for c in 0..C {
+                    (p.d[r * C + c], p.dmin[r * C + c]) = (d, 0.0);
+                }
+                let signs = p.signs[r].as_mut_ptr() as *mut __m256i;
+                let scales = iq4xs_scales(std::slice::from_raw_parts(blk, 8));
+                for t in 0..8 {
+                    let v = iq4_values(blk.add(8 + 16 * t));
+                    _mm256_store_si256(signs.add(t), v);
+                    _mm256_store_si256(codes.add(t), _mm256_sign_epi8(v, v));
+                    p.scales[r][t] = [scales[t]; 16];
+                }
+                p.mins[r] = [0; 16];
+                continue;
+            }
             if kind == Kind::Q6K {
                 let d = f16_at(blk.add(208));
                 for c in 0..C {
@@ -155,8 +176,16 @@ unsafe fn tile<const VNNI: bool>(kind: Kind, ctx: &Ctx, panel: &[Sb], j: usize, 
             for r in 0..R {
                 let w = _mm256_load_si256(p.codes[r].as_ptr().add(32 * t) as *const __m256i);
                 let s = _mm256_load_si256(p.scales[r][t].as_ptr() as *const __m256i);
-                for c in 0..C {
-                    acc[r * C + c] = madd_scaled::<VNNI>(acc[r * C + c], w, a[c], s);
+                if kind == Kind::IQ4XS {
+                    let v = _mm256_load_si256(p.signs[r].as_ptr().add(32 * t) as *const __m256i);
+                    for c in 0..C {
+                        let sa = _mm256_sign_epi8(a[c], v);
+                        acc[r * C + c] = madd_scaled::<VNNI>(acc[r * C + c], w, sa, s);
+                    }
+                } else {
+                    for c in 0..C {
+                        acc[r * C + c] = madd_scaled::<VNNI>(acc[r * C + c], w, a[c], s);
+                    }
                 }
             }
         }
@@ -165,6 +194,15 @@ unsafe fn tile<const VNNI: bool>(kind: Kind, ctx: &Ctx, panel: &[Sb], j: usize, 
             _mm256_loadu_si256(ctx.abs.add(((i + 1) * nsb + sb) * 16) as *const __m256i),
         ];
         let mut mins = [_mm256_setzero_si256(); R * C];
+        if kind == Kind::IQ4XS {
+            let isum = _mm256_cvtepi32_ps(reduce8(&acc));
+            let da0 = *ctx.ad.add(i * nsb + sb);
+            let da1 = *ctx.ad.add((i + 1) * nsb + sb);
+            let da = _mm256_setr_ps(da0, da1, da0, da1, da0, da1, da0, da1);
+            let dd = _mm256_mul_ps(_mm256_load_ps(p.d.as_ptr()), da);
+            facc = _mm256_add_ps(facc, _mm256_mul_ps(dd, isum));
+            continue;
+        }
         for r in 0..R {
             let m16 = _mm256_load_si256(p.mins[r].as_ptr() as *const __m256i);
             for c in 0..C {

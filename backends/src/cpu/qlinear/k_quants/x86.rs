@@ -1,10 +1,11 @@
-//! The AVX2 and AVX-512 VNNI tiles of Q4_K, Q5_K and Q6_K (256-bit; the
-//! 512-bit Q6_K tile is `k_zmm`).
+//! The AVX2 and AVX-512 VNNI tiles of Q4_K, Q5_K, Q6_K and IQ4_XS
+//! (256-bit; the 512-bit Q6_K tile is `k_zmm`).
 
 use std::arch::x86_64::*;
 
 use super::super::block32::f16_at;
-use super::{finish_q4k, unpack_scales_u32, Ctx, Kind, Tile};
+use super::{finish_q4k, iq4xs_scales, store, unpack_scales_u32, Ctx, Kind, Tile};
+use crate::quant::iq4::KVALUES_IQ4NL;
 use crate::quant::QK_K;
 
 #[inline(always)]
@@ -156,11 +157,7 @@ unsafe fn tile_q4k<const R: usize, const C: usize, const VNNI: bool, const Q5: b
             }
         }
     }
-    for r in 0..R {
-        for c in 0..C {
-            *ctx.out.add((i + c) * ctx.nr + j + r) = acc[r][c];
-        }
-    }
+    store(ctx, j, i, &acc);
 }
 
 /// The 32 six-bit codes of elements `128n + 32g ..` of the Q6_K block at
@@ -193,6 +190,28 @@ unsafe fn q6_scales(half: __m256i, g: usize) -> __m256i {
     let pick = |j: usize| (((2 * j + 1) << 8) | (2 * j)) as i16;
     let mask = _mm256_set_m128i(_mm_set1_epi16(pick(2 * g + 1)), _mm_set1_epi16(pick(2 * g)));
     _mm256_shuffle_epi8(half, mask)
+}
+
+/// Adds `(d * da) * isum` of super-block `sb` to each cell of a tile, the
+/// integer sums split over two chains (Q6_K, IQ4_XS).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn finish_d<const R: usize, const C: usize>(
+    ctx: &Ctx,
+    sb: usize,
+    i: usize,
+    d: &[f32; R],
+    iacc: &[[__m256i; C]; R],
+    iacc2: &[[__m256i; C]; R],
+    acc: &mut [[f32; C]; R],
+) {
+    for c in 0..C {
+        let da = *ctx.ad.add((i + c) * ctx.nsb + sb);
+        for r in 0..R {
+            let isum = hsum_i32(_mm256_add_epi32(iacc[r][c], iacc2[r][c]));
+            acc[r][c] += (d[r] * da) * isum as f32;
+        }
+    }
 }
 
 /// Q6_K tile.
@@ -252,19 +271,78 @@ unsafe fn tile_q6k<const R: usize, const C: usize, const VNNI: bool>(
                 }
             }
         }
-        for c in 0..C {
-            let da = *ctx.ad.add((i + c) * nsb + sb);
+        finish_d(ctx, sb, i, &d, &iacc, &iacc2, &mut acc);
+    }
+    store(ctx, j, i, &acc);
+}
+
+/// The table values (`KVALUES_IQ4NL`) of the 32 codes of an IQ4_XS
+/// sub-block at `qs` (16 bytes: codes 0-15 in the low nibbles, 16-31 in
+/// the high ones), as signed bytes in element order.
+#[inline(always)]
+pub(super) unsafe fn iq4_values(qs: *const u8) -> __m256i {
+    let table =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i));
+    let q = _mm_loadu_si128(qs as *const __m128i);
+    let m4 = _mm_set1_epi8(0x0F);
+    let idx = _mm256_set_m128i(
+        _mm_and_si128(_mm_srli_epi16(q, 4), m4),
+        _mm_and_si128(q, m4),
+    );
+    _mm256_shuffle_epi8(table, idx)
+}
+
+/// IQ4_XS tile.
+#[inline(always)]
+unsafe fn tile_iq4xs<const R: usize, const C: usize, const VNNI: bool>(
+    ctx: &Ctx,
+    j: usize,
+    i: usize,
+) {
+    let nsb = ctx.nsb;
+    let k = nsb * QK_K;
+    let mut acc = [[0.0f32; C]; R];
+    for sb in 0..nsb {
+        let mut d = [0.0f32; R];
+        let mut sc = [_mm256_setzero_si256(); R];
+        let mut blk = [std::ptr::null::<u8>(); R];
+        for r in 0..R {
+            let p = ctx.w.add((j + r) * ctx.row_bytes + sb * 136);
+            prefetch_next_row::<R>(p, ctx.row_bytes, 136);
+            blk[r] = p;
+            d[r] = f16_at(p);
+            let s = iq4xs_scales(std::slice::from_raw_parts(p, 8));
+            let s = _mm_loadu_si128(s.as_ptr() as *const __m128i);
+            sc[r] = _mm256_set_m128i(s, s);
+        }
+        let mut iacc = [[_mm256_setzero_si256(); C]; R];
+        let mut iacc2 = [[_mm256_setzero_si256(); C]; R];
+        for t in 0..8 {
+            let mut v = [_mm256_setzero_si256(); R];
+            let mut u = [_mm256_setzero_si256(); R];
+            let mut s = [_mm256_setzero_si256(); R];
             for r in 0..R {
-                let isum = hsum_i32(_mm256_add_epi32(iacc[r][c], iacc2[r][c]));
-                acc[r][c] += (d[r] * da) * isum as f32;
+                v[r] = iq4_values(blk[r].add(8 + 16 * t));
+                u[r] = _mm256_sign_epi8(v[r], v[r]);
+                s[r] = scale_at(sc[r], t);
+            }
+            for c in 0..C {
+                let pa = ctx.aq.add((i + c) * k + sb * QK_K + 32 * t);
+                let a = _mm256_loadu_si256(pa as *const __m256i);
+                for r in 0..R {
+                    // |v| times a with v's sign: the products of v and a.
+                    let sa = _mm256_sign_epi8(a, v[r]);
+                    if t % 2 == 0 {
+                        iacc[r][c] = madd_scaled::<VNNI>(iacc[r][c], u[r], sa, s[r]);
+                    } else {
+                        iacc2[r][c] = madd_scaled::<VNNI>(iacc2[r][c], u[r], sa, s[r]);
+                    }
+                }
             }
         }
+        finish_d(ctx, sb, i, &d, &iacc, &iacc2, &mut acc);
     }
-    for r in 0..R {
-        for c in 0..C {
-            *ctx.out.add((i + c) * ctx.nr + j + r) = acc[r][c];
-        }
-    }
+    store(ctx, j, i, &acc);
 }
 
 macro_rules! wrappers {
@@ -275,6 +353,7 @@ macro_rules! wrappers {
                 Kind::Q4K => tile_q4k::<R, C, $vnni, false>(ctx, j, i),
                 Kind::Q5K => tile_q4k::<R, C, $vnni, true>(ctx, j, i),
                 Kind::Q6K => tile_q6k::<R, C, $vnni>(ctx, j, i),
+                Kind::IQ4XS => tile_iq4xs::<R, C, $vnni>(ctx, j, i),
             }
         }
     };
@@ -293,7 +372,10 @@ macro_rules! per_kind {
         unsafe fn q6k(ctx: &Ctx, j: usize, i: usize) {
             $f::<$r, $c>(Kind::Q6K, ctx, j, i)
         }
-        [q4k as Tile<Ctx>, q5k, q6k]
+        unsafe fn iq4xs(ctx: &Ctx, j: usize, i: usize) {
+            $f::<$r, $c>(Kind::IQ4XS, ctx, j, i)
+        }
+        [q4k as Tile<Ctx>, q5k, q6k, iq4xs]
     }};
 }
 
