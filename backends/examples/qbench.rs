@@ -78,6 +78,11 @@ fn k_blocks(ty: QuantType, count: usize, seed: u64) -> Vec<u8> {
         let d = half::f16::from_f32(0.01).to_le_bytes();
         match ty {
             QuantType::Q6_K => blk[208..210].copy_from_slice(&d),
+            QuantType::Q2_K => {
+                blk[80..82].copy_from_slice(&d);
+                blk[82..84].copy_from_slice(&d);
+            }
+            QuantType::IQ4_XS => blk[0..2].copy_from_slice(&d),
             _ => {
                 blk[0..2].copy_from_slice(&d);
                 blk[2..4].copy_from_slice(&d);
@@ -156,6 +161,8 @@ fn main() {
         W::Q(QuantType::Q4_K),
         W::Q(QuantType::Q5_K),
         W::Q(QuantType::Q6_K),
+        W::Q(QuantType::Q2_K),
+        W::Q(QuantType::IQ4_XS),
     ];
     println!(
         "{threads} threads, best quant path {}, weight [{n} x {k}]",

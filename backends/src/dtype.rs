@@ -94,6 +94,7 @@ impl DType {
                 QuantType::Q5_K => "q5_k",
                 QuantType::Q6_K => "q6_k",
                 QuantType::IQ4_XS => "iq4_xs",
+                QuantType::Q2_K => "q2_k",
                 QuantType::W4A16 { group: 32 } => "w4a16_g32",
                 QuantType::W4A16 { group: 64 } => "w4a16_g64",
                 QuantType::W4A16 { .. } => "w4a16_g128",

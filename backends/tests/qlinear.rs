@@ -61,6 +61,10 @@ fn weight(ty: QuantType, n: usize, k: usize, seed: u64) -> Vec<u8> {
                 }
                 QuantType::Q6_K => put_f16(blk, 208, d),
                 QuantType::IQ4_XS => put_f16(blk, 0, d * 0.01),
+                QuantType::Q2_K => {
+                    put_f16(blk, 80, d);
+                    put_f16(blk, 82, m.abs());
+                }
                 QuantType::W4A16 { .. } => put_f16(blk, 0, d),
                 QuantType::W8A8 { .. } => blk[..4].copy_from_slice(&d.to_le_bytes()),
                 // Interleaved layouts are made by packing (tests/packed.rs).
@@ -120,7 +124,7 @@ fn magnitudes(x: &[f32], wf: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
 fn is_k_quant(ty: QuantType) -> bool {
     matches!(
         ty,
-        QuantType::Q4_K | QuantType::Q5_K | QuantType::Q6_K | QuantType::IQ4_XS
+        QuantType::Q4_K | QuantType::Q5_K | QuantType::Q6_K | QuantType::IQ4_XS | QuantType::Q2_K
     )
 }
 
@@ -254,6 +258,7 @@ fn k_quant_prefill_tiles_match_the_twin() {
     // rows, two rows per tile: m past a block with an odd remainder, n with
     // rows left over from the panels, on the serial and the parallel path.
     for ty in [
+        QuantType::Q2_K,
         QuantType::Q4_K,
         QuantType::Q5_K,
         QuantType::Q6_K,

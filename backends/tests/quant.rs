@@ -28,6 +28,7 @@ fn type_table_matches_ggml() {
         (QuantType::Q5_K, 256, 176, 13, 5.5),
         (QuantType::Q6_K, 256, 210, 14, 6.5625),
         (QuantType::IQ4_XS, 256, 136, 23, 4.25),
+        (QuantType::Q2_K, 256, 84, 10, 2.625),
     ];
     for (ty, bs, ts, id, bpw) in want {
         assert_eq!((ty.block_size(), ty.type_size()), (bs, ts), "{ty}");
@@ -46,9 +47,10 @@ fn type_table_matches_ggml() {
 #[test]
 fn dequantize_matches_gguf_py_for_every_type() {
     for ty in QuantType::ALL {
-        // IQ4_XS's fixture sits with the imported types' (it was one).
+        // IQ4_XS's and Q2_K's fixtures sit with the imported types' (they
+        // were imported).
         let fixture = |name: &str| match ty {
-            QuantType::IQ4_XS => common::fixture("quants", name),
+            QuantType::IQ4_XS | QuantType::Q2_K => common::fixture("quants", name),
             _ => fixture(name),
         };
         let blocks = fixture(&format!("{}.blocks", ty.name()));
@@ -65,6 +67,7 @@ fn dequantize_matches_gguf_py_for_every_type() {
             QuantType::Q5_K => quant::dequantize_row_q5_k,
             QuantType::Q6_K => quant::dequantize_row_q6_k,
             QuantType::IQ4_XS => quant::dequantize_row_iq4_xs,
+            QuantType::Q2_K => quant::dequantize_row_q2_k,
             QuantType::W4A16 { .. }
             | QuantType::W8A8 { .. }
             | QuantType::Q4_0x16

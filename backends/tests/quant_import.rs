@@ -1,5 +1,5 @@
 //! The ggml types mllm imports (backends/src/quant/import.rs: Q5_0, Q5_1,
-//! IQ4_NL, Q3_K, Q2_K, TQ1_0, TQ2_0, MXFP4, IQ2_XXS, IQ2_XS, IQ2_S,
+//! IQ4_NL, Q3_K, TQ1_0, TQ2_0, MXFP4, IQ2_XXS, IQ2_XS, IQ2_S,
 //! IQ3_XXS, IQ3_S, IQ1_S, IQ1_M):
 //! - the reference dequantizers equal gguf-py's `gguf.quants.dequantize`
 //!   bit for bit on committed fixtures (tests/fixtures/quants, made by
@@ -31,7 +31,6 @@ fn type_table_matches_ggml() {
         (ImportType::Q5_1, 32, 24, 7, 6.0),
         (ImportType::IQ4_NL, 32, 18, 20, 4.5),
         (ImportType::Q3_K, 256, 110, 11, 3.4375),
-        (ImportType::Q2_K, 256, 84, 10, 2.625),
         (ImportType::TQ1_0, 256, 54, 34, 1.6875),
         (ImportType::TQ2_0, 256, 66, 35, 2.0625),
         (ImportType::MXFP4, 32, 17, 39, 4.25),
@@ -55,15 +54,10 @@ fn type_table_matches_ggml() {
         assert_eq!(ty.bits_per_weight(), bpw, "{ty}");
     }
     assert_eq!(ImportType::from_ggml_type_id(8), None);
-    // IQ4_XS has kernels of its own: a QuantType, no longer imported.
-    let t = QuantType::IQ4_XS;
-    assert_eq!(
-        (t.block_size(), t.type_size(), t.ggml_type_id()),
-        (256, 136, 23)
-    );
-    assert_eq!(t.bits_per_weight(), 4.25);
-    assert_eq!(QuantType::from_ggml_type_id(23), Some(t));
+    // IQ4_XS and Q2_K have kernels of their own (tests/quant.rs): no
+    // longer imported.
     assert_eq!(ImportType::from_ggml_type_id(23), None);
+    assert_eq!(ImportType::from_ggml_type_id(10), None);
 }
 
 fn row_fn(ty: ImportType) -> fn(&[u8], &mut [f32]) -> Result<(), String> {
@@ -72,7 +66,6 @@ fn row_fn(ty: ImportType) -> fn(&[u8], &mut [f32]) -> Result<(), String> {
         ImportType::Q5_1 => quant::dequantize_row_q5_1,
         ImportType::IQ4_NL => quant::dequantize_row_iq4_nl,
         ImportType::Q3_K => quant::dequantize_row_q3_k,
-        ImportType::Q2_K => quant::dequantize_row_q2_k,
         ImportType::TQ1_0 => quant::dequantize_row_tq1_0,
         ImportType::TQ2_0 => quant::dequantize_row_tq2_0,
         ImportType::MXFP4 => quant::dequantize_row_mxfp4,

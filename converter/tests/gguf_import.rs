@@ -1,12 +1,12 @@
 //! GGUF tensors of the ggml types mllm imports (Q5_0, Q5_1, IQ4_NL,
-//! Q3_K, Q2_K, TQ1_0, TQ2_0, MXFP4, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S,
+//! Q3_K, TQ1_0, TQ2_0, MXFP4, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S,
 //! IQ1_S, IQ1_M; backends/src/quant/import.rs) through the real loader:
 //! tests/fixtures/quants/import.gguf (make_quant_fixture.py) holds one
 //! tensor per type whose blocks are that type's `.blocks` fixture, so every
 //! loaded value must equal gguf-py's `.dequant` bit for bit, and a linear
 //! on the loaded weight must match the f32 linear on those values.
-//! IQ4_XS, which has kernels of its own, is in the file too and loads as
-//! its own blocks (`iq4_xs_loads_as_its_own_blocks`).
+//! IQ4_XS and Q2_K, which have kernels of their own, are in the file too
+//! and load as their own blocks (`own_types_load_as_their_blocks`).
 
 use std::path::PathBuf;
 
@@ -30,12 +30,11 @@ fn f32s(bytes: &[u8]) -> Vec<f32> {
 }
 
 /// (type, GGUF tensor, rows) as make_quant_fixture.py writes them.
-const TENSORS: [(ImportType, &str, usize); 15] = [
+const TENSORS: [(ImportType, &str, usize); 14] = [
     (ImportType::Q5_0, "blk.0.attn_q.weight", 3),
     (ImportType::Q5_1, "blk.0.attn_k.weight", 3),
     (ImportType::IQ4_NL, "blk.0.attn_v.weight", 3),
     (ImportType::Q3_K, "blk.0.ffn_gate.weight", 5),
-    (ImportType::Q2_K, "blk.0.ffn_up.weight", 5),
     (ImportType::TQ1_0, "blk.0.ffn_down.weight", 5),
     (ImportType::TQ2_0, "blk.1.attn_q.weight", 5),
     (ImportType::MXFP4, "blk.1.attn_k.weight", 5),
@@ -173,48 +172,54 @@ fn linear_on_loaded_weights_matches_the_reference() {
     }
 }
 
-/// IQ4_XS has kernels of its own: its tensor loads as its blocks (the
-/// file's bytes, which conversion to .mllm copies), with gguf-py's values,
-/// and the CPU linear on it stays within the int8 activation rounding.
+/// IQ4_XS and Q2_K have kernels of their own: each tensor loads as its
+/// blocks (the file's bytes, which conversion to .mllm copies), with
+/// gguf-py's values, and the CPU linear on it stays within the int8
+/// activation rounding.
 #[test]
-fn iq4_xs_loads_as_its_own_blocks() {
+fn own_types_load_as_their_blocks() {
     let w = GgufWeights::open(&fixture("import.gguf")).unwrap();
-    let name = hf_name(&w, "blk.0.attn_output.weight");
-    let want = f32s(&std::fs::read(fixture("IQ4_XS.dequant")).unwrap());
-    let file = std::fs::read(fixture("IQ4_XS.blocks")).unwrap();
-    let (n, k) = (5, want.len() / 5);
-    let ty = DType::Quant(QuantType::IQ4_XS);
-    assert_eq!(w.info(&name).unwrap().dtype, ty);
-    assert_eq!(w.block_type(&name), Some(QuantType::IQ4_XS));
-    assert_eq!(w.blocks(&name), Some(file));
-    let got = w.load(&name).unwrap();
-    assert_eq!((got.dtype(), got.shape()), (ty, &[n, k][..]));
-    let vals = got.to_f32_vec().unwrap();
-    for (i, (g, e)) in vals.iter().zip(&want).enumerate() {
-        assert_eq!(g.to_bits(), e.to_bits(), "IQ4_XS[{i}]: {g}, gguf-py {e}");
-    }
-    let m = 9;
-    let x = splitmix(7, m * k);
-    let weight = CpuBackend.prepare_weight("w", got).unwrap();
-    let xt = Tensor::from_f32(x.clone(), vec![m, k]).unwrap();
-    let out = CpuBackend.run(&Op::Linear, &[&xt, &weight]).unwrap();
-    let out = out.f32s().unwrap();
-    let reference =
-        mllm_backends::cpu::linear::linear_ref(&x, m, k, FloatSlice::F32(&want), n, None);
-    for i in 0..m {
-        for j in 0..n {
-            let (xs, ws) = (&x[i * k..(i + 1) * k], &want[j * k..(j + 1) * k]);
-            let mag: f64 = xs.iter().zip(ws).map(|(a, b)| (a * b).abs() as f64).sum();
-            let mut e = 1e-5 * mag + 1e-6;
-            for (xb, wb) in xs.chunks(256).zip(ws.chunks(256)) {
-                let step = xb.iter().fold(0.0f32, |a, v| a.max(v.abs())) as f64 / 127.0;
-                e += 0.5 * 1.001 * step * wb.iter().map(|v| v.abs() as f64).sum::<f64>();
+    for (q, gguf) in [
+        (QuantType::IQ4_XS, "blk.0.attn_output.weight"),
+        (QuantType::Q2_K, "blk.0.ffn_up.weight"),
+    ] {
+        let name = hf_name(&w, gguf);
+        let want = f32s(&std::fs::read(fixture(&format!("{q}.dequant"))).unwrap());
+        let file = std::fs::read(fixture(&format!("{q}.blocks"))).unwrap();
+        let (n, k) = (5, want.len() / 5);
+        let ty = DType::Quant(q);
+        assert_eq!(w.info(&name).unwrap().dtype, ty);
+        assert_eq!(w.block_type(&name), Some(q));
+        assert_eq!(w.blocks(&name), Some(file));
+        let got = w.load(&name).unwrap();
+        assert_eq!((got.dtype(), got.shape()), (ty, &[n, k][..]));
+        let vals = got.to_f32_vec().unwrap();
+        for (i, (g, e)) in vals.iter().zip(&want).enumerate() {
+            assert_eq!(g.to_bits(), e.to_bits(), "{q}[{i}]: {g}, gguf-py {e}");
+        }
+        let m = 9;
+        let x = splitmix(7, m * k);
+        let weight = CpuBackend.prepare_weight("w", got).unwrap();
+        let xt = Tensor::from_f32(x.clone(), vec![m, k]).unwrap();
+        let out = CpuBackend.run(&Op::Linear, &[&xt, &weight]).unwrap();
+        let out = out.f32s().unwrap();
+        let reference =
+            mllm_backends::cpu::linear::linear_ref(&x, m, k, FloatSlice::F32(&want), n, None);
+        for i in 0..m {
+            for j in 0..n {
+                let (xs, ws) = (&x[i * k..(i + 1) * k], &want[j * k..(j + 1) * k]);
+                let mag: f64 = xs.iter().zip(ws).map(|(a, b)| (a * b).abs() as f64).sum();
+                let mut e = 1e-5 * mag + 1e-6;
+                for (xb, wb) in xs.chunks(256).zip(ws.chunks(256)) {
+                    let step = xb.iter().fold(0.0f32, |a, v| a.max(v.abs())) as f64 / 127.0;
+                    e += 0.5 * 1.001 * step * wb.iter().map(|v| v.abs() as f64).sum::<f64>();
+                }
+                let (g, r) = (out[i * n + j], reference[i * n + j]);
+                assert!(
+                    g.is_finite() && ((g - r).abs() as f64) <= e,
+                    "{q} out[{i}, {j}] = {g}, reference {r}, bound {e}"
+                );
             }
-            let (g, r) = (out[i * n + j], reference[i * n + j]);
-            assert!(
-                g.is_finite() && ((g - r).abs() as f64) <= e,
-                "out[{i}, {j}] = {g}, reference {r}, bound {e}"
-            );
         }
     }
 }

@@ -1,5 +1,5 @@
 //! ggml types mllm reads from GGUF files but has no kernels of their own:
-//! Q5_0, Q5_1, IQ4_NL, Q3_K and Q2_K; TQ1_0 and TQ2_0 (ternary
+//! Q5_0, Q5_1, IQ4_NL and Q3_K; TQ1_0 and TQ2_0 (ternary
 //! BitNet-style models), MXFP4 (gpt-oss) and the grid "i-quants" IQ2_XXS,
 //! IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S and IQ1_M (llama-quantize's IQ1..IQ3
 //! files; their grids are generated from gguf-py's, `iq_grids`). llama-quantize's Q4_K_M,
@@ -24,14 +24,14 @@
 //! - f32 values (`dequantize`) for the rest, which no existing type holds
 //!   exactly: Q5_1 (`d * q + m` has an offset per 32 values that Q8_0
 //!   lacks, and Q4_1/Q5_K cannot hold its 5-bit codes with its own f16
-//!   `d` and `m`), Q2_K (a separate min per
-//!   16 values, where Q4_K has one per 32) and MXFP4 (its e8m0 scale spans
+//!   `d` and `m`) and MXFP4 (its e8m0 scale spans
 //!   2^-128..2^127, beyond an f16's range; `mxfp4`) and the IQ1/IQ2/IQ3
 //!   types (scales rounded to f32 or products past an i8; `iq1`, `iq2`,
 //!   `iq3` say which). An f16 copy would round them.
 //!   This costs 32 bits per weight; a dedicated kernel is the way to get
-//!   their size back, as IQ4_XS got (`QuantType::IQ4_XS`: it is no longer
-//!   imported but computed in its own blocks).
+//!   their size back, as IQ4_XS and Q2_K got (`QuantType::IQ4_XS`,
+//!   `QuantType::Q2_K`: no longer imported but computed in their own
+//!   blocks).
 
 use rayon::prelude::*;
 
@@ -46,7 +46,6 @@ pub enum ImportType {
     Q5_1,
     IQ4_NL,
     Q3_K,
-    Q2_K,
     TQ1_0,
     TQ2_0,
     MXFP4,
@@ -63,12 +62,11 @@ pub enum ImportType {
 const PAR_BLOCKS: usize = 1024;
 
 impl ImportType {
-    pub const ALL: [ImportType; 15] = [
+    pub const ALL: [ImportType; 14] = [
         ImportType::Q5_0,
         ImportType::Q5_1,
         ImportType::IQ4_NL,
         ImportType::Q3_K,
-        ImportType::Q2_K,
         ImportType::TQ1_0,
         ImportType::TQ2_0,
         ImportType::MXFP4,
@@ -88,7 +86,6 @@ impl ImportType {
             ImportType::Q5_1 => "Q5_1",
             ImportType::IQ4_NL => "IQ4_NL",
             ImportType::Q3_K => "Q3_K",
-            ImportType::Q2_K => "Q2_K",
             ImportType::TQ1_0 => "TQ1_0",
             ImportType::TQ2_0 => "TQ2_0",
             ImportType::MXFP4 => "MXFP4",
@@ -107,7 +104,6 @@ impl ImportType {
         match self {
             ImportType::Q5_0 => 6,
             ImportType::Q5_1 => 7,
-            ImportType::Q2_K => 10,
             ImportType::Q3_K => 11,
             ImportType::IQ4_NL => 20,
             ImportType::TQ1_0 => 34,
@@ -132,7 +128,6 @@ impl ImportType {
         match self {
             ImportType::Q5_0 | ImportType::Q5_1 | ImportType::IQ4_NL | ImportType::MXFP4 => QK,
             ImportType::Q3_K
-            | ImportType::Q2_K
             | ImportType::TQ1_0
             | ImportType::TQ2_0
             | ImportType::IQ2_XXS
@@ -153,7 +148,6 @@ impl ImportType {
             ImportType::Q5_0 | ImportType::IQ4_NL => &[0],
             ImportType::Q5_1 => &[0, 2],
             ImportType::Q3_K => &[108],
-            ImportType::Q2_K => &[80, 82],
             ImportType::TQ1_0 => &[52],
             ImportType::TQ2_0 => &[64],
             ImportType::MXFP4 | ImportType::IQ1_M => &[],
@@ -173,7 +167,6 @@ impl ImportType {
             ImportType::Q5_1 => q5::BlockQ5_1::SIZE,
             ImportType::IQ4_NL => iq4::BlockIQ4NL::SIZE,
             ImportType::Q3_K => k_low::BlockQ3K::SIZE,
-            ImportType::Q2_K => k_low::BlockQ2K::SIZE,
             ImportType::TQ1_0 => tq::BlockTQ1_0::SIZE,
             ImportType::TQ2_0 => tq::BlockTQ2_0::SIZE,
             ImportType::MXFP4 => mxfp4::BlockMXFP4::SIZE,
@@ -199,7 +192,7 @@ impl ImportType {
             ImportType::Q5_0 | ImportType::IQ4_NL => Some(QuantType::Q8_0),
             ImportType::TQ1_0 | ImportType::TQ2_0 => Some(QuantType::Q8_0),
             ImportType::Q3_K => Some(QuantType::Q6_K),
-            ImportType::Q5_1 | ImportType::Q2_K | ImportType::MXFP4 => None,
+            ImportType::Q5_1 | ImportType::MXFP4 => None,
             ImportType::IQ2_XXS
             | ImportType::IQ2_XS
             | ImportType::IQ2_S
@@ -217,7 +210,6 @@ impl ImportType {
             ImportType::Q5_1 => q5::dequantize_row_q5_1(bytes, out),
             ImportType::IQ4_NL => iq4::dequantize_row_iq4_nl(bytes, out),
             ImportType::Q3_K => k_low::dequantize_row_q3_k(bytes, out),
-            ImportType::Q2_K => k_low::dequantize_row_q2_k(bytes, out),
             ImportType::TQ1_0 => tq::dequantize_row_tq1_0(bytes, out),
             ImportType::TQ2_0 => tq::dequantize_row_tq2_0(bytes, out),
             ImportType::MXFP4 => mxfp4::dequantize_row_mxfp4(bytes, out),
@@ -270,7 +262,6 @@ impl ImportType {
             ImportType::TQ1_0 => (QuantType::Q8_0, tq::repack_tq1_0_to_q8_0),
             ImportType::TQ2_0 => (QuantType::Q8_0, tq::repack_tq2_0_to_q8_0),
             ImportType::Q5_1
-            | ImportType::Q2_K
             | ImportType::MXFP4
             | ImportType::IQ2_XXS
             | ImportType::IQ2_XS

@@ -79,6 +79,9 @@ pub enum QuantType {
     /// scale per 32 values, 256-value super-blocks; computed with its own
     /// kernels (`cpu::qlinear::k_quants`).
     IQ4_XS,
+    /// Q2_K (`k_low`): 2-bit codes with a 4-bit scale and a 4-bit min per
+    /// 16 values, 256-value super-blocks; computed with its own kernels.
+    Q2_K,
     /// 4-bit weights in groups of `group` (32, 64 or 128) with f16 scales,
     /// f32 activations (`w4a16`).
     W4A16 {
@@ -108,7 +111,7 @@ pub const W8A8_ID: u32 = 1200;
 pub const PACKED_ID_BASE: u32 = 1300;
 
 impl QuantType {
-    pub const ALL: [QuantType; 7] = [
+    pub const ALL: [QuantType; 8] = [
         QuantType::Q4_0,
         QuantType::Q4_1,
         QuantType::Q8_0,
@@ -116,6 +119,7 @@ impl QuantType {
         QuantType::Q5_K,
         QuantType::Q6_K,
         QuantType::IQ4_XS,
+        QuantType::Q2_K,
     ];
 
     /// W4A16 with `group` values per scale, if the group is supported.
@@ -147,7 +151,11 @@ impl QuantType {
         match self {
             QuantType::Q4_0 | QuantType::Q4_1 | QuantType::Q8_0 => QK,
             QuantType::Q4_0x16 | QuantType::Q4_1x16 | QuantType::Q8_0x16 => QK,
-            QuantType::Q4_K | QuantType::Q5_K | QuantType::Q6_K | QuantType::IQ4_XS => QK_K,
+            QuantType::Q4_K
+            | QuantType::Q5_K
+            | QuantType::Q6_K
+            | QuantType::IQ4_XS
+            | QuantType::Q2_K => QK_K,
             QuantType::W4A16 { group } => group as usize,
             QuantType::W8A8 { k } => k as usize,
         }
@@ -163,6 +171,7 @@ impl QuantType {
             QuantType::Q5_K => std::mem::size_of::<BlockQ5K>(),
             QuantType::Q6_K => std::mem::size_of::<BlockQ6K>(),
             QuantType::IQ4_XS => iq4::BlockIQ4XS::SIZE,
+            QuantType::Q2_K => k_low::BlockQ2K::SIZE,
             QuantType::W4A16 { group } => w4a16::group_bytes(group as usize),
             QuantType::W8A8 { k } => w8a8::row_bytes(k as usize),
         }
@@ -183,6 +192,7 @@ impl QuantType {
             QuantType::Q5_K => "Q5_K",
             QuantType::Q6_K => "Q6_K",
             QuantType::IQ4_XS => "IQ4_XS",
+            QuantType::Q2_K => "Q2_K",
             QuantType::W4A16 { group: 32 } => "W4A16_G32",
             QuantType::W4A16 { group: 64 } => "W4A16_G64",
             QuantType::W4A16 { group: 128 } => "W4A16_G128",
@@ -206,6 +216,7 @@ impl QuantType {
             QuantType::Q5_K => 13,
             QuantType::Q6_K => 14,
             QuantType::IQ4_XS => 23,
+            QuantType::Q2_K => 10,
             QuantType::W4A16 { group } => W4A16_ID_BASE + group as u32,
             QuantType::W8A8 { .. } => W8A8_ID,
             QuantType::Q4_0x16 => PACKED_ID_BASE,
@@ -234,7 +245,11 @@ impl QuantType {
     pub fn can_quantize(self) -> bool {
         !matches!(
             self,
-            QuantType::Q4_K | QuantType::Q5_K | QuantType::Q6_K | QuantType::IQ4_XS
+            QuantType::Q4_K
+                | QuantType::Q5_K
+                | QuantType::Q6_K
+                | QuantType::IQ4_XS
+                | QuantType::Q2_K
         ) && !self.is_packed()
     }
 
@@ -262,6 +277,7 @@ impl QuantType {
             QuantType::Q5_K => dequantize_row_q5_k(bytes, out),
             QuantType::Q6_K => dequantize_row_q6_k(bytes, out),
             QuantType::IQ4_XS => iq4::dequantize_row_iq4_xs(bytes, out),
+            QuantType::Q2_K => k_low::dequantize_row_q2_k(bytes, out),
             QuantType::W4A16 { group } => w4a16::dequantize_row_w4a16(group as usize, bytes, out),
             QuantType::W8A8 { k } => w8a8::dequantize_row_w8a8(k as usize, bytes, out),
             QuantType::Q4_0x16 | QuantType::Q4_1x16 | QuantType::Q8_0x16 => Err(format!(
@@ -367,9 +383,9 @@ pub fn quantize_into(ty: QuantType, x: &[f32], out: &mut [u8]) -> Result<(), Str
                 "{ty}: quantizing to K-quants is not implemented yet"
             ))
         }
-        QuantType::IQ4_XS => {
+        QuantType::IQ4_XS | QuantType::Q2_K => {
             return Err(format!(
-                "{ty}: mllm reads IQ4_XS from GGUF files; it cannot write it yet"
+                "{ty}: mllm reads {ty} from GGUF files; it cannot write it yet"
             ))
         }
         QuantType::Q4_0x16 | QuantType::Q4_1x16 | QuantType::Q8_0x16 => {

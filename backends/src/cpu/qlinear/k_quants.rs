@@ -1,4 +1,4 @@
-//! Q4_K, Q5_K, Q6_K and IQ4_XS weights against `ActQ8K` activations
+//! Q2_K, Q4_K, Q5_K, Q6_K and IQ4_XS weights against `ActQ8K` activations
 //! (256-value super-blocks with per-16 code sums).
 //!
 //! A K-quant's sub-block scales are small integers, so a whole super-block
@@ -9,6 +9,9 @@
 //! - Q6_K: `sum(w * a) = da * d * (sum_k sc_k * sum(q * qa) -
 //!   32 * sum_k sc_k * sum_k(qa))` with unsigned 6-bit `q` (0..=63), so
 //!   `maddubs`/`vpdpbusd` take it as their unsigned operand.
+//! - Q2_K: as Q4_K with a 4-bit scale and a 4-bit min per 16 values
+//!   (`sum_k m_k * sum_k(qa)` straight from the per-16 sums) and 2-bit
+//!   codes.
 //! - IQ4_XS: `sum(w * a) = da * d * sum_j (ls_j - 32) * sum(v * qa)` with
 //!   `v` the table value (`KVALUES_IQ4NL`, -127..=113) of each 4-bit code;
 //!   `v` is signed, so the SIMD paths multiply `|v|` by `qa` carrying
@@ -24,7 +27,7 @@ use super::act_quant::ActQ8K;
 use super::{drive, Isa, Tile};
 use crate::quant::iq4::{BlockIQ4XS, KVALUES_IQ4NL};
 use crate::quant::k_quants::{scale_min_k4, K_SCALE_SIZE};
-use crate::quant::{BlockQ4K, BlockQ5K, BlockQ6K, QK_K};
+use crate::quant::{BlockQ2K, BlockQ4K, BlockQ5K, BlockQ6K, QK_K};
 
 #[inline(always)]
 fn f16_le(b: &[u8], i: usize) -> f32 {
@@ -167,6 +170,35 @@ pub(super) fn iq4xs_scales(b: &[u8]) -> [i16; 8] {
     })
 }
 
+/// Scalar twin for Q2_K: code of element `128n + 32j + l` is bits `2j`
+/// of `qs[32n + l]`; sub-block (scale and min) `e / 16`.
+pub(super) fn vec_dot_q2k(w: &[u8], act: &ActQ8K, i: usize) -> f32 {
+    let nsb = act.blocks_per_row();
+    let mut acc = 0.0f32;
+    for sb in 0..nsb {
+        let blk = &w[sb * BlockQ2K::SIZE..(sb + 1) * BlockQ2K::SIZE];
+        let (scales, qs) = (&blk[..16], &blk[16..80]);
+        let (d, dmin) = (f16_le(blk, 80), f16_le(blk, 82));
+        let a = &act.qs[i * act.k + sb * QK_K..i * act.k + (sb + 1) * QK_K];
+        let mut isum = 0i32;
+        for (k, &sc) in scales.iter().enumerate() {
+            let dot: i32 = (16 * k..16 * k + 16)
+                .map(|e| {
+                    let (n, j, l) = (e / 128, (e % 128) / 32, e % 32);
+                    ((qs[32 * n + l] >> (2 * j)) & 3) as i32 * a[e] as i32
+                })
+                .sum();
+            isum += (sc & 0x0F) as i32 * dot;
+        }
+        let bs = &act.bsums[(i * nsb + sb) * 16..(i * nsb + sb + 1) * 16];
+        let imin: i32 = (0..16)
+            .map(|k| (scales[k] >> 4) as i32 * bs[k] as i32)
+            .sum();
+        acc += finish_q4k(d, dmin, act.d[i * nsb + sb], isum, imin);
+    }
+    acc
+}
+
 /// Scalar twin for IQ4_XS.
 pub(super) fn vec_dot_iq4xs(w: &[u8], act: &ActQ8K, i: usize) -> f32 {
     let nsb = act.blocks_per_row();
@@ -232,6 +264,7 @@ pub(super) enum Kind {
     Q5K,
     Q6K,
     IQ4XS,
+    Q2K,
 }
 
 impl Kind {
@@ -241,6 +274,7 @@ impl Kind {
             Kind::Q5K => BlockQ5K::SIZE,
             Kind::Q6K => BlockQ6K::SIZE,
             Kind::IQ4XS => BlockIQ4XS::SIZE,
+            Kind::Q2K => BlockQ2K::SIZE,
         }
     }
 }
@@ -269,7 +303,7 @@ pub(super) fn gemm(kind: Kind, isa: Isa, w: &[u8], nr: usize, act: &ActQ8K, out:
         match (isa, kind) {
             // SAFETY: as below; `panel` reads the same rows and cells.
             (Isa::Avx2, _) => return unsafe { panel::gemm(kind, false, &ctx, nr, m) },
-            (Isa::Avx512Vnni, Kind::Q4K | Kind::Q5K | Kind::IQ4XS) => {
+            (Isa::Avx512Vnni, Kind::Q4K | Kind::Q5K | Kind::IQ4XS | Kind::Q2K) => {
                 return unsafe { panel::gemm(kind, true, &ctx, nr, m) }
             }
             _ => {}
@@ -308,6 +342,7 @@ pub(super) fn gemm(kind: Kind, isa: Isa, w: &[u8], nr: usize, act: &ActQ8K, out:
                         Kind::Q5K => vec_dot_q4k::<true>(row, act, i),
                         Kind::Q6K => vec_dot_q6k(row, act, i),
                         Kind::IQ4XS => vec_dot_iq4xs(row, act, i),
+                        Kind::Q2K => vec_dot_q2k(row, act, i),
                     };
                 }
             }
@@ -550,12 +585,74 @@ mod neon {
         store(ctx, j, i, &acc);
     }
 
+    /// Q2_K tile: 2-bit codes by the activation codes per 16, times the
+    /// 4-bit scales; the mins from the per-16 activation sums.
+    #[inline(always)]
+    unsafe fn tile_q2k<const R: usize, const C: usize, const DOT: bool>(
+        ctx: &Ctx,
+        j: usize,
+        i: usize,
+    ) {
+        let nsb = ctx.nsb;
+        let k = nsb * QK_K;
+        let mut acc = [[0.0f32; C]; R];
+        for sb in 0..nsb {
+            let mut blk = [std::ptr::null::<u8>(); R];
+            let mut iacc = [[vdupq_n_s32(0); C]; R];
+            for r in 0..R {
+                blk[r] = ctx.w.add((j + r) * ctx.row_bytes + sb * 84);
+            }
+            for n in 0..2 {
+                for g in 0..4 {
+                    let mut q = [[vdupq_n_s8(0); 2]; R];
+                    for r in 0..R {
+                        for h in 0..2 {
+                            let b = vld1q_u8(blk[r].add(16 + 32 * n + 16 * h));
+                            let c = match g {
+                                0 => b,
+                                1 => vshrq_n_u8::<2>(b),
+                                2 => vshrq_n_u8::<4>(b),
+                                _ => vshrq_n_u8::<6>(b),
+                            };
+                            q[r][h] = vreinterpretq_s8_u8(vandq_u8(c, vdupq_n_u8(3)));
+                        }
+                    }
+                    for c in 0..C {
+                        let pa = ctx.aq.add((i + c) * k + sb * QK_K + 128 * n + 32 * g);
+                        let a = [vld1q_s8(pa), vld1q_s8(pa.add(16))];
+                        for r in 0..R {
+                            let s0 = (*blk[r].add(8 * n + 2 * g) & 0x0F) as i32;
+                            let s1 = (*blk[r].add(8 * n + 2 * g + 1) & 0x0F) as i32;
+                            let t = vmlaq_n_s32(iacc[r][c], dot16::<DOT>(q[r][0], a[0]), s0);
+                            iacc[r][c] = vmlaq_n_s32(t, dot16::<DOT>(q[r][1], a[1]), s1);
+                        }
+                    }
+                }
+            }
+            for c in 0..C {
+                let bi = (i + c) * nsb + sb;
+                let da = *ctx.ad.add(bi);
+                for r in 0..R {
+                    let p = blk[r];
+                    let imin: i32 = (0..16)
+                        .map(|kk| (*p.add(kk) >> 4) as i32 * *ctx.abs.add(bi * 16 + kk) as i32)
+                        .sum();
+                    let head = std::slice::from_raw_parts(p.add(80), 4);
+                    let (d, dmin) = (f16_le(head, 0), f16_le(head, 2));
+                    acc[r][c] += finish_q4k(d, dmin, da, vaddvq_s32(iacc[r][c]), imin);
+                }
+            }
+        }
+        store(ctx, j, i, &acc);
+    }
+
     unsafe fn tile_neon<const R: usize, const C: usize>(kind: Kind, ctx: &Ctx, j: usize, i: usize) {
         match kind {
             Kind::Q4K => tile_q4k::<R, C, false, false>(ctx, j, i),
             Kind::Q5K => tile_q4k::<R, C, false, true>(ctx, j, i),
             Kind::Q6K => tile_q6k::<R, C, false>(ctx, j, i),
             Kind::IQ4XS => tile_iq4xs::<R, C, false>(ctx, j, i),
+            Kind::Q2K => tile_q2k::<R, C, false>(ctx, j, i),
         }
     }
 
@@ -566,6 +663,7 @@ mod neon {
             Kind::Q5K => tile_q4k::<R, C, true, true>(ctx, j, i),
             Kind::Q6K => tile_q6k::<R, C, true>(ctx, j, i),
             Kind::IQ4XS => tile_iq4xs::<R, C, true>(ctx, j, i),
+            Kind::Q2K => tile_q2k::<R, C, true>(ctx, j, i),
         }
     }
 
@@ -583,7 +681,10 @@ mod neon {
             unsafe fn iq4xs(ctx: &Ctx, j: usize, i: usize) {
                 $f::<$r, $c>(Kind::IQ4XS, ctx, j, i)
             }
-            [q4k as Tile<Ctx>, q5k, q6k, iq4xs]
+            unsafe fn q2k(ctx: &Ctx, j: usize, i: usize) {
+                $f::<$r, $c>(Kind::Q2K, ctx, j, i)
+            }
+            [q4k as Tile<Ctx>, q5k, q6k, iq4xs, q2k]
         }};
     }
 

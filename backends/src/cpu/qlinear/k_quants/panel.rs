@@ -1,4 +1,4 @@
-//! Prefill tiles of Q4_K, Q5_K, Q6_K and IQ4_XS on x86 (AVX2 and AVX-512 VNNI on
+//! Prefill tiles of Q2_K, Q4_K, Q5_K, Q6_K and IQ4_XS on x86 (AVX2 and AVX-512 VNNI on
 //! 256-bit vectors): four weight rows are unpacked once into a panel, then
 //! every activation row streams past it two at a time.
 //!
@@ -23,7 +23,7 @@
 use std::arch::x86_64::*;
 
 use super::super::block32::f16_at;
-use super::x86::{iq4_values, madd_scaled, q6_codes, tile_fn};
+use super::x86::{iq4_values, madd_scaled, q2_codes, q2_scales_mins, q6_codes, tile_fn};
 use super::{iq4xs_scales, unpack_scales, Ctx, Kind};
 use crate::quant::QK_K;
 
@@ -79,6 +79,28 @@ unsafe fn build(kind: Kind, ctx: &Ctx, j: usize, panel: &mut [Sb]) {
         for r in 0..R {
             let blk = ctx.w.add((j + r) * ctx.row_bytes + sb * size);
             let codes = p.codes[r].as_mut_ptr() as *mut __m256i;
+            if kind == Kind::Q2K {
+                let (d, dmin) = (f16_at(blk.add(80)), f16_at(blk.add(82)));
+                for c in 0..C {
+                    (p.d[r * C + c], p.dmin[r * C + c]) = (d, dmin);
+                }
+                for n in 0..2 {
+                    for g in 0..4 {
+                        _mm256_store_si256(codes.add(4 * n + g), q2_codes(blk.add(16), n, g));
+                    }
+                }
+                let (sc, mn) = q2_scales_mins(blk);
+                let mut s16 = [0i16; 16];
+                _mm256_storeu_si256(s16.as_mut_ptr() as *mut __m256i, sc);
+                _mm256_storeu_si256(p.mins[r].as_mut_ptr() as *mut __m256i, mn);
+                for t in 0..8 {
+                    let (s0, s1) = (s16[2 * t], s16[2 * t + 1]);
+                    p.scales[r][t] = [
+                        s0, s0, s0, s0, s0, s0, s0, s0, s1, s1, s1, s1, s1, s1, s1, s1,
+                    ];
+                }
+                continue;
+            }
             if kind == Kind::IQ4XS {
                 let d = f16_at(blk);
                 for c in 0..C {

@@ -1,4 +1,4 @@
-//! The AVX2 and AVX-512 VNNI tiles of Q4_K, Q5_K, Q6_K and IQ4_XS
+//! The AVX2 and AVX-512 VNNI tiles of Q2_K, Q4_K, Q5_K, Q6_K and IQ4_XS
 //! (256-bit; the 512-bit Q6_K tile is `k_zmm`).
 
 use std::arch::x86_64::*;
@@ -214,6 +214,46 @@ unsafe fn finish_d<const R: usize, const C: usize>(
     }
 }
 
+/// The per-16-scaled dot products of super-block `sb` for the types with a
+/// scale per 16 values (Q2_K, Q6_K): chunk `(n, g)` is elements
+/// `128n + 32g ..`, whose unsigned codes `codes(r, n, g)` gives; `halves`
+/// holds each row's scales 0-7 and 8-15 in both 128-bit halves.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn per16_dots<const R: usize, const C: usize, const VNNI: bool>(
+    ctx: &Ctx,
+    i: usize,
+    sb: usize,
+    halves: &[[__m256i; 2]; R],
+    codes: impl Fn(usize, usize, usize) -> __m256i,
+    iacc: &mut [[__m256i; C]; R],
+    iacc2: &mut [[__m256i; C]; R],
+) {
+    let k = ctx.nsb * QK_K;
+    for n in 0..2 {
+        for g in 0..4 {
+            let mut q = [_mm256_setzero_si256(); R];
+            let mut s = [_mm256_setzero_si256(); R];
+            for r in 0..R {
+                q[r] = codes(r, n, g);
+                s[r] = q6_scales(halves[r][n], g);
+            }
+            for c in 0..C {
+                let pa = ctx.aq.add((i + c) * k + sb * QK_K + 128 * n + 32 * g);
+                let a = _mm256_loadu_si256(pa as *const __m256i);
+                for r in 0..R {
+                    // Two chains, so a one-row tile is not bound by latency.
+                    if g % 2 == 0 {
+                        iacc[r][c] = madd_scaled::<VNNI>(iacc[r][c], q[r], a, s[r]);
+                    } else {
+                        iacc2[r][c] = madd_scaled::<VNNI>(iacc2[r][c], q[r], a, s[r]);
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Q6_K tile.
 #[inline(always)]
 unsafe fn tile_q6k<const R: usize, const C: usize, const VNNI: bool>(
@@ -222,7 +262,6 @@ unsafe fn tile_q6k<const R: usize, const C: usize, const VNNI: bool>(
     i: usize,
 ) {
     let nsb = ctx.nsb;
-    let k = nsb * QK_K;
     let mut acc = [[0.0f32; C]; R];
     for sb in 0..nsb {
         let mut d = [0.0f32; R];
@@ -250,27 +289,15 @@ unsafe fn tile_q6k<const R: usize, const C: usize, const VNNI: bool>(
                 iacc[r][c] = _mm256_sub_epi32(_mm256_setzero_si256(), corr);
             }
         }
-        for n in 0..2 {
-            for g in 0..4 {
-                let mut q = [_mm256_setzero_si256(); R];
-                let mut s = [_mm256_setzero_si256(); R];
-                for r in 0..R {
-                    q[r] = q6_codes(blk[r], n, g);
-                    s[r] = q6_scales(halves[r][n], g);
-                }
-                for c in 0..C {
-                    let pa = ctx.aq.add((i + c) * k + sb * QK_K + 128 * n + 32 * g);
-                    let a = _mm256_loadu_si256(pa as *const __m256i);
-                    for r in 0..R {
-                        if g % 2 == 0 {
-                            iacc[r][c] = madd_scaled::<VNNI>(iacc[r][c], q[r], a, s[r]);
-                        } else {
-                            iacc2[r][c] = madd_scaled::<VNNI>(iacc2[r][c], q[r], a, s[r]);
-                        }
-                    }
-                }
-            }
-        }
+        per16_dots::<R, C, VNNI>(
+            ctx,
+            i,
+            sb,
+            &halves,
+            |r, n, g| q6_codes(blk[r], n, g),
+            &mut iacc,
+            &mut iacc2,
+        );
         finish_d(ctx, sb, i, &d, &iacc, &iacc2, &mut acc);
     }
     store(ctx, j, i, &acc);
@@ -290,6 +317,84 @@ pub(super) unsafe fn iq4_values(qs: *const u8) -> __m256i {
         _mm_and_si128(q, m4),
     );
     _mm256_shuffle_epi8(table, idx)
+}
+
+/// The 2-bit codes of elements `128n + 32g ..` of the Q2_K block whose
+/// codes start at `qs`, one per byte.
+#[inline(always)]
+pub(super) unsafe fn q2_codes(qs: *const u8, n: usize, g: usize) -> __m256i {
+    let b = _mm256_loadu_si256(qs.add(32 * n) as *const __m256i);
+    let c = match g {
+        0 => b,
+        1 => _mm256_srli_epi16(b, 2),
+        2 => _mm256_srli_epi16(b, 4),
+        _ => _mm256_srli_epi16(b, 6),
+    };
+    _mm256_and_si256(c, _mm256_set1_epi8(3))
+}
+
+/// The 16 scales (low nibbles) and the 16 mins (high nibbles) of a Q2_K
+/// block's first 16 bytes, as i16.
+#[inline(always)]
+pub(super) unsafe fn q2_scales_mins(p: *const u8) -> (__m256i, __m256i) {
+    let raw = _mm_loadu_si128(p as *const __m128i);
+    let m4 = _mm_set1_epi8(0x0F);
+    (
+        _mm256_cvtepu8_epi16(_mm_and_si128(raw, m4)),
+        _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), m4)),
+    )
+}
+
+/// Q2_K tile.
+#[inline(always)]
+unsafe fn tile_q2k<const R: usize, const C: usize, const VNNI: bool>(
+    ctx: &Ctx,
+    j: usize,
+    i: usize,
+) {
+    let nsb = ctx.nsb;
+    let mut acc = [[0.0f32; C]; R];
+    for sb in 0..nsb {
+        let mut d = [0.0f32; R];
+        let mut dmin = [0.0f32; R];
+        let mut halves = [[_mm256_setzero_si256(); 2]; R];
+        let mut mn = [_mm256_setzero_si256(); R];
+        let mut qs = [std::ptr::null::<u8>(); R];
+        for r in 0..R {
+            let p = ctx.w.add((j + r) * ctx.row_bytes + sb * 84);
+            prefetch_next_row::<R>(p, ctx.row_bytes, 84);
+            (d[r], dmin[r]) = (f16_at(p.add(80)), f16_at(p.add(82)));
+            let (sc16, mn16) = q2_scales_mins(p);
+            mn[r] = mn16;
+            halves[r] = [
+                _mm256_permute2x128_si256(sc16, sc16, 0x00),
+                _mm256_permute2x128_si256(sc16, sc16, 0x11),
+            ];
+            qs[r] = p.add(16);
+        }
+        let mut iacc = [[_mm256_setzero_si256(); C]; R];
+        let mut iacc2 = [[_mm256_setzero_si256(); C]; R];
+        per16_dots::<R, C, VNNI>(
+            ctx,
+            i,
+            sb,
+            &halves,
+            |r, n, g| q2_codes(qs[r], n, g),
+            &mut iacc,
+            &mut iacc2,
+        );
+        for c in 0..C {
+            let bi = (i + c) * nsb + sb;
+            let da = *ctx.ad.add(bi);
+            let bs = _mm256_loadu_si256(ctx.abs.add(bi * 16) as *const __m256i);
+            for r in 0..R {
+                let isum = hsum_i32(_mm256_add_epi32(iacc[r][c], iacc2[r][c]));
+                let imin = hsum_i32(_mm256_madd_epi16(mn[r], bs));
+                acc[r][c] += finish_q4k(d[r], dmin[r], da, isum, imin);
+            }
+        }
+    }
+    store(ctx, j, i, &acc);
 }
 
 /// IQ4_XS tile.
@@ -354,6 +459,7 @@ macro_rules! wrappers {
                 Kind::Q5K => tile_q4k::<R, C, $vnni, true>(ctx, j, i),
                 Kind::Q6K => tile_q6k::<R, C, $vnni>(ctx, j, i),
                 Kind::IQ4XS => tile_iq4xs::<R, C, $vnni>(ctx, j, i),
+                Kind::Q2K => tile_q2k::<R, C, $vnni>(ctx, j, i),
             }
         }
     };
@@ -375,7 +481,10 @@ macro_rules! per_kind {
         unsafe fn iq4xs(ctx: &Ctx, j: usize, i: usize) {
             $f::<$r, $c>(Kind::IQ4XS, ctx, j, i)
         }
-        [q4k as Tile<Ctx>, q5k, q6k, iq4xs]
+        unsafe fn q2k(ctx: &Ctx, j: usize, i: usize) {
+            $f::<$r, $c>(Kind::Q2K, ctx, j, i)
+        }
+        [q4k as Tile<Ctx>, q5k, q6k, iq4xs, q2k]
     }};
 }
 
