@@ -95,6 +95,7 @@ impl DType {
                 QuantType::Q6_K => "q6_k",
                 QuantType::IQ4_XS => "iq4_xs",
                 QuantType::Q2_K => "q2_k",
+                QuantType::Q3_K => "q3_k",
                 QuantType::W4A16 { group: 32 } => "w4a16_g32",
                 QuantType::W4A16 { group: 64 } => "w4a16_g64",
                 QuantType::W4A16 { .. } => "w4a16_g128",
@@ -165,6 +166,6 @@ mod tests {
             assert_eq!(DType::parse(d.name()), Some(d));
         }
         assert_eq!(DType::parse("Q4_K"), Some(DType::Quant(QuantType::Q4_K)));
-        assert_eq!(DType::parse("q3_k"), None);
+        assert_eq!(DType::parse("q5_0"), None);
     }
 }

@@ -61,6 +61,7 @@ fn weight(ty: QuantType, n: usize, k: usize, seed: u64) -> Vec<u8> {
                 }
                 QuantType::Q6_K => put_f16(blk, 208, d),
                 QuantType::IQ4_XS => put_f16(blk, 0, d * 0.01),
+                QuantType::Q3_K => put_f16(blk, 108, d * 0.1),
                 QuantType::Q2_K => {
                     put_f16(blk, 80, d);
                     put_f16(blk, 82, m.abs());
@@ -122,10 +123,7 @@ fn magnitudes(x: &[f32], wf: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
 
 /// The 256-value types computed against `ActQ8K` activations.
 fn is_k_quant(ty: QuantType) -> bool {
-    matches!(
-        ty,
-        QuantType::Q4_K | QuantType::Q5_K | QuantType::Q6_K | QuantType::IQ4_XS | QuantType::Q2_K
-    )
+    ty.has_super_blocks()
 }
 
 /// Every kind of type: ggml's, W4A16 at each group, and W8A8 (whose block
@@ -259,6 +257,7 @@ fn k_quant_prefill_tiles_match_the_twin() {
     // rows left over from the panels, on the serial and the parallel path.
     for ty in [
         QuantType::Q2_K,
+        QuantType::Q3_K,
         QuantType::Q4_K,
         QuantType::Q5_K,
         QuantType::Q6_K,

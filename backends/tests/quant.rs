@@ -29,6 +29,7 @@ fn type_table_matches_ggml() {
         (QuantType::Q6_K, 256, 210, 14, 6.5625),
         (QuantType::IQ4_XS, 256, 136, 23, 4.25),
         (QuantType::Q2_K, 256, 84, 10, 2.625),
+        (QuantType::Q3_K, 256, 110, 11, 3.4375),
     ];
     for (ty, bs, ts, id, bpw) in want {
         assert_eq!((ty.block_size(), ty.type_size()), (bs, ts), "{ty}");
@@ -47,10 +48,12 @@ fn type_table_matches_ggml() {
 #[test]
 fn dequantize_matches_gguf_py_for_every_type() {
     for ty in QuantType::ALL {
-        // IQ4_XS's and Q2_K's fixtures sit with the imported types' (they
-        // were imported).
+        // IQ4_XS's, Q2_K's and Q3_K's fixtures sit with the imported
+        // types' (they were imported).
         let fixture = |name: &str| match ty {
-            QuantType::IQ4_XS | QuantType::Q2_K => common::fixture("quants", name),
+            QuantType::IQ4_XS | QuantType::Q2_K | QuantType::Q3_K => {
+                common::fixture("quants", name)
+            }
             _ => fixture(name),
         };
         let blocks = fixture(&format!("{}.blocks", ty.name()));
@@ -68,6 +71,7 @@ fn dequantize_matches_gguf_py_for_every_type() {
             QuantType::Q6_K => quant::dequantize_row_q6_k,
             QuantType::IQ4_XS => quant::dequantize_row_iq4_xs,
             QuantType::Q2_K => quant::dequantize_row_q2_k,
+            QuantType::Q3_K => quant::dequantize_row_q3_k,
             QuantType::W4A16 { .. }
             | QuantType::W8A8 { .. }
             | QuantType::Q4_0x16

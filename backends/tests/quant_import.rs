@@ -1,10 +1,10 @@
 //! The ggml types mllm imports (backends/src/quant/import.rs: Q5_0, Q5_1,
-//! IQ4_NL, Q3_K, TQ1_0, TQ2_0, MXFP4, IQ2_XXS, IQ2_XS, IQ2_S,
+//! IQ4_NL, TQ1_0, TQ2_0, MXFP4, IQ2_XXS, IQ2_XS, IQ2_S,
 //! IQ3_XXS, IQ3_S, IQ1_S, IQ1_M):
 //! - the reference dequantizers equal gguf-py's `gguf.quants.dequantize`
 //!   bit for bit on committed fixtures (tests/fixtures/quants, made by
 //!   make_quant_fixture.py);
-//! - the lossless repacks (Q5_0, IQ4_NL, TQ1_0, TQ2_0 -> Q8_0, Q3_K -> Q6_K)
+//! - the lossless repacks (Q5_0, IQ4_NL, TQ1_0, TQ2_0 -> Q8_0)
 //!   hold the very same f32 values;
 //! - whatever runs the linear at load (the repacked type's kernels on the
 //!   CPU backend, or f32 values) agrees with the reference on random shapes;
@@ -30,7 +30,6 @@ fn type_table_matches_ggml() {
         (ImportType::Q5_0, 32, 22, 6, 5.5),
         (ImportType::Q5_1, 32, 24, 7, 6.0),
         (ImportType::IQ4_NL, 32, 18, 20, 4.5),
-        (ImportType::Q3_K, 256, 110, 11, 3.4375),
         (ImportType::TQ1_0, 256, 54, 34, 1.6875),
         (ImportType::TQ2_0, 256, 66, 35, 2.0625),
         (ImportType::MXFP4, 32, 17, 39, 4.25),
@@ -54,10 +53,11 @@ fn type_table_matches_ggml() {
         assert_eq!(ty.bits_per_weight(), bpw, "{ty}");
     }
     assert_eq!(ImportType::from_ggml_type_id(8), None);
-    // IQ4_XS and Q2_K have kernels of their own (tests/quant.rs): no
-    // longer imported.
-    assert_eq!(ImportType::from_ggml_type_id(23), None);
-    assert_eq!(ImportType::from_ggml_type_id(10), None);
+    // IQ4_XS, Q2_K and Q3_K have kernels of their own (tests/quant.rs):
+    // no longer imported.
+    for id in [23, 10, 11] {
+        assert_eq!(ImportType::from_ggml_type_id(id), None);
+    }
 }
 
 fn row_fn(ty: ImportType) -> fn(&[u8], &mut [f32]) -> Result<(), String> {
@@ -65,7 +65,6 @@ fn row_fn(ty: ImportType) -> fn(&[u8], &mut [f32]) -> Result<(), String> {
         ImportType::Q5_0 => quant::dequantize_row_q5_0,
         ImportType::Q5_1 => quant::dequantize_row_q5_1,
         ImportType::IQ4_NL => quant::dequantize_row_iq4_nl,
-        ImportType::Q3_K => quant::dequantize_row_q3_k,
         ImportType::TQ1_0 => quant::dequantize_row_tq1_0,
         ImportType::TQ2_0 => quant::dequantize_row_tq2_0,
         ImportType::MXFP4 => quant::dequantize_row_mxfp4,
@@ -222,7 +221,6 @@ fn random_weight(ty: ImportType, n: usize, k: usize, seed: u64) -> Vec<u8> {
     // Keep the 32-value scales' sub-block scale budget in mind: Q3_K and
     // IQ4_XS multiply `d` by up to 32, IQ4_NL by up to 127.
     let unit = match ty {
-        ImportType::Q3_K => 1e-3,
         ImportType::IQ4_NL => 2e-4,
         // Grid values up to 43 (IQ2), 62 (IQ3_XXS), 15 * 31 (IQ3_S), 15
         // * 1.125 (IQ1) times the sub-block scale.

@@ -52,6 +52,7 @@ macro_rules! unary_table {
         }
     };
 }
+#[cfg(feature = "opencl")]
 pub(crate) use unary_table;
 
 macro_rules! define_unary {

@@ -22,6 +22,7 @@
 
 mod elementwise;
 
+#[cfg(feature = "opencl")] // the OpenCL kernels name their maps from it
 pub(crate) use elementwise::unary_table;
 pub use elementwise::{BinaryOp, ReduceOp, UnaryOp};
 

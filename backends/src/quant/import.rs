@@ -1,5 +1,5 @@
 //! ggml types mllm reads from GGUF files but has no kernels of their own:
-//! Q5_0, Q5_1, IQ4_NL and Q3_K; TQ1_0 and TQ2_0 (ternary
+//! Q5_0, Q5_1 and IQ4_NL; TQ1_0 and TQ2_0 (ternary
 //! BitNet-style models), MXFP4 (gpt-oss) and the grid "i-quants" IQ2_XXS,
 //! IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S and IQ1_M (llama-quantize's IQ1..IQ3
 //! files; their grids are generated from gguf-py's, `iq_grids`). llama-quantize's Q4_K_M,
@@ -14,13 +14,11 @@
 //!
 //! - a lossless repack into a type that has fast kernels (`runs_as`),
 //!   where that type computes the very same f32 values: Q5_0 and IQ4_NL
-//!   into Q8_0 (same f16 scale, the codes fit an i8), Q3_K into Q6_K (same
-//!   f16 `d`, same 16-value sub-blocks, i8 scales, codes + 32 fit 6 bits),
-//!   TQ1_0 and TQ2_0 into Q8_0 (one f16 `d` per 256 values, kept for each
-//!   32-value Q8_0 block, the ternary values as the i8 codes).
-//!   Memory grows (Q5_0 5.5 -> 8.5 bits per weight, IQ4_NL 4.5 -> 8.5,
-//!   Q3_K 3.44 -> 6.56, TQ1_0 1.69 and TQ2_0 2.06 -> 8.5), the kernels
-//!   are the tested ones.
+//!   into Q8_0 (same f16 scale, the codes fit an i8), TQ1_0 and TQ2_0
+//!   into Q8_0 (one f16 `d` per 256 values, kept for each 32-value Q8_0
+//!   block, the ternary values as the i8 codes). Memory grows (Q5_0 5.5
+//!   -> 8.5 bits per weight, IQ4_NL 4.5 -> 8.5, TQ1_0 1.69 and TQ2_0 2.06
+//!   -> 8.5), the kernels are the tested ones.
 //! - f32 values (`dequantize`) for the rest, which no existing type holds
 //!   exactly: Q5_1 (`d * q + m` has an offset per 32 values that Q8_0
 //!   lacks, and Q4_1/Q5_K cannot hold its 5-bit codes with its own f16
@@ -29,14 +27,14 @@
 //!   types (scales rounded to f32 or products past an i8; `iq1`, `iq2`,
 //!   `iq3` say which). An f16 copy would round them.
 //!   This costs 32 bits per weight; a dedicated kernel is the way to get
-//!   their size back, as IQ4_XS and Q2_K got (`QuantType::IQ4_XS`,
-//!   `QuantType::Q2_K`: no longer imported but computed in their own
-//!   blocks).
+//!   their size back, as IQ4_XS, Q2_K and Q3_K got (`QuantType::IQ4_XS`,
+//!   `Q2_K`, `Q3_K`: no longer imported but computed in their own blocks;
+//!   Q3_K was repacked into Q6_K, which its kernels match bit for bit).
 
 use rayon::prelude::*;
 
 use super::{block_count, QuantType, QK, QK_K};
-use super::{iq1, iq2, iq3, iq4, k_low, mxfp4, q5, tq};
+use super::{iq1, iq2, iq3, iq4, mxfp4, q5, tq};
 
 /// A ggml type mllm imports from a file (see the module documentation).
 #[allow(non_camel_case_types)]
@@ -45,7 +43,6 @@ pub enum ImportType {
     Q5_0,
     Q5_1,
     IQ4_NL,
-    Q3_K,
     TQ1_0,
     TQ2_0,
     MXFP4,
@@ -62,11 +59,10 @@ pub enum ImportType {
 const PAR_BLOCKS: usize = 1024;
 
 impl ImportType {
-    pub const ALL: [ImportType; 14] = [
+    pub const ALL: [ImportType; 13] = [
         ImportType::Q5_0,
         ImportType::Q5_1,
         ImportType::IQ4_NL,
-        ImportType::Q3_K,
         ImportType::TQ1_0,
         ImportType::TQ2_0,
         ImportType::MXFP4,
@@ -85,7 +81,6 @@ impl ImportType {
             ImportType::Q5_0 => "Q5_0",
             ImportType::Q5_1 => "Q5_1",
             ImportType::IQ4_NL => "IQ4_NL",
-            ImportType::Q3_K => "Q3_K",
             ImportType::TQ1_0 => "TQ1_0",
             ImportType::TQ2_0 => "TQ2_0",
             ImportType::MXFP4 => "MXFP4",
@@ -104,7 +99,6 @@ impl ImportType {
         match self {
             ImportType::Q5_0 => 6,
             ImportType::Q5_1 => 7,
-            ImportType::Q3_K => 11,
             ImportType::IQ4_NL => 20,
             ImportType::TQ1_0 => 34,
             ImportType::TQ2_0 => 35,
@@ -127,8 +121,7 @@ impl ImportType {
     pub fn block_size(self) -> usize {
         match self {
             ImportType::Q5_0 | ImportType::Q5_1 | ImportType::IQ4_NL | ImportType::MXFP4 => QK,
-            ImportType::Q3_K
-            | ImportType::TQ1_0
+            ImportType::TQ1_0
             | ImportType::TQ2_0
             | ImportType::IQ2_XXS
             | ImportType::IQ2_XS
@@ -147,7 +140,6 @@ impl ImportType {
         match self {
             ImportType::Q5_0 | ImportType::IQ4_NL => &[0],
             ImportType::Q5_1 => &[0, 2],
-            ImportType::Q3_K => &[108],
             ImportType::TQ1_0 => &[52],
             ImportType::TQ2_0 => &[64],
             ImportType::MXFP4 | ImportType::IQ1_M => &[],
@@ -166,7 +158,6 @@ impl ImportType {
             ImportType::Q5_0 => q5::BlockQ5_0::SIZE,
             ImportType::Q5_1 => q5::BlockQ5_1::SIZE,
             ImportType::IQ4_NL => iq4::BlockIQ4NL::SIZE,
-            ImportType::Q3_K => k_low::BlockQ3K::SIZE,
             ImportType::TQ1_0 => tq::BlockTQ1_0::SIZE,
             ImportType::TQ2_0 => tq::BlockTQ2_0::SIZE,
             ImportType::MXFP4 => mxfp4::BlockMXFP4::SIZE,
@@ -191,7 +182,6 @@ impl ImportType {
         match self {
             ImportType::Q5_0 | ImportType::IQ4_NL => Some(QuantType::Q8_0),
             ImportType::TQ1_0 | ImportType::TQ2_0 => Some(QuantType::Q8_0),
-            ImportType::Q3_K => Some(QuantType::Q6_K),
             ImportType::Q5_1 | ImportType::MXFP4 => None,
             ImportType::IQ2_XXS
             | ImportType::IQ2_XS
@@ -209,7 +199,6 @@ impl ImportType {
             ImportType::Q5_0 => q5::dequantize_row_q5_0(bytes, out),
             ImportType::Q5_1 => q5::dequantize_row_q5_1(bytes, out),
             ImportType::IQ4_NL => iq4::dequantize_row_iq4_nl(bytes, out),
-            ImportType::Q3_K => k_low::dequantize_row_q3_k(bytes, out),
             ImportType::TQ1_0 => tq::dequantize_row_tq1_0(bytes, out),
             ImportType::TQ2_0 => tq::dequantize_row_tq2_0(bytes, out),
             ImportType::MXFP4 => mxfp4::dequantize_row_mxfp4(bytes, out),
@@ -258,7 +247,6 @@ impl ImportType {
         let (to, repack): (QuantType, Repack) = match self {
             ImportType::Q5_0 => (QuantType::Q8_0, q5::repack_q5_0_to_q8_0),
             ImportType::IQ4_NL => (QuantType::Q8_0, iq4::repack_iq4_nl_to_q8_0),
-            ImportType::Q3_K => (QuantType::Q6_K, k_low::repack_q3_k_to_q6_k),
             ImportType::TQ1_0 => (QuantType::Q8_0, tq::repack_tq1_0_to_q8_0),
             ImportType::TQ2_0 => (QuantType::Q8_0, tq::repack_tq2_0_to_q8_0),
             ImportType::Q5_1

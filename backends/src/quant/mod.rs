@@ -82,6 +82,9 @@ pub enum QuantType {
     /// Q2_K (`k_low`): 2-bit codes with a 4-bit scale and a 4-bit min per
     /// 16 values, 256-value super-blocks; computed with its own kernels.
     Q2_K,
+    /// Q3_K (`k_low`): 3-bit codes (-4..=3) with a 6-bit scale per 16
+    /// values, 256-value super-blocks; computed with its own kernels.
+    Q3_K,
     /// 4-bit weights in groups of `group` (32, 64 or 128) with f16 scales,
     /// f32 activations (`w4a16`).
     W4A16 {
@@ -111,7 +114,7 @@ pub const W8A8_ID: u32 = 1200;
 pub const PACKED_ID_BASE: u32 = 1300;
 
 impl QuantType {
-    pub const ALL: [QuantType; 8] = [
+    pub const ALL: [QuantType; 9] = [
         QuantType::Q4_0,
         QuantType::Q4_1,
         QuantType::Q8_0,
@@ -120,6 +123,7 @@ impl QuantType {
         QuantType::Q6_K,
         QuantType::IQ4_XS,
         QuantType::Q2_K,
+        QuantType::Q3_K,
     ];
 
     /// W4A16 with `group` values per scale, if the group is supported.
@@ -155,7 +159,8 @@ impl QuantType {
             | QuantType::Q5_K
             | QuantType::Q6_K
             | QuantType::IQ4_XS
-            | QuantType::Q2_K => QK_K,
+            | QuantType::Q2_K
+            | QuantType::Q3_K => QK_K,
             QuantType::W4A16 { group } => group as usize,
             QuantType::W8A8 { k } => k as usize,
         }
@@ -172,6 +177,7 @@ impl QuantType {
             QuantType::Q6_K => std::mem::size_of::<BlockQ6K>(),
             QuantType::IQ4_XS => iq4::BlockIQ4XS::SIZE,
             QuantType::Q2_K => k_low::BlockQ2K::SIZE,
+            QuantType::Q3_K => k_low::BlockQ3K::SIZE,
             QuantType::W4A16 { group } => w4a16::group_bytes(group as usize),
             QuantType::W8A8 { k } => w8a8::row_bytes(k as usize),
         }
@@ -193,6 +199,7 @@ impl QuantType {
             QuantType::Q6_K => "Q6_K",
             QuantType::IQ4_XS => "IQ4_XS",
             QuantType::Q2_K => "Q2_K",
+            QuantType::Q3_K => "Q3_K",
             QuantType::W4A16 { group: 32 } => "W4A16_G32",
             QuantType::W4A16 { group: 64 } => "W4A16_G64",
             QuantType::W4A16 { group: 128 } => "W4A16_G128",
@@ -217,6 +224,7 @@ impl QuantType {
             QuantType::Q6_K => 14,
             QuantType::IQ4_XS => 23,
             QuantType::Q2_K => 10,
+            QuantType::Q3_K => 11,
             QuantType::W4A16 { group } => W4A16_ID_BASE + group as u32,
             QuantType::W8A8 { .. } => W8A8_ID,
             QuantType::Q4_0x16 => PACKED_ID_BASE,
@@ -240,17 +248,24 @@ impl QuantType {
         }
     }
 
-    /// Whether `quantize` implements this type (the K-quant quantizers live
-    /// in the converter).
-    pub fn can_quantize(self) -> bool {
-        !matches!(
+    /// The 256-value super-block types (the K-quants and IQ4_XS), whose
+    /// kernels take activations quantized per 256 values.
+    pub fn has_super_blocks(self) -> bool {
+        matches!(
             self,
-            QuantType::Q4_K
+            QuantType::Q2_K
+                | QuantType::Q3_K
+                | QuantType::Q4_K
                 | QuantType::Q5_K
                 | QuantType::Q6_K
                 | QuantType::IQ4_XS
-                | QuantType::Q2_K
-        ) && !self.is_packed()
+        )
+    }
+
+    /// Whether `quantize` implements this type (the K-quant quantizers live
+    /// in the converter).
+    pub fn can_quantize(self) -> bool {
+        !self.has_super_blocks() && !self.is_packed()
     }
 
     /// Bytes taken by `n_elements` values; they must fill whole blocks.
@@ -278,6 +293,7 @@ impl QuantType {
             QuantType::Q6_K => dequantize_row_q6_k(bytes, out),
             QuantType::IQ4_XS => iq4::dequantize_row_iq4_xs(bytes, out),
             QuantType::Q2_K => k_low::dequantize_row_q2_k(bytes, out),
+            QuantType::Q3_K => k_low::dequantize_row_q3_k(bytes, out),
             QuantType::W4A16 { group } => w4a16::dequantize_row_w4a16(group as usize, bytes, out),
             QuantType::W8A8 { k } => w8a8::dequantize_row_w8a8(k as usize, bytes, out),
             QuantType::Q4_0x16 | QuantType::Q4_1x16 | QuantType::Q8_0x16 => Err(format!(
@@ -383,7 +399,7 @@ pub fn quantize_into(ty: QuantType, x: &[f32], out: &mut [u8]) -> Result<(), Str
                 "{ty}: quantizing to K-quants is not implemented yet"
             ))
         }
-        QuantType::IQ4_XS | QuantType::Q2_K => {
+        QuantType::IQ4_XS | QuantType::Q2_K | QuantType::Q3_K => {
             return Err(format!(
                 "{ty}: mllm reads {ty} from GGUF files; it cannot write it yet"
             ))

@@ -3,7 +3,7 @@
 //! 2-D weights and 3-D expert stacks stay as borrowed ggml blocks for the
 //! quantized kernels (or are widened to F32 on load with
 //! `set_dequantize(true)`). The ggml types without kernels of their own
-//! (Q5_0, Q5_1, IQ4_NL, Q3_K, TQ1_0, TQ2_0, MXFP4 and the
+//! (Q5_0, Q5_1, IQ4_NL, TQ1_0, TQ2_0, MXFP4 and the
 //! IQ1..IQ3 types; `quant::import`) are repacked at load into a type whose
 //! kernels compute the same values exactly (Q8_0, Q6_K), or widened to f32
 //! where no type holds them exactly.

@@ -40,7 +40,7 @@ pub fn quantize(ty: QuantType, x: &[f32]) -> Result<Vec<u8>, String> {
         QuantType::Q4_0x16 | QuantType::Q4_1x16 | QuantType::Q8_0x16 => {
             return Err(format!("{ty} is an in-memory layout, never stored"))
         }
-        QuantType::IQ4_XS | QuantType::Q2_K => {
+        QuantType::IQ4_XS | QuantType::Q2_K | QuantType::Q3_K => {
             return Err(format!(
                 "mllm cannot quantize to {ty} yet; it keeps {ty} tensors of GGUF files as they are"
             ))

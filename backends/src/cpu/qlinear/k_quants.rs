@@ -1,4 +1,4 @@
-//! Q2_K, Q4_K, Q5_K, Q6_K and IQ4_XS weights against `ActQ8K` activations
+//! Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS weights against `ActQ8K` activations
 //! (256-value super-blocks with per-16 code sums).
 //!
 //! A K-quant's sub-block scales are small integers, so a whole super-block
@@ -12,6 +12,9 @@
 //! - Q2_K: as Q4_K with a 4-bit scale and a 4-bit min per 16 values
 //!   (`sum_k m_k * sum_k(qa)` straight from the per-16 sums) and 2-bit
 //!   codes.
+//! - Q3_K: as Q6_K with 3-bit codes offset by 4 (0..=7) and `-4 * sum_k
+//!   sc_k * sum_k(qa)`: the very integers of the Q6_K blocks it used to be
+//!   repacked into, so the same bits.
 //! - IQ4_XS: `sum(w * a) = da * d * sum_j (ls_j - 32) * sum(v * qa)` with
 //!   `v` the table value (`KVALUES_IQ4NL`, -127..=113) of each 4-bit code;
 //!   `v` is signed, so the SIMD paths multiply `|v|` by `qa` carrying
@@ -27,7 +30,7 @@ use super::act_quant::ActQ8K;
 use super::{drive, Isa, Tile};
 use crate::quant::iq4::{BlockIQ4XS, KVALUES_IQ4NL};
 use crate::quant::k_quants::{scale_min_k4, K_SCALE_SIZE};
-use crate::quant::{BlockQ2K, BlockQ4K, BlockQ5K, BlockQ6K, QK_K};
+use crate::quant::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, QK_K};
 
 #[inline(always)]
 fn f16_le(b: &[u8], i: usize) -> f32 {
@@ -199,6 +202,48 @@ pub(super) fn vec_dot_q2k(w: &[u8], act: &ActQ8K, i: usize) -> f32 {
     acc
 }
 
+/// The sixteen scales `sc - 32` (-32..=31) of a Q3_K block from its 12
+/// scale bytes: low 4 bits in nibble `i / 8` of byte `i % 8`, top 2 in
+/// bits `2 (i / 4)..` of byte `8 + i % 4`.
+#[inline(always)]
+pub(super) fn q3k_scales(b: &[u8]) -> [i16; 16] {
+    std::array::from_fn(|i| {
+        let lo = (b[i % 8] >> (4 * (i / 8))) & 0x0F;
+        let hi = (b[8 + i % 4] >> (2 * (i / 4))) & 3;
+        (lo | (hi << 4)) as i16 - 32
+    })
+}
+
+/// Scalar twin for Q3_K: element `e = 128n + 32j + l` has the 2 low bits
+/// of `qs[32n + l] >> 2j` and, as bit 2, bit `e / 32` of `hmask[l]` (the
+/// code plus 4).
+pub(super) fn vec_dot_q3k(w: &[u8], act: &ActQ8K, i: usize) -> f32 {
+    let nsb = act.blocks_per_row();
+    let mut acc = 0.0f32;
+    for sb in 0..nsb {
+        let blk = &w[sb * BlockQ3K::SIZE..(sb + 1) * BlockQ3K::SIZE];
+        let (hmask, qs) = (&blk[..32], &blk[32..96]);
+        let scales = q3k_scales(&blk[96..108]);
+        let d = f16_le(blk, 108);
+        let a = &act.qs[i * act.k + sb * QK_K..i * act.k + (sb + 1) * QK_K];
+        let bs = &act.bsums[(i * nsb + sb) * 16..(i * nsb + sb + 1) * 16];
+        let mut isum = 0i32;
+        for (k, &s) in scales.iter().enumerate() {
+            let dot: i32 = (16 * k..16 * k + 16)
+                .map(|e| {
+                    let (n, j, l) = (e / 128, (e % 128) / 32, e % 32);
+                    let low = (qs[32 * n + l] >> (2 * j)) & 3;
+                    let high = (hmask[l] >> (e / 32)) & 1;
+                    (low | (high << 2)) as i32 * a[e] as i32
+                })
+                .sum();
+            isum += s as i32 * (dot - 4 * bs[k] as i32);
+        }
+        acc += (d * act.d[i * nsb + sb]) * isum as f32;
+    }
+    acc
+}
+
 /// Scalar twin for IQ4_XS.
 pub(super) fn vec_dot_iq4xs(w: &[u8], act: &ActQ8K, i: usize) -> f32 {
     let nsb = act.blocks_per_row();
@@ -265,6 +310,7 @@ pub(super) enum Kind {
     Q6K,
     IQ4XS,
     Q2K,
+    Q3K,
 }
 
 impl Kind {
@@ -275,6 +321,7 @@ impl Kind {
             Kind::Q6K => BlockQ6K::SIZE,
             Kind::IQ4XS => BlockIQ4XS::SIZE,
             Kind::Q2K => BlockQ2K::SIZE,
+            Kind::Q3K => BlockQ3K::SIZE,
         }
     }
 }
@@ -303,7 +350,7 @@ pub(super) fn gemm(kind: Kind, isa: Isa, w: &[u8], nr: usize, act: &ActQ8K, out:
         match (isa, kind) {
             // SAFETY: as below; `panel` reads the same rows and cells.
             (Isa::Avx2, _) => return unsafe { panel::gemm(kind, false, &ctx, nr, m) },
-            (Isa::Avx512Vnni, Kind::Q4K | Kind::Q5K | Kind::IQ4XS | Kind::Q2K) => {
+            (Isa::Avx512Vnni, Kind::Q4K | Kind::Q5K | Kind::IQ4XS | Kind::Q2K | Kind::Q3K) => {
                 return unsafe { panel::gemm(kind, true, &ctx, nr, m) }
             }
             _ => {}
@@ -343,6 +390,7 @@ pub(super) fn gemm(kind: Kind, isa: Isa, w: &[u8], nr: usize, act: &ActQ8K, out:
                         Kind::Q6K => vec_dot_q6k(row, act, i),
                         Kind::IQ4XS => vec_dot_iq4xs(row, act, i),
                         Kind::Q2K => vec_dot_q2k(row, act, i),
+                        Kind::Q3K => vec_dot_q3k(row, act, i),
                     };
                 }
             }
@@ -365,7 +413,10 @@ mod neon {
     use std::arch::aarch64::*;
 
     use super::super::block32::sdot;
-    use super::{f16_le, finish_q4k, iq4xs_scales, min_sum, store, unpack_scales, Ctx, Kind, Tile};
+    use super::{
+        f16_le, finish_q4k, iq4xs_scales, min_sum, q3k_scales, store, unpack_scales, Ctx, Kind,
+        Tile,
+    };
     use crate::quant::iq4::KVALUES_IQ4NL;
     use crate::quant::QK_K;
 
@@ -465,6 +516,30 @@ mod neon {
         store(ctx, j, i, &acc);
     }
 
+    /// Adds to each (weight row, activation row) accumulator the two
+    /// 16-value dot products of the row's codes `q[r]` with the activation
+    /// codes at `at`, times the row's pair of scales `s[r]` (Q2_K, Q3_K and
+    /// Q6_K share this step).
+    #[inline(always)]
+    unsafe fn per16_acc<const R: usize, const C: usize, const DOT: bool>(
+        ctx: &Ctx,
+        i: usize,
+        at: usize,
+        q: &[[int8x16_t; 2]; R],
+        s: &[[i32; 2]; R],
+        iacc: &mut [[int32x4_t; C]; R],
+    ) {
+        let k = ctx.nsb * QK_K;
+        for c in 0..C {
+            let pa = ctx.aq.add((i + c) * k + at);
+            let a = [vld1q_s8(pa), vld1q_s8(pa.add(16))];
+            for r in 0..R {
+                let t = vmlaq_n_s32(iacc[r][c], dot16::<DOT>(q[r][0], a[0]), s[r][0]);
+                iacc[r][c] = vmlaq_n_s32(t, dot16::<DOT>(q[r][1], a[1]), s[r][1]);
+            }
+        }
+    }
+
     #[inline(always)]
     unsafe fn tile_q6k<const R: usize, const C: usize, const DOT: bool>(
         ctx: &Ctx,
@@ -472,7 +547,6 @@ mod neon {
         i: usize,
     ) {
         let nsb = ctx.nsb;
-        let k = nsb * QK_K;
         let mut acc = [[0.0f32; C]; R];
         for sb in 0..nsb {
             let mut d = [0.0f32; R];
@@ -513,16 +587,12 @@ mod neon {
                             q[r][h] = vreinterpretq_s8_u8(vorrq_u8(low, high));
                         }
                     }
-                    for c in 0..C {
-                        let pa = ctx.aq.add((i + c) * k + sb * QK_K + 128 * n + 32 * g);
-                        let a = [vld1q_s8(pa), vld1q_s8(pa.add(16))];
-                        for r in 0..R {
-                            let s0 = *blk[r].add(192 + 8 * n + 2 * g) as i8 as i32;
-                            let s1 = *blk[r].add(193 + 8 * n + 2 * g) as i8 as i32;
-                            let t = vmlaq_n_s32(iacc[r][c], dot16::<DOT>(q[r][0], a[0]), s0);
-                            iacc[r][c] = vmlaq_n_s32(t, dot16::<DOT>(q[r][1], a[1]), s1);
-                        }
-                    }
+                    let s: [[i32; 2]; R] = std::array::from_fn(|r| {
+                        let at = |kk: usize| *blk[r].add(192 + kk) as i8 as i32;
+                        [at(8 * n + 2 * g), at(8 * n + 2 * g + 1)]
+                    });
+                    let at = sb * QK_K + 128 * n + 32 * g;
+                    per16_acc::<R, C, DOT>(ctx, i, at, &q, &s, &mut iacc);
                 }
             }
             for c in 0..C {
@@ -594,7 +664,6 @@ mod neon {
         i: usize,
     ) {
         let nsb = ctx.nsb;
-        let k = nsb * QK_K;
         let mut acc = [[0.0f32; C]; R];
         for sb in 0..nsb {
             let mut blk = [std::ptr::null::<u8>(); R];
@@ -617,16 +686,12 @@ mod neon {
                             q[r][h] = vreinterpretq_s8_u8(vandq_u8(c, vdupq_n_u8(3)));
                         }
                     }
-                    for c in 0..C {
-                        let pa = ctx.aq.add((i + c) * k + sb * QK_K + 128 * n + 32 * g);
-                        let a = [vld1q_s8(pa), vld1q_s8(pa.add(16))];
-                        for r in 0..R {
-                            let s0 = (*blk[r].add(8 * n + 2 * g) & 0x0F) as i32;
-                            let s1 = (*blk[r].add(8 * n + 2 * g + 1) & 0x0F) as i32;
-                            let t = vmlaq_n_s32(iacc[r][c], dot16::<DOT>(q[r][0], a[0]), s0);
-                            iacc[r][c] = vmlaq_n_s32(t, dot16::<DOT>(q[r][1], a[1]), s1);
-                        }
-                    }
+                    let s: [[i32; 2]; R] = std::array::from_fn(|r| {
+                        let at = |kk: usize| (*blk[r].add(kk) & 0x0F) as i32;
+                        [at(8 * n + 2 * g), at(8 * n + 2 * g + 1)]
+                    });
+                    let at = sb * QK_K + 128 * n + 32 * g;
+                    per16_acc::<R, C, DOT>(ctx, i, at, &q, &s, &mut iacc);
                 }
             }
             for c in 0..C {
@@ -646,6 +711,66 @@ mod neon {
         store(ctx, j, i, &acc);
     }
 
+    /// Q3_K tile: codes plus 4 (0..=7) by the activation codes per 16,
+    /// times the scales, less `4 * sum_k sc_k * bsum_k`.
+    #[inline(always)]
+    unsafe fn tile_q3k<const R: usize, const C: usize, const DOT: bool>(
+        ctx: &Ctx,
+        j: usize,
+        i: usize,
+    ) {
+        let nsb = ctx.nsb;
+        let mut acc = [[0.0f32; C]; R];
+        for sb in 0..nsb {
+            let mut d = [0.0f32; R];
+            let mut sc = [[0i16; 16]; R];
+            let mut blk = [std::ptr::null::<u8>(); R];
+            let mut iacc = [[vdupq_n_s32(0); C]; R];
+            let mut corr = [[0i32; C]; R];
+            for r in 0..R {
+                let p = ctx.w.add((j + r) * ctx.row_bytes + sb * 110);
+                blk[r] = p;
+                d[r] = f16_le(std::slice::from_raw_parts(p.add(108), 2), 0);
+                sc[r] = q3k_scales(std::slice::from_raw_parts(p.add(96), 12));
+                for c in 0..C {
+                    let bs = ctx.abs.add(((i + c) * nsb + sb) * 16);
+                    corr[r][c] = (0..16)
+                        .map(|kk| sc[r][kk] as i32 * *bs.add(kk) as i32)
+                        .sum();
+                }
+            }
+            for n in 0..2 {
+                for g in 0..4 {
+                    let mut q = [[vdupq_n_s8(0); 2]; R];
+                    for r in 0..R {
+                        for h in 0..2 {
+                            let b = vld1q_u8(blk[r].add(32 + 32 * n + 16 * h));
+                            let m = vld1q_u8(blk[r].add(16 * h));
+                            let low = vshlq_u8(b, vdupq_n_s8(-(2 * g as i8)));
+                            let high = vshlq_u8(m, vdupq_n_s8(-((4 * n + g) as i8)));
+                            let low = vandq_u8(low, vdupq_n_u8(3));
+                            let high = vshlq_n_u8::<2>(vandq_u8(high, vdupq_n_u8(1)));
+                            q[r][h] = vreinterpretq_s8_u8(vorrq_u8(low, high));
+                        }
+                    }
+                    let s: [[i32; 2]; R] = std::array::from_fn(|r| {
+                        [sc[r][8 * n + 2 * g] as i32, sc[r][8 * n + 2 * g + 1] as i32]
+                    });
+                    let at = sb * QK_K + 128 * n + 32 * g;
+                    per16_acc::<R, C, DOT>(ctx, i, at, &q, &s, &mut iacc);
+                }
+            }
+            for c in 0..C {
+                let da = *ctx.ad.add((i + c) * nsb + sb);
+                for r in 0..R {
+                    let isum = vaddvq_s32(iacc[r][c]) - 4 * corr[r][c];
+                    acc[r][c] += (d[r] * da) * isum as f32;
+                }
+            }
+        }
+        store(ctx, j, i, &acc);
+    }
+
     unsafe fn tile_neon<const R: usize, const C: usize>(kind: Kind, ctx: &Ctx, j: usize, i: usize) {
         match kind {
             Kind::Q4K => tile_q4k::<R, C, false, false>(ctx, j, i),
@@ -653,6 +778,7 @@ mod neon {
             Kind::Q6K => tile_q6k::<R, C, false>(ctx, j, i),
             Kind::IQ4XS => tile_iq4xs::<R, C, false>(ctx, j, i),
             Kind::Q2K => tile_q2k::<R, C, false>(ctx, j, i),
+            Kind::Q3K => tile_q3k::<R, C, false>(ctx, j, i),
         }
     }
 
@@ -664,6 +790,7 @@ mod neon {
             Kind::Q6K => tile_q6k::<R, C, true>(ctx, j, i),
             Kind::IQ4XS => tile_iq4xs::<R, C, true>(ctx, j, i),
             Kind::Q2K => tile_q2k::<R, C, true>(ctx, j, i),
+            Kind::Q3K => tile_q3k::<R, C, true>(ctx, j, i),
         }
     }
 
@@ -684,7 +811,10 @@ mod neon {
             unsafe fn q2k(ctx: &Ctx, j: usize, i: usize) {
                 $f::<$r, $c>(Kind::Q2K, ctx, j, i)
             }
-            [q4k as Tile<Ctx>, q5k, q6k, iq4xs, q2k]
+            unsafe fn q3k(ctx: &Ctx, j: usize, i: usize) {
+                $f::<$r, $c>(Kind::Q3K, ctx, j, i)
+            }
+            [q4k as Tile<Ctx>, q5k, q6k, iq4xs, q2k, q3k]
         }};
     }
 

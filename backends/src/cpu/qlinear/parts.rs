@@ -72,6 +72,7 @@ fn gemm(
         QuantType::Q6_K => k_quants::gemm(k_quants::Kind::Q6K, isa, w, nr, &s.q8k, out),
         QuantType::IQ4_XS => k_quants::gemm(k_quants::Kind::IQ4XS, isa, w, nr, &s.q8k, out),
         QuantType::Q2_K => k_quants::gemm(k_quants::Kind::Q2K, isa, w, nr, &s.q8k, out),
+        QuantType::Q3_K => k_quants::gemm(k_quants::Kind::Q3K, isa, w, nr, &s.q8k, out),
         QuantType::W8A8 { .. } => w8a8::gemm(isa, w, nr, &s.tok, out),
         QuantType::W4A16 { group } => w4a16::gemm(isa, group as usize, w, nr, k, x, m, out),
         QuantType::Q4_0x16 => x16::gemm::<{ x16::Q4_0 }>(isa, w, nr, &s.q8, out),
@@ -111,16 +112,7 @@ pub(super) fn linear_parts(
     }) {
         s.q8.quantize_into(x, m, k);
     }
-    if needs(|t| {
-        matches!(
-            t,
-            QuantType::Q4_K
-                | QuantType::Q5_K
-                | QuantType::Q6_K
-                | QuantType::IQ4_XS
-                | QuantType::Q2_K
-        )
-    }) {
+    if needs(QuantType::has_super_blocks) {
         s.q8k.quantize_into(x, m, k);
     }
     if needs(|t| matches!(t, QuantType::W8A8 { .. })) {

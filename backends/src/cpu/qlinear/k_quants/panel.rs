@@ -1,4 +1,4 @@
-//! Prefill tiles of Q2_K, Q4_K, Q5_K, Q6_K and IQ4_XS on x86 (AVX2 and AVX-512 VNNI on
+//! Prefill tiles of Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS on x86 (AVX2 and AVX-512 VNNI on
 //! 256-bit vectors): four weight rows are unpacked once into a panel, then
 //! every activation row streams past it two at a time.
 //!
@@ -23,8 +23,8 @@
 use std::arch::x86_64::*;
 
 use super::super::block32::f16_at;
-use super::x86::{iq4_values, madd_scaled, q2_codes, q2_scales_mins, q6_codes, tile_fn};
-use super::{iq4xs_scales, unpack_scales, Ctx, Kind};
+use super::x86::{iq4_values, madd_scaled, q2_codes, q2_scales_mins, q3_codes, q6_codes, tile_fn};
+use super::{iq4xs_scales, q3k_scales, unpack_scales, Ctx, Kind};
 use crate::quant::QK_K;
 
 /// Weight rows per panel.
@@ -79,6 +79,26 @@ unsafe fn build(kind: Kind, ctx: &Ctx, j: usize, panel: &mut [Sb]) {
         for r in 0..R {
             let blk = ctx.w.add((j + r) * ctx.row_bytes + sb * size);
             let codes = p.codes[r].as_mut_ptr() as *mut __m256i;
+            if kind == Kind::Q3K {
+                let d = f16_at(blk.add(108));
+                for c in 0..C {
+                    (p.d[r * C + c], p.dmin[r * C + c]) = (d, 0.0);
+                }
+                for n in 0..2 {
+                    for g in 0..4 {
+                        _mm256_store_si256(codes.add(4 * n + g), q3_codes(blk, n, g));
+                    }
+                }
+                let s = q3k_scales(std::slice::from_raw_parts(blk.add(96), 12));
+                for t in 0..8 {
+                    let (s0, s1) = (s[2 * t], s[2 * t + 1]);
+                    p.scales[r][t] = [
+                        s0, s0, s0, s0, s0, s0, s0, s0, s1, s1, s1, s1, s1, s1, s1, s1,
+                    ];
+                }
+                p.mins[r] = s;
+                continue;
+            }
             if kind == Kind::Q2K {
                 let (d, dmin) = (f16_at(blk.add(80)), f16_at(blk.add(82)));
                 for c in 0..C {
@@ -235,10 +255,15 @@ unsafe fn tile<const VNNI: bool>(kind: Kind, ctx: &Ctx, panel: &[Sb], j: usize, 
         let da1 = *ctx.ad.add((i + 1) * nsb + sb);
         let da = _mm256_setr_ps(da0, da1, da0, da1, da0, da1, da0, da1);
         let dd = _mm256_mul_ps(_mm256_load_ps(p.d.as_ptr()), da);
-        if kind == Kind::Q6K {
-            // isum - 32 * sum_k sc_k * bsum_k, as `vec_dot_q6k`.
+        if kind == Kind::Q6K || kind == Kind::Q3K {
+            // isum - 32 * sum_k sc_k * bsum_k, as `vec_dot_q6k` (Q3_K: 4).
             for l in 0..R * C {
-                acc[l] = _mm256_sub_epi32(acc[l], _mm256_slli_epi32(mins[l], 5));
+                let corr = if kind == Kind::Q3K {
+                    _mm256_slli_epi32(mins[l], 2)
+                } else {
+                    _mm256_slli_epi32(mins[l], 5)
+                };
+                acc[l] = _mm256_sub_epi32(acc[l], corr);
             }
             let isum = _mm256_cvtepi32_ps(reduce8(&acc));
             facc = _mm256_add_ps(facc, _mm256_mul_ps(dd, isum));

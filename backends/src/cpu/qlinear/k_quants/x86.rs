@@ -1,10 +1,10 @@
-//! The AVX2 and AVX-512 VNNI tiles of Q2_K, Q4_K, Q5_K, Q6_K and IQ4_XS
+//! The AVX2 and AVX-512 VNNI tiles of Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS
 //! (256-bit; the 512-bit Q6_K tile is `k_zmm`).
 
 use std::arch::x86_64::*;
 
 use super::super::block32::f16_at;
-use super::{finish_q4k, iq4xs_scales, store, unpack_scales_u32, Ctx, Kind, Tile};
+use super::{finish_q4k, iq4xs_scales, q3k_scales, store, unpack_scales_u32, Ctx, Kind, Tile};
 use crate::quant::iq4::KVALUES_IQ4NL;
 use crate::quant::QK_K;
 
@@ -256,12 +256,13 @@ unsafe fn per16_dots<const R: usize, const C: usize, const VNNI: bool>(
 
 /// Q6_K tile.
 #[inline(always)]
-unsafe fn tile_q6k<const R: usize, const C: usize, const VNNI: bool>(
+unsafe fn tile_q6k<const R: usize, const C: usize, const VNNI: bool, const Q3: bool>(
     ctx: &Ctx,
     j: usize,
     i: usize,
 ) {
     let nsb = ctx.nsb;
+    let size = if Q3 { 110 } else { 210 };
     let mut acc = [[0.0f32; C]; R];
     for sb in 0..nsb {
         let mut d = [0.0f32; R];
@@ -270,34 +271,44 @@ unsafe fn tile_q6k<const R: usize, const C: usize, const VNNI: bool>(
         let mut iacc = [[_mm256_setzero_si256(); C]; R];
         let mut iacc2 = [[_mm256_setzero_si256(); C]; R];
         for r in 0..R {
-            let p = ctx.w.add((j + r) * ctx.row_bytes + sb * 210);
-            prefetch_next_row::<R>(p, ctx.row_bytes, 210);
+            let p = ctx.w.add((j + r) * ctx.row_bytes + sb * size);
+            prefetch_next_row::<R>(p, ctx.row_bytes, size);
             blk[r] = p;
-            d[r] = f16_at(p.add(208));
-            // -32 * sum_k sc_k * bsum_k starts the integer sum.
-            let sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(192) as *const __m128i));
+            d[r] = f16_at(p.add(size - 2));
+            let sc16 = if Q3 {
+                let s = q3k_scales(std::slice::from_raw_parts(p.add(96), 12));
+                _mm256_loadu_si256(s.as_ptr() as *const __m256i)
+            } else {
+                _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(192) as *const __m128i))
+            };
             // Scales 0-7 (n = 0) and 8-15 (n = 1) in both halves, for
             // `q6_scales`.
             halves[r] = [
                 _mm256_permute2x128_si256(sc16, sc16, 0x00),
                 _mm256_permute2x128_si256(sc16, sc16, 0x11),
             ];
+            // -offset * sum_k sc_k * bsum_k starts the integer sum (the
+            // codes are stored plus 32, Q3_K's taken plus 4).
             for c in 0..C {
                 let bi = (i + c) * nsb + sb;
                 let bs = _mm256_loadu_si256(ctx.abs.add(bi * 16) as *const __m256i);
-                let corr = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bs), 5);
+                let m = _mm256_madd_epi16(sc16, bs);
+                let corr = if Q3 {
+                    _mm256_slli_epi32(m, 2)
+                } else {
+                    _mm256_slli_epi32(m, 5)
+                };
                 iacc[r][c] = _mm256_sub_epi32(_mm256_setzero_si256(), corr);
             }
         }
-        per16_dots::<R, C, VNNI>(
-            ctx,
-            i,
-            sb,
-            &halves,
-            |r, n, g| q6_codes(blk[r], n, g),
-            &mut iacc,
-            &mut iacc2,
-        );
+        let codes = |r: usize, n: usize, g: usize| {
+            if Q3 {
+                q3_codes(blk[r], n, g)
+            } else {
+                q6_codes(blk[r], n, g)
+            }
+        };
+        per16_dots::<R, C, VNNI>(ctx, i, sb, &halves, codes, &mut iacc, &mut iacc2);
         finish_d(ctx, sb, i, &d, &iacc, &iacc2, &mut acc);
     }
     store(ctx, j, i, &acc);
@@ -397,6 +408,26 @@ unsafe fn tile_q2k<const R: usize, const C: usize, const VNNI: bool>(
     store(ctx, j, i, &acc);
 }
 
+/// The codes plus 4 (0..=7) of elements `128n + 32g ..` of the Q3_K block
+/// at `p`: 2 bits from `qs` (as Q2_K's), bit 2 from bit `4n + g` of
+/// `hmask`.
+#[inline(always)]
+pub(super) unsafe fn q3_codes(p: *const u8, n: usize, g: usize) -> __m256i {
+    let h = _mm256_loadu_si256(p as *const __m256i);
+    let bit = match 4 * n + g {
+        0 => h,
+        1 => _mm256_srli_epi16(h, 1),
+        2 => _mm256_srli_epi16(h, 2),
+        3 => _mm256_srli_epi16(h, 3),
+        4 => _mm256_srli_epi16(h, 4),
+        5 => _mm256_srli_epi16(h, 5),
+        6 => _mm256_srli_epi16(h, 6),
+        _ => _mm256_srli_epi16(h, 7),
+    };
+    let high = _mm256_slli_epi16(_mm256_and_si256(bit, _mm256_set1_epi8(1)), 2);
+    _mm256_or_si256(q2_codes(p.add(32), n, g), high)
+}
+
 /// IQ4_XS tile.
 #[inline(always)]
 unsafe fn tile_iq4xs<const R: usize, const C: usize, const VNNI: bool>(
@@ -457,7 +488,8 @@ macro_rules! wrappers {
             match kind {
                 Kind::Q4K => tile_q4k::<R, C, $vnni, false>(ctx, j, i),
                 Kind::Q5K => tile_q4k::<R, C, $vnni, true>(ctx, j, i),
-                Kind::Q6K => tile_q6k::<R, C, $vnni>(ctx, j, i),
+                Kind::Q6K => tile_q6k::<R, C, $vnni, false>(ctx, j, i),
+                Kind::Q3K => tile_q6k::<R, C, $vnni, true>(ctx, j, i),
                 Kind::IQ4XS => tile_iq4xs::<R, C, $vnni>(ctx, j, i),
                 Kind::Q2K => tile_q2k::<R, C, $vnni>(ctx, j, i),
             }
@@ -484,7 +516,10 @@ macro_rules! per_kind {
         unsafe fn q2k(ctx: &Ctx, j: usize, i: usize) {
             $f::<$r, $c>(Kind::Q2K, ctx, j, i)
         }
-        [q4k as Tile<Ctx>, q5k, q6k, iq4xs, q2k]
+        unsafe fn q3k(ctx: &Ctx, j: usize, i: usize) {
+            $f::<$r, $c>(Kind::Q3K, ctx, j, i)
+        }
+        [q4k as Tile<Ctx>, q5k, q6k, iq4xs, q2k, q3k]
     }};
 }
 
