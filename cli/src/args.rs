@@ -269,9 +269,11 @@ pub(crate) enum Cmd {
         #[arg(long)]
         mmproj: Option<String>,
         /// The weights' type: f32, f16, bf16, q8_0, q4_0, q4_1, q4_k, q5_k,
-        /// q6_k, w4a16_g32/64/128, w8a8. The default f16 keeps a float
-        /// checkpoint's quality; a quantized GGUF becomes larger and slower
-        /// with it, so give its own type (`-q q4_0`).
+        /// q6_k, w4a16_g32/64/128, w8a8, or keep (every tensor in its source
+        /// type: a GGUF's Q4_K_M mix, Q3_K or IQ4_XS blocks copied as they
+        /// are). The default f16 keeps a float checkpoint's quality; a
+        /// quantized GGUF becomes larger and slower with it, so give
+        /// `-q keep` (or its own type, `-q q4_0`).
         #[arg(long = "type", short = 'q', default_value = "f16")]
         ty: String,
         /// Rules file: `PATTERN TYPE` per line, first match wins, placed before the type's defaults.

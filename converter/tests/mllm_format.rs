@@ -423,6 +423,40 @@ fn k_quant_corner_blocks() {
 }
 
 #[test]
+fn keep_stores_every_tensor_in_its_source_type() {
+    // tiny_llama.gguf mixes F32, F16, Q8_0 and Q4_0 matrices: `keep` copies
+    // each as it is, where the default f16 would widen the blocks.
+    let src = fixture("gguf/tiny_llama.gguf");
+    let (_d, f) = convert_to(&src, "keep", None);
+    let g = GgufWeights::open(&src).unwrap();
+    let mut types = std::collections::BTreeSet::new();
+    for name in g.names() {
+        let gi = g.file().tensor_info(g.gguf_name(&name).unwrap()).unwrap();
+        let stored = f.tensor(&name).unwrap().ty.name();
+        if gi.shape.len() >= 2 {
+            assert_eq!(stored, gi.ggml_type.name.to_lowercase(), "{name}");
+            types.insert(stored);
+        }
+        assert_eq!(
+            f.load(&name).unwrap().to_f32_vec().unwrap(),
+            g.load(&name).unwrap().to_f32_vec().unwrap(),
+            "{name}"
+        );
+    }
+    assert_eq!(types.len(), 4, "the fixture's four matrix types: {types:?}");
+    assert_eq!(f.recipe().ty, "keep");
+    // A recipe file's rules still come first.
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("r.txt");
+    std::fs::write(&rules, "*.mlp.* q8_0\n").unwrap();
+    let (_d, f) = convert_to(&src, "keep", Some(&rules));
+    let mlp = "model.layers.0.mlp.up_proj.weight";
+    assert_eq!(f.tensor(mlp).unwrap().ty.name(), "q8_0");
+    let e = convert(&src, &dir.path().join("x.mllm"), "kept", None, |_, _| {}).unwrap_err();
+    assert!(e.to_string().contains("keep"), "{e}");
+}
+
+#[test]
 fn gguf_source_keeps_blocks_hf_names_and_tokenizer() {
     let src = fixture("gguf/tiny_llama.gguf");
     let (_d, f) = convert_to(&src, "q8_0", None);

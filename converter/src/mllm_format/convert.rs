@@ -18,7 +18,7 @@ use rayon::prelude::*;
 
 use super::experts;
 use super::kquant;
-use super::recipe::{type_names, Recipe};
+use super::recipe::{type_names, Recipe, KEEP};
 use super::source::SourceModel;
 use super::types::StoredType;
 use super::writer::{MllmWriter, PlannedTensor};
@@ -45,7 +45,8 @@ pub struct ConvertSummary {
 
 /// Converts `src` to `out` (written as `.OUT.tmp-PID` beside it, renamed
 /// when complete). `quant` names the type (`f16`, `bf16`, `q8_0`, `q4_0`,
-/// `q4_1`, `q4_k`, `q5_k`, `q6_k`, or `f32`); `recipe` is an optional recipe
+/// `q4_1`, `q4_k`, `q5_k`, `q6_k`, `f32`, ... or `keep`: every tensor in its
+/// source type, a GGUF's blocks copied); `recipe` is an optional recipe
 /// file whose rules come before the type's defaults. `progress(done, total)`
 /// is called after each tensor is written.
 pub fn convert(
@@ -79,27 +80,23 @@ pub fn convert_cancellable(
     mut progress: impl FnMut(usize, usize),
     cancel: &AtomicBool,
 ) -> Result<ConvertSummary> {
-    let ty = StoredType::parse(quant)
-        .filter(|t| *t != StoredType::I32)
-        .ok_or_else(|| {
-            // The list comes from the type table, so a new type is named.
-            let names: Vec<&str> = StoredType::ALL
-                .iter()
-                .filter(|t| **t != StoredType::I32)
-                .map(|t| t.name())
-                .collect();
-            ConvertError::Unsupported(format!(
-                "unknown type `{quant}`; choose one of {} (w4a16 is w4a16_g128)",
-                names.join(", ")
-            ))
-        })?;
-    let recipe = match recipe {
-        None => Recipe::default_for(ty),
-        Some(p) => {
-            let text = std::fs::read_to_string(p).map_err(|e| ConvertError::io(p, e))?;
-            Recipe::parse(&text, &p.display().to_string(), ty).map_err(ConvertError::Unsupported)?
-        }
+    let ty = match quant {
+        KEEP => None,
+        _ => Some(parse_type(quant)?),
     };
+    let file = match recipe {
+        None => None,
+        Some(p) => Some((
+            std::fs::read_to_string(p).map_err(|e| ConvertError::io(p, e))?,
+            p.display().to_string(),
+        )),
+    };
+    let recipe = match (ty, &file) {
+        (None, f) => Recipe::keep(f.as_ref().map(|(t, o)| (t.as_str(), o.as_str()))),
+        (Some(ty), None) => Ok(Recipe::default_for(ty)),
+        (Some(ty), Some((text, origin))) => Recipe::parse(text, origin, ty),
+    }
+    .map_err(ConvertError::Unsupported)?;
     if same_file(src, out) || mmproj.is_some_and(|m| same_file(m, out)) {
         return Err(ConvertError::Unsupported(format!(
             "{} is the source; choose another output path",
@@ -180,6 +177,24 @@ pub fn convert_cancellable(
         fallbacks,
         removed_stale,
     })
+}
+
+/// The stored type `quant` names, or an error listing the known ones.
+fn parse_type(quant: &str) -> Result<StoredType> {
+    StoredType::parse(quant)
+        .filter(|t| *t != StoredType::I32)
+        .ok_or_else(|| {
+            // The list comes from the type table, so a new type is named.
+            let names: Vec<&str> = StoredType::ALL
+                .iter()
+                .filter(|t| **t != StoredType::I32)
+                .map(|t| t.name())
+                .collect();
+            ConvertError::Unsupported(format!(
+                "unknown type `{quant}`; choose one of {}, or {KEEP} (every tensor in its source type; w4a16 is w4a16_g128)",
+                names.join(", ")
+            ))
+        })
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {
@@ -328,5 +343,5 @@ fn f16_or_bf16_is_inf(dtype: DType, b: [u8; 2]) -> bool {
 
 /// The types `convert` accepts, for help texts.
 pub fn convert_types() -> String {
-    type_names()
+    format!("{}, {KEEP}", type_names())
 }

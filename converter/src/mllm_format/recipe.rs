@@ -130,36 +130,25 @@ impl Recipe {
         }
     }
 
+    /// `keep`: every tensor stays in its source type (a GGUF's Q4_K_M mix
+    /// as it was, a bf16 checkpoint in bf16), after the rules of `file`
+    /// (`(text, origin)` of a recipe file) when one is given. No default
+    /// rule follows, so an unmatched tensor is requested as its source.
+    pub fn keep(file: Option<(&str, &str)>) -> Result<Recipe, String> {
+        let (rules, origin) = match file {
+            Some((text, origin)) => (parse_rules(text, origin)?, origin.to_string()),
+            None => (vec![], "every tensor keeps its source type".to_string()),
+        };
+        Ok(Recipe {
+            ty: KEEP.to_string(),
+            rules,
+            origin,
+        })
+    }
+
     /// Parses a recipe file's rules; the defaults of `ty` follow them.
     pub fn parse(text: &str, origin: &str, ty: StoredType) -> Result<Recipe, String> {
-        let mut rules = vec![];
-        for (i, line) in text.lines().enumerate() {
-            let line = line.split('#').next().unwrap_or("").trim();
-            if line.is_empty() {
-                continue;
-            }
-            let mut parts = line.split_whitespace();
-            let (Some(pattern), Some(t), None) = (parts.next(), parts.next(), parts.next()) else {
-                return Err(format!(
-                    "{origin}:{}: expected `PATTERN TYPE`, found `{line}`",
-                    i + 1
-                ));
-            };
-            let t = StoredType::parse(t).ok_or_else(|| {
-                format!(
-                    "{origin}:{}: unknown type `{t}` (known: {})",
-                    i + 1,
-                    type_names()
-                )
-            })?;
-            if t == StoredType::I32 {
-                return Err(format!(
-                    "{origin}:{}: i32 is not a type weights can be converted to",
-                    i + 1
-                ));
-            }
-            rules.push(rule(pattern, t));
-        }
+        let mut rules = parse_rules(text, origin)?;
         rules.extend(Recipe::default_rules(ty));
         Ok(Recipe {
             ty: ty.name().to_string(),
@@ -273,4 +262,40 @@ fn fitting(want: StoredType, source: StoredType, shape: &[usize]) -> StoredType 
             _ => StoredType::F16,
         };
     }
+}
+
+/// The type name `convert` takes for "every tensor as it is".
+pub const KEEP: &str = "keep";
+
+/// The `PATTERN TYPE` rules of a recipe file, in order.
+fn parse_rules(text: &str, origin: &str) -> Result<Vec<Rule>, String> {
+    let mut rules = vec![];
+    for (i, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let mut parts = line.split_whitespace();
+        let (Some(pattern), Some(t), None) = (parts.next(), parts.next(), parts.next()) else {
+            return Err(format!(
+                "{origin}:{}: expected `PATTERN TYPE`, found `{line}`",
+                i + 1
+            ));
+        };
+        let t = StoredType::parse(t).ok_or_else(|| {
+            format!(
+                "{origin}:{}: unknown type `{t}` (known: {})",
+                i + 1,
+                type_names()
+            )
+        })?;
+        if t == StoredType::I32 {
+            return Err(format!(
+                "{origin}:{}: i32 is not a type weights can be converted to",
+                i + 1
+            ));
+        }
+        rules.push(rule(pattern, t));
+    }
+    Ok(rules)
 }
