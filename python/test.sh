@@ -24,6 +24,11 @@ export PATH="$VENV/bin:$PATH"
 "$VENV/bin/pip" install --quiet --disable-pip-version-check \
     "maturin==$MATURIN_VERSION" "pytest==$PYTEST_VERSION" "ray[serve,data]==$RAY_VERSION"
 
+# The build below reuses target/ only if both workspaces resolve every
+# shared crate alike; say so (and how to fix it) before six minutes of
+# compiling tell.
+"${PYTHON:-python3}" "$ROOT/python/same_build.py"
+
 start=$(date +%s)
 # --no-build-isolation: the pinned maturin above builds it (no fresh
 # build environment per run).
