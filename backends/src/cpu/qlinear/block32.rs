@@ -23,7 +23,9 @@ pub(super) trait Block32 {
     const HAS_MIN: bool;
     /// The integer codes with their true sign (`w = d * code (+ m)`).
     fn codes(b: &[u8]) -> [i32; QK];
-    /// `(d, m)` of the block (`m` is 0 without a minimum).
+    /// `(d, m)` of the block (`m` is 0 without a minimum). Every type keeps
+    /// `d` as the f16 at byte 0 and `m` as the f16 at byte 2, which the
+    /// NEON tiles read directly (`dm_neon`).
     fn dm(b: &[u8]) -> (f32, f32);
 
     /// The codes as 32 bytes, in element order, as `dot_x86` wants them.
@@ -344,6 +346,19 @@ mod neon {
 
     use super::{Block32, Ctx, TileFn};
 
+    /// `(d, m)` of the block at `p`: `d` is the f16 at byte 0 and `m` the
+    /// f16 at byte 2 in every 32-value type that has one (`B::dm`'s
+    /// fields, converted inline).
+    #[inline(always)]
+    unsafe fn dm_neon<B: Block32>(p: *const u8) -> (f32, f32) {
+        let m = if B::HAS_MIN {
+            super::f16_neon(p.add(2))
+        } else {
+            0.0
+        };
+        (super::f16_neon(p), m)
+    }
+
     /// One block of an R x C tile into accumulator set `u` (see x86).
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
@@ -363,8 +378,7 @@ mod neon {
         for r in 0..R {
             let p = w0.add(r * ctx.row_bytes + b * B::SIZE);
             wv[r] = B::load_neon(p);
-            let blk = std::slice::from_raw_parts(p, B::SIZE);
-            (dw[r], mw[r]) = B::dm(blk);
+            (dw[r], mw[r]) = dm_neon::<B>(p);
         }
         for c in 0..C {
             let ai = (i + c) * nb + b;
@@ -481,10 +495,7 @@ mod neon {
         for b in 0..nb {
             let p = [w0.add(b * B::SIZE), w0.add(ctx.row_bytes + b * B::SIZE)];
             let x = [B::load_neon(p[0]), B::load_neon(p[1])];
-            let dm = [
-                B::dm(std::slice::from_raw_parts(p[0], B::SIZE)),
-                B::dm(std::slice::from_raw_parts(p[1], B::SIZE)),
-            ];
+            let dm = [dm_neon::<B>(p[0]), dm_neon::<B>(p[1])];
             let ai = [i * nb + b, (i + 1) * nb + b];
             let pa = [ctx.aq.add(i * k + b * 32), ctx.aq.add((i + 1) * k + b * 32)];
             let a = [
@@ -567,4 +578,4 @@ mod neon {
 }
 
 #[cfg(target_arch = "aarch64")]
-pub(super) use super::neon_dot::{dot_s8, nibbles_neon, sdot};
+pub(super) use super::neon_dot::{dot_s8, f16_neon, nibbles_neon, sdot};

@@ -56,3 +56,23 @@ pub(super) unsafe fn nibbles_neon(p: *const u8) -> [std::arch::aarch64::int8x16_
         vreinterpretq_s8_u8(vshrq_n_u8::<4>(q)),
     ]
 }
+
+/// The little-endian f16 at `p` as f32, with one `fcvt` (base ARMv8
+/// floating point; exact). `half`'s conversion reads the CPU's features
+/// and calls out of line, which cost the tiles their unrolled registers:
+/// 2x the cycles per block in llvm-mca (bench/llvm_mca.sh).
+#[cfg(target_arch = "aarch64")]
+#[inline(always)]
+pub(super) unsafe fn f16_neon(p: *const u8) -> f32 {
+    let bits = u16::from_le_bytes([*p, *p.add(1)]) as u32;
+    let out: f32;
+    std::arch::asm!(
+        "fmov {t:s}, {b:w}",
+        "fcvt {o:s}, {t:h}",
+        b = in(reg) bits,
+        t = out(vreg) _,
+        o = lateout(vreg) out,
+        options(pure, nomem, nostack, preserves_flags)
+    );
+    out
+}

@@ -1,0 +1,417 @@
+//! The NEON tiles of Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS: `sdot` where
+//! the CPU has dotprod, widening multiplies where it does not (the `DOT`
+//! parameter), each bit-identical to its scalar twin.
+
+use std::arch::aarch64::*;
+
+use super::super::block32::{f16_neon, sdot};
+use super::{finish_q4k, iq4xs_scales, min_sum, q3k_scales, store, unpack_scales, Ctx, Kind, Tile};
+use crate::quant::iq4::KVALUES_IQ4NL;
+use crate::quant::QK_K;
+
+/// Dot of 16 signed bytes as four i32 lanes.
+#[inline(always)]
+unsafe fn dot16<const DOT: bool>(w: int8x16_t, a: int8x16_t) -> int32x4_t {
+    if DOT {
+        sdot(vdupq_n_s32(0), w, a)
+    } else {
+        // |w| <= 63 and |a| <= 127: two products fit an i16 lane.
+        vpaddlq_s16(vmlal_high_s8(
+            vmull_s8(vget_low_s8(w), vget_low_s8(a)),
+            w,
+            a,
+        ))
+    }
+}
+
+#[inline(always)]
+unsafe fn dot32<const DOT: bool>(w: [int8x16_t; 2], a: [int8x16_t; 2]) -> int32x4_t {
+    vaddq_s32(dot16::<DOT>(w[0], a[0]), dot16::<DOT>(w[1], a[1]))
+}
+
+#[inline(always)]
+unsafe fn tile_q4k<const R: usize, const C: usize, const DOT: bool, const Q5: bool>(
+    ctx: &Ctx,
+    j: usize,
+    i: usize,
+) {
+    let nsb = ctx.nsb;
+    let k = nsb * QK_K;
+    let mut acc = [[0.0f32; C]; R];
+    for sb in 0..nsb {
+        let mut d = [0.0f32; R];
+        let mut dmin = [0.0f32; R];
+        let mut sc = [[0i16; 8]; R];
+        let mut mn = [[0i16; 8]; R];
+        let mut qs = [std::ptr::null::<u8>(); R];
+        let mut qh = [std::ptr::null::<u8>(); R];
+        for r in 0..R {
+            let p = ctx
+                .w
+                .add((j + r) * ctx.row_bytes + sb * if Q5 { 176 } else { 144 });
+            let blk = std::slice::from_raw_parts(p, 16);
+            d[r] = f16_neon(blk.as_ptr());
+            dmin[r] = f16_neon(blk.as_ptr().add(2));
+            (sc[r], mn[r]) = unpack_scales(&blk[4..]);
+            if Q5 {
+                qh[r] = p.add(16);
+                qs[r] = p.add(48);
+            } else {
+                qs[r] = p.add(16);
+            }
+        }
+        let mut iacc = [[vdupq_n_s32(0); C]; R];
+        for pp in 0..4 {
+            let mut lo = [[vdupq_n_s8(0); 2]; R];
+            let mut hi = [[vdupq_n_s8(0); 2]; R];
+            for r in 0..R {
+                for h in 0..2 {
+                    let q = vld1q_u8(qs[r].add(32 * pp + 16 * h));
+                    let mut l = vandq_u8(q, vdupq_n_u8(0x0F));
+                    let mut u = vshrq_n_u8::<4>(q);
+                    if Q5 {
+                        let bits = vld1q_u8(qh[r].add(16 * h));
+                        let b0 = vtstq_u8(bits, vdupq_n_u8(1 << (2 * pp)));
+                        let b1 = vtstq_u8(bits, vdupq_n_u8(2 << (2 * pp)));
+                        l = vorrq_u8(l, vandq_u8(b0, vdupq_n_u8(16)));
+                        u = vorrq_u8(u, vandq_u8(b1, vdupq_n_u8(16)));
+                    }
+                    lo[r][h] = vreinterpretq_s8_u8(l);
+                    hi[r][h] = vreinterpretq_s8_u8(u);
+                }
+            }
+            for c in 0..C {
+                let pa = ctx.aq.add((i + c) * k + sb * QK_K + 64 * pp);
+                let alo = [vld1q_s8(pa), vld1q_s8(pa.add(16))];
+                let ahi = [vld1q_s8(pa.add(32)), vld1q_s8(pa.add(48))];
+                for r in 0..R {
+                    let t = vmlaq_n_s32(iacc[r][c], dot32::<DOT>(lo[r], alo), sc[r][2 * pp] as i32);
+                    iacc[r][c] = vmlaq_n_s32(t, dot32::<DOT>(hi[r], ahi), sc[r][2 * pp + 1] as i32);
+                }
+            }
+        }
+        for c in 0..C {
+            let bi = (i + c) * nsb + sb;
+            let da = *ctx.ad.add(bi);
+            let bs = std::slice::from_raw_parts(ctx.abs.add(bi * 16), 16);
+            for r in 0..R {
+                let isum = vaddvq_s32(iacc[r][c]);
+                acc[r][c] += finish_q4k(d[r], dmin[r], da, isum, min_sum(&mn[r], bs));
+            }
+        }
+    }
+    store(ctx, j, i, &acc);
+}
+
+/// Adds to each (weight row, activation row) accumulator the two
+/// 16-value dot products of the row's codes `q[r]` with the activation
+/// codes at `at`, times the row's pair of scales `s[r]` (Q2_K, Q3_K and
+/// Q6_K share this step).
+#[inline(always)]
+unsafe fn per16_acc<const R: usize, const C: usize, const DOT: bool>(
+    ctx: &Ctx,
+    i: usize,
+    at: usize,
+    q: &[[int8x16_t; 2]; R],
+    s: &[[i32; 2]; R],
+    iacc: &mut [[int32x4_t; C]; R],
+) {
+    let k = ctx.nsb * QK_K;
+    for c in 0..C {
+        let pa = ctx.aq.add((i + c) * k + at);
+        let a = [vld1q_s8(pa), vld1q_s8(pa.add(16))];
+        for r in 0..R {
+            let t = vmlaq_n_s32(iacc[r][c], dot16::<DOT>(q[r][0], a[0]), s[r][0]);
+            iacc[r][c] = vmlaq_n_s32(t, dot16::<DOT>(q[r][1], a[1]), s[r][1]);
+        }
+    }
+}
+
+/// `sum_k s[k] * bsum[k]` over a super-block's 16 per-16 activation sums
+/// at `bs`: the mins of Q2_K, the code offsets of Q3_K and Q6_K. Exact in
+/// i32 (|s| <= 127, |bsum| <= 16 * 127).
+#[inline(always)]
+unsafe fn per16_weighted(s: &[i16; 16], bs: *const i16) -> i32 {
+    let (s0, s1) = (vld1q_s16(s.as_ptr()), vld1q_s16(s.as_ptr().add(8)));
+    let (b0, b1) = (vld1q_s16(bs), vld1q_s16(bs.add(8)));
+    let p = vmull_s16(vget_low_s16(s0), vget_low_s16(b0));
+    let p = vmlal_high_s16(p, s0, b0);
+    let p = vmlal_s16(p, vget_low_s16(s1), vget_low_s16(b1));
+    vaddvq_s32(vmlal_high_s16(p, s1, b1))
+}
+
+#[inline(always)]
+unsafe fn tile_q6k<const R: usize, const C: usize, const DOT: bool>(ctx: &Ctx, j: usize, i: usize) {
+    let nsb = ctx.nsb;
+    let mut acc = [[0.0f32; C]; R];
+    for sb in 0..nsb {
+        let mut d = [0.0f32; R];
+        let mut blk = [std::ptr::null::<u8>(); R];
+        let mut iacc = [[vdupq_n_s32(0); C]; R];
+        let mut corr = [[0i32; C]; R];
+        for r in 0..R {
+            let p = ctx.w.add((j + r) * ctx.row_bytes + sb * 210);
+            blk[r] = p;
+            d[r] = f16_neon(p.add(208));
+            let scales: [i16; 16] = std::array::from_fn(|kk| *p.add(192 + kk) as i8 as i16);
+            for c in 0..C {
+                let bs = ctx.abs.add(((i + c) * nsb + sb) * 16);
+                corr[r][c] = per16_weighted(&scales, bs);
+            }
+        }
+        for n in 0..2 {
+            for g in 0..4 {
+                let mut q = [[vdupq_n_s8(0); 2]; R];
+                for r in 0..R {
+                    let p = blk[r];
+                    for h in 0..2 {
+                        let ql = vld1q_u8(p.add(64 * n + 32 * (g & 1) + 16 * h));
+                        let qh = vld1q_u8(p.add(128 + 32 * n + 16 * h));
+                        let low = if g < 2 {
+                            vandq_u8(ql, vdupq_n_u8(0x0F))
+                        } else {
+                            vshrq_n_u8::<4>(ql)
+                        };
+                        let hm = vandq_u8(qh, vdupq_n_u8(3 << (2 * g)));
+                        let high = match g {
+                            0 => vshlq_n_u8::<4>(hm),
+                            1 => vshlq_n_u8::<2>(hm),
+                            2 => hm,
+                            _ => vshrq_n_u8::<2>(hm),
+                        };
+                        q[r][h] = vreinterpretq_s8_u8(vorrq_u8(low, high));
+                    }
+                }
+                let s: [[i32; 2]; R] = std::array::from_fn(|r| {
+                    let at = |kk: usize| *blk[r].add(192 + kk) as i8 as i32;
+                    [at(8 * n + 2 * g), at(8 * n + 2 * g + 1)]
+                });
+                let at = sb * QK_K + 128 * n + 32 * g;
+                per16_acc::<R, C, DOT>(ctx, i, at, &q, &s, &mut iacc);
+            }
+        }
+        for c in 0..C {
+            let da = *ctx.ad.add((i + c) * nsb + sb);
+            for r in 0..R {
+                let isum = vaddvq_s32(iacc[r][c]) - 32 * corr[r][c];
+                acc[r][c] += (d[r] * da) * isum as f32;
+            }
+        }
+    }
+    store(ctx, j, i, &acc);
+}
+
+/// IQ4_XS tile: the table values (|v| <= 127) by the activation codes,
+/// `sdot` or widening multiplies (two products fit an i16), times each
+/// sub-block's scale.
+#[inline(always)]
+unsafe fn tile_iq4xs<const R: usize, const C: usize, const DOT: bool>(
+    ctx: &Ctx,
+    j: usize,
+    i: usize,
+) {
+    let nsb = ctx.nsb;
+    let k = nsb * QK_K;
+    let table = vld1q_s8(KVALUES_IQ4NL.as_ptr());
+    let mut acc = [[0.0f32; C]; R];
+    for sb in 0..nsb {
+        let mut d = [0.0f32; R];
+        let mut sc = [[0i16; 8]; R];
+        let mut blk = [std::ptr::null::<u8>(); R];
+        for r in 0..R {
+            let p = ctx.w.add((j + r) * ctx.row_bytes + sb * 136);
+            let head = std::slice::from_raw_parts(p, 8);
+            (blk[r], d[r], sc[r]) = (p, f16_neon(p), iq4xs_scales(head));
+        }
+        let mut iacc = [[vdupq_n_s32(0); C]; R];
+        for t in 0..8 {
+            let mut v = [[vdupq_n_s8(0); 2]; R];
+            for r in 0..R {
+                let q = vld1q_u8(blk[r].add(8 + 16 * t));
+                v[r][0] = vqtbl1q_s8(table, vandq_u8(q, vdupq_n_u8(0x0F)));
+                v[r][1] = vqtbl1q_s8(table, vshrq_n_u8::<4>(q));
+            }
+            for c in 0..C {
+                let pa = ctx.aq.add((i + c) * k + sb * QK_K + 32 * t);
+                let a = [vld1q_s8(pa), vld1q_s8(pa.add(16))];
+                for r in 0..R {
+                    let dot = dot32::<DOT>(v[r], a);
+                    iacc[r][c] = vmlaq_n_s32(iacc[r][c], dot, sc[r][t] as i32);
+                }
+            }
+        }
+        for c in 0..C {
+            let da = *ctx.ad.add((i + c) * nsb + sb);
+            for r in 0..R {
+                acc[r][c] += (d[r] * da) * vaddvq_s32(iacc[r][c]) as f32;
+            }
+        }
+    }
+    store(ctx, j, i, &acc);
+}
+
+/// Q2_K tile: 2-bit codes by the activation codes per 16, times the
+/// 4-bit scales; the mins from the per-16 activation sums.
+#[inline(always)]
+unsafe fn tile_q2k<const R: usize, const C: usize, const DOT: bool>(ctx: &Ctx, j: usize, i: usize) {
+    let nsb = ctx.nsb;
+    let mut acc = [[0.0f32; C]; R];
+    for sb in 0..nsb {
+        let mut blk = [std::ptr::null::<u8>(); R];
+        let mut iacc = [[vdupq_n_s32(0); C]; R];
+        for r in 0..R {
+            blk[r] = ctx.w.add((j + r) * ctx.row_bytes + sb * 84);
+        }
+        for n in 0..2 {
+            for g in 0..4 {
+                let mut q = [[vdupq_n_s8(0); 2]; R];
+                for r in 0..R {
+                    for h in 0..2 {
+                        let b = vld1q_u8(blk[r].add(16 + 32 * n + 16 * h));
+                        let c = match g {
+                            0 => b,
+                            1 => vshrq_n_u8::<2>(b),
+                            2 => vshrq_n_u8::<4>(b),
+                            _ => vshrq_n_u8::<6>(b),
+                        };
+                        q[r][h] = vreinterpretq_s8_u8(vandq_u8(c, vdupq_n_u8(3)));
+                    }
+                }
+                let s: [[i32; 2]; R] = std::array::from_fn(|r| {
+                    let at = |kk: usize| (*blk[r].add(kk) & 0x0F) as i32;
+                    [at(8 * n + 2 * g), at(8 * n + 2 * g + 1)]
+                });
+                let at = sb * QK_K + 128 * n + 32 * g;
+                per16_acc::<R, C, DOT>(ctx, i, at, &q, &s, &mut iacc);
+            }
+        }
+        for c in 0..C {
+            let bi = (i + c) * nsb + sb;
+            let da = *ctx.ad.add(bi);
+            for r in 0..R {
+                let p = blk[r];
+                let mins: [i16; 16] = std::array::from_fn(|kk| (*p.add(kk) >> 4) as i16);
+                let imin = per16_weighted(&mins, ctx.abs.add(bi * 16));
+                let head = std::slice::from_raw_parts(p.add(80), 4);
+                let (d, dmin) = (f16_neon(head.as_ptr()), f16_neon(head.as_ptr().add(2)));
+                acc[r][c] += finish_q4k(d, dmin, da, vaddvq_s32(iacc[r][c]), imin);
+            }
+        }
+    }
+    store(ctx, j, i, &acc);
+}
+
+/// Q3_K tile: codes plus 4 (0..=7) by the activation codes per 16,
+/// times the scales, less `4 * sum_k sc_k * bsum_k`.
+#[inline(always)]
+unsafe fn tile_q3k<const R: usize, const C: usize, const DOT: bool>(ctx: &Ctx, j: usize, i: usize) {
+    let nsb = ctx.nsb;
+    let mut acc = [[0.0f32; C]; R];
+    for sb in 0..nsb {
+        let mut d = [0.0f32; R];
+        let mut sc = [[0i16; 16]; R];
+        let mut blk = [std::ptr::null::<u8>(); R];
+        let mut iacc = [[vdupq_n_s32(0); C]; R];
+        let mut corr = [[0i32; C]; R];
+        for r in 0..R {
+            let p = ctx.w.add((j + r) * ctx.row_bytes + sb * 110);
+            blk[r] = p;
+            d[r] = f16_neon(p.add(108));
+            sc[r] = q3k_scales(std::slice::from_raw_parts(p.add(96), 12));
+            for c in 0..C {
+                let bs = ctx.abs.add(((i + c) * nsb + sb) * 16);
+                corr[r][c] = per16_weighted(&sc[r], bs);
+            }
+        }
+        for n in 0..2 {
+            for g in 0..4 {
+                let mut q = [[vdupq_n_s8(0); 2]; R];
+                for r in 0..R {
+                    for h in 0..2 {
+                        let b = vld1q_u8(blk[r].add(32 + 32 * n + 16 * h));
+                        let m = vld1q_u8(blk[r].add(16 * h));
+                        let low = vshlq_u8(b, vdupq_n_s8(-(2 * g as i8)));
+                        let high = vshlq_u8(m, vdupq_n_s8(-((4 * n + g) as i8)));
+                        let low = vandq_u8(low, vdupq_n_u8(3));
+                        let high = vshlq_n_u8::<2>(vandq_u8(high, vdupq_n_u8(1)));
+                        q[r][h] = vreinterpretq_s8_u8(vorrq_u8(low, high));
+                    }
+                }
+                let s: [[i32; 2]; R] = std::array::from_fn(|r| {
+                    [sc[r][8 * n + 2 * g] as i32, sc[r][8 * n + 2 * g + 1] as i32]
+                });
+                let at = sb * QK_K + 128 * n + 32 * g;
+                per16_acc::<R, C, DOT>(ctx, i, at, &q, &s, &mut iacc);
+            }
+        }
+        for c in 0..C {
+            let da = *ctx.ad.add((i + c) * nsb + sb);
+            for r in 0..R {
+                let isum = vaddvq_s32(iacc[r][c]) - 4 * corr[r][c];
+                acc[r][c] += (d[r] * da) * isum as f32;
+            }
+        }
+    }
+    store(ctx, j, i, &acc);
+}
+
+unsafe fn tile_neon<const R: usize, const C: usize>(kind: Kind, ctx: &Ctx, j: usize, i: usize) {
+    match kind {
+        Kind::Q4K => tile_q4k::<R, C, false, false>(ctx, j, i),
+        Kind::Q5K => tile_q4k::<R, C, false, true>(ctx, j, i),
+        Kind::Q6K => tile_q6k::<R, C, false>(ctx, j, i),
+        Kind::IQ4XS => tile_iq4xs::<R, C, false>(ctx, j, i),
+        Kind::Q2K => tile_q2k::<R, C, false>(ctx, j, i),
+        Kind::Q3K => tile_q3k::<R, C, false>(ctx, j, i),
+    }
+}
+
+#[target_feature(enable = "dotprod")]
+unsafe fn tile_dot<const R: usize, const C: usize>(kind: Kind, ctx: &Ctx, j: usize, i: usize) {
+    match kind {
+        Kind::Q4K => tile_q4k::<R, C, true, false>(ctx, j, i),
+        Kind::Q5K => tile_q4k::<R, C, true, true>(ctx, j, i),
+        Kind::Q6K => tile_q6k::<R, C, true>(ctx, j, i),
+        Kind::IQ4XS => tile_iq4xs::<R, C, true>(ctx, j, i),
+        Kind::Q2K => tile_q2k::<R, C, true>(ctx, j, i),
+        Kind::Q3K => tile_q3k::<R, C, true>(ctx, j, i),
+    }
+}
+
+macro_rules! per_kind {
+    ($f:ident, $r:literal, $c:literal) => {{
+        unsafe fn q4k(ctx: &Ctx, j: usize, i: usize) {
+            $f::<$r, $c>(Kind::Q4K, ctx, j, i)
+        }
+        unsafe fn q5k(ctx: &Ctx, j: usize, i: usize) {
+            $f::<$r, $c>(Kind::Q5K, ctx, j, i)
+        }
+        unsafe fn q6k(ctx: &Ctx, j: usize, i: usize) {
+            $f::<$r, $c>(Kind::Q6K, ctx, j, i)
+        }
+        unsafe fn iq4xs(ctx: &Ctx, j: usize, i: usize) {
+            $f::<$r, $c>(Kind::IQ4XS, ctx, j, i)
+        }
+        unsafe fn q2k(ctx: &Ctx, j: usize, i: usize) {
+            $f::<$r, $c>(Kind::Q2K, ctx, j, i)
+        }
+        unsafe fn q3k(ctx: &Ctx, j: usize, i: usize) {
+            $f::<$r, $c>(Kind::Q3K, ctx, j, i)
+        }
+        [q4k as Tile<Ctx>, q5k, q6k, iq4xs, q2k, q3k]
+    }};
+}
+
+pub(super) fn tile_fn<const DOT: bool>(kind: Kind, r: usize, c: usize) -> Tile<Ctx> {
+    let table = match (DOT, r, c) {
+        (false, 4, 2) => per_kind!(tile_neon, 4, 2),
+        (false, 4, _) => per_kind!(tile_neon, 4, 1),
+        (false, _, 2) => per_kind!(tile_neon, 1, 2),
+        (false, _, _) => per_kind!(tile_neon, 1, 1),
+        (true, 4, 2) => per_kind!(tile_dot, 4, 2),
+        (true, 4, _) => per_kind!(tile_dot, 4, 1),
+        (true, _, 2) => per_kind!(tile_dot, 1, 2),
+        (true, _, _) => per_kind!(tile_dot, 1, 1),
+    };
+    table[kind as usize]
+}
