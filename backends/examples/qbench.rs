@@ -163,6 +163,9 @@ fn main() {
         W::Q(QuantType::Q6_K),
         W::Q(QuantType::Q2_K),
         W::Q(QuantType::IQ4_XS),
+        W::Q(QuantType::Q5_0),
+        W::Q(QuantType::Q5_1),
+        W::Q(QuantType::IQ4_NL),
     ];
     println!(
         "{threads} threads, best quant path {}, weight [{n} x {k}]",

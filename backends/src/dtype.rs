@@ -96,6 +96,9 @@ impl DType {
                 QuantType::IQ4_XS => "iq4_xs",
                 QuantType::Q2_K => "q2_k",
                 QuantType::Q3_K => "q3_k",
+                QuantType::Q5_0 => "q5_0",
+                QuantType::Q5_1 => "q5_1",
+                QuantType::IQ4_NL => "iq4_nl",
                 QuantType::W4A16 { group: 32 } => "w4a16_g32",
                 QuantType::W4A16 { group: 64 } => "w4a16_g64",
                 QuantType::W4A16 { .. } => "w4a16_g128",
@@ -166,6 +169,8 @@ mod tests {
             assert_eq!(DType::parse(d.name()), Some(d));
         }
         assert_eq!(DType::parse("Q4_K"), Some(DType::Quant(QuantType::Q4_K)));
-        assert_eq!(DType::parse("q5_0"), None);
+        assert_eq!(DType::parse("q5_0"), Some(DType::Quant(QuantType::Q5_0)));
+        // Imported at load (widened or repacked), never a tensor's dtype.
+        assert_eq!(DType::parse("iq2_xxs"), None);
     }
 }

@@ -50,7 +50,12 @@ fn weight(ty: QuantType, n: usize, k: usize, seed: u64) -> Vec<u8> {
         for (b, blk) in row.chunks_exact_mut(ts).enumerate() {
             let (d, m) = (scales[2 * b] * 0.02, scales[2 * b + 1] * 0.02);
             match ty {
-                QuantType::Q4_0 | QuantType::Q8_0 => put_f16(blk, 0, d),
+                QuantType::Q4_0 | QuantType::Q8_0 | QuantType::Q5_0 => put_f16(blk, 0, d),
+                QuantType::IQ4_NL => put_f16(blk, 0, d * 0.1),
+                QuantType::Q5_1 => {
+                    put_f16(blk, 0, d * 0.5);
+                    put_f16(blk, 2, m);
+                }
                 QuantType::Q4_1 => {
                     put_f16(blk, 0, d);
                     put_f16(blk, 2, m);

@@ -30,6 +30,9 @@ fn type_table_matches_ggml() {
         (QuantType::IQ4_XS, 256, 136, 23, 4.25),
         (QuantType::Q2_K, 256, 84, 10, 2.625),
         (QuantType::Q3_K, 256, 110, 11, 3.4375),
+        (QuantType::Q5_0, 32, 22, 6, 5.5),
+        (QuantType::Q5_1, 32, 24, 7, 6.0),
+        (QuantType::IQ4_NL, 32, 18, 20, 4.5),
     ];
     for (ty, bs, ts, id, bpw) in want {
         assert_eq!((ty.block_size(), ty.type_size()), (bs, ts), "{ty}");
@@ -39,21 +42,24 @@ fn type_table_matches_ggml() {
     }
     assert_eq!(QuantType::from_ggml_type_id(0), None);
     assert_eq!(
-        QuantType::from_ggml_type_id(6),
+        QuantType::from_ggml_type_id(16),
         None,
-        "Q5_0 is not supported"
+        "IQ2_XXS is imported, not computed in its blocks"
     );
 }
 
 #[test]
 fn dequantize_matches_gguf_py_for_every_type() {
     for ty in QuantType::ALL {
-        // IQ4_XS's, Q2_K's and Q3_K's fixtures sit with the imported
-        // types' (they were imported).
+        // The fixtures of the types that used to be imported sit with the
+        // imported types'.
         let fixture = |name: &str| match ty {
-            QuantType::IQ4_XS | QuantType::Q2_K | QuantType::Q3_K => {
-                common::fixture("quants", name)
-            }
+            QuantType::IQ4_XS
+            | QuantType::Q2_K
+            | QuantType::Q3_K
+            | QuantType::Q5_0
+            | QuantType::Q5_1
+            | QuantType::IQ4_NL => common::fixture("quants", name),
             _ => fixture(name),
         };
         let blocks = fixture(&format!("{}.blocks", ty.name()));
@@ -72,6 +78,9 @@ fn dequantize_matches_gguf_py_for_every_type() {
             QuantType::IQ4_XS => quant::dequantize_row_iq4_xs,
             QuantType::Q2_K => quant::dequantize_row_q2_k,
             QuantType::Q3_K => quant::dequantize_row_q3_k,
+            QuantType::Q5_0 => quant::dequantize_row_q5_0,
+            QuantType::Q5_1 => quant::dequantize_row_q5_1,
+            QuantType::IQ4_NL => quant::dequantize_row_iq4_nl,
             QuantType::W4A16 { .. }
             | QuantType::W8A8 { .. }
             | QuantType::Q4_0x16

@@ -1,10 +1,10 @@
-//! The ggml types mllm imports (backends/src/quant/import.rs: Q5_0, Q5_1,
-//! IQ4_NL, TQ1_0, TQ2_0, MXFP4, IQ2_XXS, IQ2_XS, IQ2_S,
-//! IQ3_XXS, IQ3_S, IQ1_S, IQ1_M):
+//! The ggml types mllm imports (backends/src/quant/import.rs: TQ1_0,
+//! TQ2_0, MXFP4, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M):
 //! - the reference dequantizers equal gguf-py's `gguf.quants.dequantize`
 //!   bit for bit on committed fixtures (tests/fixtures/quants, made by
 //!   make_quant_fixture.py);
-//! - the lossless repacks (Q5_0, IQ4_NL, TQ1_0, TQ2_0 -> Q8_0)
+//! - the lossless repacks (TQ1_0, TQ2_0 -> Q8_0; Q5_0, IQ4_NL -> Q8_0
+//!   for the OpenCL backend)
 //!   hold the very same f32 values;
 //! - whatever runs the linear at load (the repacked type's kernels on the
 //!   CPU backend, or f32 values) agrees with the reference on random shapes;
@@ -27,9 +27,6 @@ fn fixture(name: &str) -> Vec<u8> {
 fn type_table_matches_ggml() {
     // (type, block size, bytes per block, ggml id, bits per weight)
     let want = [
-        (ImportType::Q5_0, 32, 22, 6, 5.5),
-        (ImportType::Q5_1, 32, 24, 7, 6.0),
-        (ImportType::IQ4_NL, 32, 18, 20, 4.5),
         (ImportType::TQ1_0, 256, 54, 34, 1.6875),
         (ImportType::TQ2_0, 256, 66, 35, 2.0625),
         (ImportType::MXFP4, 32, 17, 39, 4.25),
@@ -53,18 +50,15 @@ fn type_table_matches_ggml() {
         assert_eq!(ty.bits_per_weight(), bpw, "{ty}");
     }
     assert_eq!(ImportType::from_ggml_type_id(8), None);
-    // IQ4_XS, Q2_K and Q3_K have kernels of their own (tests/quant.rs):
-    // no longer imported.
-    for id in [23, 10, 11] {
+    // IQ4_XS, Q2_K, Q3_K, Q5_0, Q5_1 and IQ4_NL have kernels of their own
+    // (tests/quant.rs): no longer imported.
+    for id in [23, 10, 11, 6, 7, 20] {
         assert_eq!(ImportType::from_ggml_type_id(id), None);
     }
 }
 
 fn row_fn(ty: ImportType) -> fn(&[u8], &mut [f32]) -> Result<(), String> {
     match ty {
-        ImportType::Q5_0 => quant::dequantize_row_q5_0,
-        ImportType::Q5_1 => quant::dequantize_row_q5_1,
-        ImportType::IQ4_NL => quant::dequantize_row_iq4_nl,
         ImportType::TQ1_0 => quant::dequantize_row_tq1_0,
         ImportType::TQ2_0 => quant::dequantize_row_tq2_0,
         ImportType::MXFP4 => quant::dequantize_row_mxfp4,
@@ -105,6 +99,29 @@ fn repacks_hold_the_same_values_bit_for_bit() {
         assert_eq!(packed.len(), to.bytes_for(want.len()).unwrap(), "{ty}");
         let got = quant::dequantize(to, &packed, want.len()).unwrap();
         assert_bits_eq(&format!("{ty} as {to}"), &got, &want);
+    }
+}
+
+/// The OpenCL backend keeps Q5_0 and IQ4_NL on the device as Q8_0 blocks
+/// (it has Q8_0 kernels): the very same f32 values as gguf-py's.
+#[test]
+fn q5_0_and_iq4_nl_repack_into_q8_0_exactly() {
+    type Repack = fn(&[u8], &mut [u8]) -> Result<(), String>;
+    let cases: [(QuantType, Repack); 2] = [
+        (QuantType::Q5_0, quant::q5::repack_q5_0_to_q8_0),
+        (QuantType::IQ4_NL, quant::iq4::repack_iq4_nl_to_q8_0),
+    ];
+    for (ty, repack) in cases {
+        let blocks = fixture(&format!("{ty}.blocks"));
+        let want = f32s(&fixture(&format!("{ty}.dequant")));
+        let mut packed = vec![0u8; QuantType::Q8_0.bytes_for(want.len()).unwrap()];
+        repack(&blocks, &mut packed).unwrap();
+        let got = quant::dequantize(QuantType::Q8_0, &packed, want.len()).unwrap();
+        assert_bits_eq(&format!("{ty} as Q8_0"), &got, &want);
+        assert!(
+            repack(&blocks[1..], &mut packed).is_err(),
+            "{ty}: a cut block"
+        );
     }
 }
 
@@ -219,9 +236,8 @@ fn random_weight(ty: ImportType, n: usize, k: usize, seed: u64) -> Vec<u8> {
     let mut w = random_bytes(seed, n * k / bs * ts);
     let scales = random_bytes(seed ^ 0xF00D, w.len() / ts * 2);
     // Keep the 32-value scales' sub-block scale budget in mind: Q3_K and
-    // IQ4_XS multiply `d` by up to 32, IQ4_NL by up to 127.
+    // IQ4_XS multiply `d` by up to 32.
     let unit = match ty {
-        ImportType::IQ4_NL => 2e-4,
         // Grid values up to 43 (IQ2), 62 (IQ3_XXS), 15 * 31 (IQ3_S), 15
         // * 1.125 (IQ1) times the sub-block scale.
         ImportType::IQ2_XXS | ImportType::IQ2_XS | ImportType::IQ2_S => 1e-3,

@@ -154,6 +154,19 @@ fn host_bytes(t: &Tensor) -> Result<(Vec<u8>, DType)> {
             _ => unreachable_dtype()?,
         },
         DType::Quant(q) if device_quant(q) => (t.quant_bytes()?.0.to_vec(), t.dtype()),
+        // Exactly Q8_0 blocks (the same f16 scale, codes that fit an i8):
+        // the device's Q8_0 kernels compute the file's values.
+        DType::Quant(q @ (QuantType::Q5_0 | QuantType::IQ4_NL)) => {
+            let repack = match q {
+                QuantType::Q5_0 => crate::quant::q5::repack_q5_0_to_q8_0,
+                _ => crate::quant::iq4::repack_iq4_nl_to_q8_0,
+            };
+            let src = t.quant_bytes()?.0;
+            let blocks = src.len() / q.type_size();
+            let mut out = vec![0u8; blocks * QuantType::Q8_0.type_size()];
+            repack(src, &mut out).map_err(|e| invalid("opencl", e))?;
+            (out, DType::Quant(QuantType::Q8_0))
+        }
         DType::Quant(_) => {
             let v: Vec<f16> = t.to_f32_vec()?.into_iter().map(f16::from_f32).collect();
             (bytemuck::cast_slice(&v).to_vec(), DType::F16)

@@ -1,11 +1,8 @@
 //! ggml types mllm reads from GGUF files but has no kernels of their own:
-//! Q5_0, Q5_1 and IQ4_NL; TQ1_0 and TQ2_0 (ternary
-//! BitNet-style models), MXFP4 (gpt-oss) and the grid "i-quants" IQ2_XXS,
-//! IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S and IQ1_M (llama-quantize's IQ1..IQ3
-//! files; their grids are generated from gguf-py's, `iq_grids`). llama-quantize's Q4_K_M,
-//! Q5_K_M and Q3_K_M files hold some of them (it falls back to Q5_0, Q5_1
-//! or IQ4_NL for rows that are not whole 256-value super-blocks), so a file
-//! people download often mixes them with the K-quants.
+//! TQ1_0 and TQ2_0 (ternary BitNet-style models), MXFP4 (gpt-oss) and the
+//! grid "i-quants" IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S and IQ1_M
+//! (llama-quantize's IQ1..IQ3 files; their grids are generated from
+//! gguf-py's, `iq_grids`).
 //!
 //! Each has a scalar reference dequantizer that equals gguf-py's
 //! `gguf.quants.dequantize` bit for bit (tests/fixtures/quants). At load a
@@ -13,36 +10,31 @@
 //! values:
 //!
 //! - a lossless repack into a type that has fast kernels (`runs_as`),
-//!   where that type computes the very same f32 values: Q5_0 and IQ4_NL
-//!   into Q8_0 (same f16 scale, the codes fit an i8), TQ1_0 and TQ2_0
+//!   where that type computes the very same f32 values: TQ1_0 and TQ2_0
 //!   into Q8_0 (one f16 `d` per 256 values, kept for each 32-value Q8_0
-//!   block, the ternary values as the i8 codes). Memory grows (Q5_0 5.5
-//!   -> 8.5 bits per weight, IQ4_NL 4.5 -> 8.5, TQ1_0 1.69 and TQ2_0 2.06
-//!   -> 8.5), the kernels are the tested ones.
+//!   block, the ternary values as the i8 codes). Memory grows (TQ1_0 1.69
+//!   and TQ2_0 2.06 -> 8.5 bits per weight), the kernels are the tested
+//!   ones.
 //! - f32 values (`dequantize`) for the rest, which no existing type holds
-//!   exactly: Q5_1 (`d * q + m` has an offset per 32 values that Q8_0
-//!   lacks, and Q4_1/Q5_K cannot hold its 5-bit codes with its own f16
-//!   `d` and `m`) and MXFP4 (its e8m0 scale spans
+//!   exactly: MXFP4 (its e8m0 scale spans
 //!   2^-128..2^127, beyond an f16's range; `mxfp4`) and the IQ1/IQ2/IQ3
 //!   types (scales rounded to f32 or products past an i8; `iq1`, `iq2`,
 //!   `iq3` say which). An f16 copy would round them.
 //!   This costs 32 bits per weight; a dedicated kernel is the way to get
-//!   their size back, as IQ4_XS, Q2_K and Q3_K got (`QuantType::IQ4_XS`,
-//!   `Q2_K`, `Q3_K`: no longer imported but computed in their own blocks;
-//!   Q3_K was repacked into Q6_K, which its kernels match bit for bit).
+//!   their size back, as IQ4_XS, Q2_K, Q3_K, Q5_0, Q5_1 and IQ4_NL got
+//!   (`QuantType`: no longer imported but computed in their own blocks;
+//!   Q3_K was repacked into Q6_K, Q5_0 and IQ4_NL into Q8_0, Q5_1 widened
+//!   to f32).
 
 use rayon::prelude::*;
 
 use super::{block_count, QuantType, QK, QK_K};
-use super::{iq1, iq2, iq3, iq4, mxfp4, q5, tq};
+use super::{iq1, iq2, iq3, mxfp4, tq};
 
 /// A ggml type mllm imports from a file (see the module documentation).
 #[allow(non_camel_case_types)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ImportType {
-    Q5_0,
-    Q5_1,
-    IQ4_NL,
     TQ1_0,
     TQ2_0,
     MXFP4,
@@ -59,10 +51,7 @@ pub enum ImportType {
 const PAR_BLOCKS: usize = 1024;
 
 impl ImportType {
-    pub const ALL: [ImportType; 13] = [
-        ImportType::Q5_0,
-        ImportType::Q5_1,
-        ImportType::IQ4_NL,
+    pub const ALL: [ImportType; 10] = [
         ImportType::TQ1_0,
         ImportType::TQ2_0,
         ImportType::MXFP4,
@@ -78,9 +67,6 @@ impl ImportType {
     /// ggml's spelling.
     pub fn name(self) -> &'static str {
         match self {
-            ImportType::Q5_0 => "Q5_0",
-            ImportType::Q5_1 => "Q5_1",
-            ImportType::IQ4_NL => "IQ4_NL",
             ImportType::TQ1_0 => "TQ1_0",
             ImportType::TQ2_0 => "TQ2_0",
             ImportType::MXFP4 => "MXFP4",
@@ -97,9 +83,6 @@ impl ImportType {
     /// The `ggml_type` number GGUF files store.
     pub fn ggml_type_id(self) -> u32 {
         match self {
-            ImportType::Q5_0 => 6,
-            ImportType::Q5_1 => 7,
-            ImportType::IQ4_NL => 20,
             ImportType::TQ1_0 => 34,
             ImportType::TQ2_0 => 35,
             ImportType::MXFP4 => 39,
@@ -120,7 +103,7 @@ impl ImportType {
     /// Elements per block.
     pub fn block_size(self) -> usize {
         match self {
-            ImportType::Q5_0 | ImportType::Q5_1 | ImportType::IQ4_NL | ImportType::MXFP4 => QK,
+            ImportType::MXFP4 => QK,
             ImportType::TQ1_0
             | ImportType::TQ2_0
             | ImportType::IQ2_XXS
@@ -138,8 +121,6 @@ impl ImportType {
     /// write finite scales over random bytes.
     pub fn scale_offsets(self) -> &'static [usize] {
         match self {
-            ImportType::Q5_0 | ImportType::IQ4_NL => &[0],
-            ImportType::Q5_1 => &[0, 2],
             ImportType::TQ1_0 => &[52],
             ImportType::TQ2_0 => &[64],
             ImportType::MXFP4 | ImportType::IQ1_M => &[],
@@ -155,9 +136,6 @@ impl ImportType {
     /// Bytes per block.
     pub fn type_size(self) -> usize {
         match self {
-            ImportType::Q5_0 => q5::BlockQ5_0::SIZE,
-            ImportType::Q5_1 => q5::BlockQ5_1::SIZE,
-            ImportType::IQ4_NL => iq4::BlockIQ4NL::SIZE,
             ImportType::TQ1_0 => tq::BlockTQ1_0::SIZE,
             ImportType::TQ2_0 => tq::BlockTQ2_0::SIZE,
             ImportType::MXFP4 => mxfp4::BlockMXFP4::SIZE,
@@ -171,7 +149,7 @@ impl ImportType {
         }
     }
 
-    /// Storage cost in the file, scales included (Q5_0: 5.5).
+    /// Storage cost in the file, scales included (TQ2_0: 2.0625).
     pub fn bits_per_weight(self) -> f64 {
         (self.type_size() * 8) as f64 / self.block_size() as f64
     }
@@ -180,9 +158,8 @@ impl ImportType {
     /// holds its values exactly; `None`: the tensor loads as f32 values.
     pub fn runs_as(self) -> Option<QuantType> {
         match self {
-            ImportType::Q5_0 | ImportType::IQ4_NL => Some(QuantType::Q8_0),
             ImportType::TQ1_0 | ImportType::TQ2_0 => Some(QuantType::Q8_0),
-            ImportType::Q5_1 | ImportType::MXFP4 => None,
+            ImportType::MXFP4 => None,
             ImportType::IQ2_XXS
             | ImportType::IQ2_XS
             | ImportType::IQ2_S
@@ -196,9 +173,6 @@ impl ImportType {
     /// The reference dequantizer of whole blocks (the `dequantize_row_*`).
     fn dequantize_blocks(self, bytes: &[u8], out: &mut [f32]) -> Result<(), String> {
         match self {
-            ImportType::Q5_0 => q5::dequantize_row_q5_0(bytes, out),
-            ImportType::Q5_1 => q5::dequantize_row_q5_1(bytes, out),
-            ImportType::IQ4_NL => iq4::dequantize_row_iq4_nl(bytes, out),
             ImportType::TQ1_0 => tq::dequantize_row_tq1_0(bytes, out),
             ImportType::TQ2_0 => tq::dequantize_row_tq2_0(bytes, out),
             ImportType::MXFP4 => mxfp4::dequantize_row_mxfp4(bytes, out),
@@ -245,12 +219,9 @@ impl ImportType {
     pub fn repack(self, bytes: &[u8]) -> Result<Vec<u8>, String> {
         type Repack = fn(&[u8], &mut [u8]) -> Result<(), String>;
         let (to, repack): (QuantType, Repack) = match self {
-            ImportType::Q5_0 => (QuantType::Q8_0, q5::repack_q5_0_to_q8_0),
-            ImportType::IQ4_NL => (QuantType::Q8_0, iq4::repack_iq4_nl_to_q8_0),
             ImportType::TQ1_0 => (QuantType::Q8_0, tq::repack_tq1_0_to_q8_0),
             ImportType::TQ2_0 => (QuantType::Q8_0, tq::repack_tq2_0_to_q8_0),
-            ImportType::Q5_1
-            | ImportType::MXFP4
+            ImportType::MXFP4
             | ImportType::IQ2_XXS
             | ImportType::IQ2_XS
             | ImportType::IQ2_S

@@ -1,6 +1,6 @@
 //! IQ4_NL and IQ4_XS: 4-bit codes that index a fixed non-linear table of
-//! sixteen int8 values (ggml's `kvalues_iq4nl`), read from GGUF files (mllm
-//! computes them as other types, see `import`). llama-quantize writes
+//! sixteen int8 values (ggml's `kvalues_iq4nl`), read from GGUF files and
+//! computed in their own blocks (`cpu::qlinear`). llama-quantize writes
 //! IQ4_NL where Q2_K/Q3_K/IQ-quants do not fit a row of 256 values, and
 //! IQ4_XS as the main type of its IQ4_XS files.
 //!
@@ -162,7 +162,8 @@ pub fn dequantize_row_iq4_xs(blocks: &[u8], out: &mut [f32]) -> Result<(), Strin
 }
 
 /// Rewrites whole IQ4_NL blocks as Q8_0 blocks (34 bytes per 18), value
-/// for value (`BlockIQ4NL::to_q8_0`).
+/// for value (`BlockIQ4NL::to_q8_0`): how the OpenCL backend, which has
+/// Q8_0 kernels but none for IQ4_NL, keeps them on the device.
 pub fn repack_iq4_nl_to_q8_0(blocks: &[u8], out: &mut [u8]) -> Result<(), String> {
     map_blocks("IQ4_NL", blocks, out, |b: &[u8; BlockIQ4NL::SIZE]| {
         BlockIQ4NL::from_bytes(b).to_q8_0().to_bytes()

@@ -85,6 +85,14 @@ pub enum QuantType {
     /// Q3_K (`k_low`): 3-bit codes (-4..=3) with a 6-bit scale per 16
     /// values, 256-value super-blocks; computed with its own kernels.
     Q3_K,
+    /// Q5_0 (`q5`): 5-bit codes less 16 and an f16 scale per 32 values.
+    Q5_0,
+    /// Q5_1 (`q5`): 5-bit codes with an f16 scale and minimum per 32 values.
+    Q5_1,
+    /// IQ4_NL (`iq4`): 4-bit codes into IQ4_XS's non-linear table and an
+    /// f16 scale per 32 values. These three compute in their own blocks
+    /// with the 32-value kernels (`cpu::qlinear::block32`).
+    IQ4_NL,
     /// 4-bit weights in groups of `group` (32, 64 or 128) with f16 scales,
     /// f32 activations (`w4a16`).
     W4A16 {
@@ -114,7 +122,7 @@ pub const W8A8_ID: u32 = 1200;
 pub const PACKED_ID_BASE: u32 = 1300;
 
 impl QuantType {
-    pub const ALL: [QuantType; 9] = [
+    pub const ALL: [QuantType; 12] = [
         QuantType::Q4_0,
         QuantType::Q4_1,
         QuantType::Q8_0,
@@ -124,6 +132,9 @@ impl QuantType {
         QuantType::IQ4_XS,
         QuantType::Q2_K,
         QuantType::Q3_K,
+        QuantType::Q5_0,
+        QuantType::Q5_1,
+        QuantType::IQ4_NL,
     ];
 
     /// W4A16 with `group` values per scale, if the group is supported.
@@ -154,6 +165,7 @@ impl QuantType {
     pub fn block_size(self) -> usize {
         match self {
             QuantType::Q4_0 | QuantType::Q4_1 | QuantType::Q8_0 => QK,
+            QuantType::Q5_0 | QuantType::Q5_1 | QuantType::IQ4_NL => QK,
             QuantType::Q4_0x16 | QuantType::Q4_1x16 | QuantType::Q8_0x16 => QK,
             QuantType::Q4_K
             | QuantType::Q5_K
@@ -178,6 +190,9 @@ impl QuantType {
             QuantType::IQ4_XS => iq4::BlockIQ4XS::SIZE,
             QuantType::Q2_K => k_low::BlockQ2K::SIZE,
             QuantType::Q3_K => k_low::BlockQ3K::SIZE,
+            QuantType::Q5_0 => q5::BlockQ5_0::SIZE,
+            QuantType::Q5_1 => q5::BlockQ5_1::SIZE,
+            QuantType::IQ4_NL => iq4::BlockIQ4NL::SIZE,
             QuantType::W4A16 { group } => w4a16::group_bytes(group as usize),
             QuantType::W8A8 { k } => w8a8::row_bytes(k as usize),
         }
@@ -200,6 +215,9 @@ impl QuantType {
             QuantType::IQ4_XS => "IQ4_XS",
             QuantType::Q2_K => "Q2_K",
             QuantType::Q3_K => "Q3_K",
+            QuantType::Q5_0 => "Q5_0",
+            QuantType::Q5_1 => "Q5_1",
+            QuantType::IQ4_NL => "IQ4_NL",
             QuantType::W4A16 { group: 32 } => "W4A16_G32",
             QuantType::W4A16 { group: 64 } => "W4A16_G64",
             QuantType::W4A16 { group: 128 } => "W4A16_G128",
@@ -225,6 +243,9 @@ impl QuantType {
             QuantType::IQ4_XS => 23,
             QuantType::Q2_K => 10,
             QuantType::Q3_K => 11,
+            QuantType::Q5_0 => 6,
+            QuantType::Q5_1 => 7,
+            QuantType::IQ4_NL => 20,
             QuantType::W4A16 { group } => W4A16_ID_BASE + group as u32,
             QuantType::W8A8 { .. } => W8A8_ID,
             QuantType::Q4_0x16 => PACKED_ID_BASE,
@@ -265,7 +286,12 @@ impl QuantType {
     /// Whether `quantize` implements this type (the K-quant quantizers live
     /// in the converter).
     pub fn can_quantize(self) -> bool {
-        !self.has_super_blocks() && !self.is_packed()
+        !self.has_super_blocks() && !self.is_packed() && !self.read_only_block32()
+    }
+
+    /// The 32-value types mllm reads from GGUF files but cannot write yet.
+    fn read_only_block32(self) -> bool {
+        matches!(self, QuantType::Q5_0 | QuantType::Q5_1 | QuantType::IQ4_NL)
     }
 
     /// Bytes taken by `n_elements` values; they must fill whole blocks.
@@ -294,6 +320,9 @@ impl QuantType {
             QuantType::IQ4_XS => iq4::dequantize_row_iq4_xs(bytes, out),
             QuantType::Q2_K => k_low::dequantize_row_q2_k(bytes, out),
             QuantType::Q3_K => k_low::dequantize_row_q3_k(bytes, out),
+            QuantType::Q5_0 => q5::dequantize_row_q5_0(bytes, out),
+            QuantType::Q5_1 => q5::dequantize_row_q5_1(bytes, out),
+            QuantType::IQ4_NL => iq4::dequantize_row_iq4_nl(bytes, out),
             QuantType::W4A16 { group } => w4a16::dequantize_row_w4a16(group as usize, bytes, out),
             QuantType::W8A8 { k } => w8a8::dequantize_row_w8a8(k as usize, bytes, out),
             QuantType::Q4_0x16 | QuantType::Q4_1x16 | QuantType::Q8_0x16 => Err(format!(
@@ -399,7 +428,12 @@ pub fn quantize_into(ty: QuantType, x: &[f32], out: &mut [u8]) -> Result<(), Str
                 "{ty}: quantizing to K-quants is not implemented yet"
             ))
         }
-        QuantType::IQ4_XS | QuantType::Q2_K | QuantType::Q3_K => {
+        QuantType::IQ4_XS
+        | QuantType::Q2_K
+        | QuantType::Q3_K
+        | QuantType::Q5_0
+        | QuantType::Q5_1
+        | QuantType::IQ4_NL => {
             return Err(format!(
                 "{ty}: mllm reads {ty} from GGUF files; it cannot write it yet"
             ))

@@ -1,5 +1,5 @@
-//! Q5_0 and Q5_1: 32 weights as 5-bit codes, read from GGUF files (mllm
-//! computes them as other types, see `import`). llama-quantize writes them
+//! Q5_0 and Q5_1: 32 weights as 5-bit codes, read from GGUF files and
+//! computed in their own blocks (`cpu::qlinear::q5`). llama-quantize writes them
 //! where a K-quant does not fit: Q4_K -> Q5_0 and Q5_K -> Q5_1 for rows that
 //! are not whole 256-value super-blocks.
 //!
@@ -41,7 +41,7 @@ pub struct BlockQ5_1 {
 const _: () = assert!(std::mem::size_of::<BlockQ5_1>() == 24);
 
 /// The 32 five-bit codes (0..=31) of `qh` and `qs`, in weight order.
-fn codes(qh: &[u8; 4], qs: &[u8; QK / 2]) -> [u8; QK] {
+pub(crate) fn codes5(qh: &[u8; 4], qs: &[u8; QK / 2]) -> [u8; QK] {
     let h = u32::from_le_bytes(*qh);
     let mut q = [0u8; QK];
     for (j, &b) in qs.iter().enumerate() {
@@ -78,7 +78,7 @@ impl BlockQ5_0 {
 
     /// The signed codes `q - 16` (-16..=15).
     pub fn signed_codes(&self) -> [i8; QK] {
-        codes(&self.qh, &self.qs).map(|q| q as i8 - 16)
+        codes5(&self.qh, &self.qs).map(|q| q as i8 - 16)
     }
 
     /// `d * (q - 16)` in f32, as gguf-py computes it.
@@ -125,7 +125,7 @@ impl BlockQ5_1 {
     /// numpy order; Rust does not contract `a * b + c` into an FMA).
     pub fn dequantize(&self, out: &mut [f32; QK]) {
         let (d, m) = (self.d.to_f32(), self.m.to_f32());
-        for (o, q) in out.iter_mut().zip(codes(&self.qh, &self.qs)) {
+        for (o, q) in out.iter_mut().zip(codes5(&self.qh, &self.qs)) {
             *o = d * q as f32 + m;
         }
     }
@@ -154,7 +154,8 @@ pub fn dequantize_row_q5_1(blocks: &[u8], out: &mut [f32]) -> Result<(), String>
 }
 
 /// Rewrites whole Q5_0 blocks as Q8_0 blocks (34 bytes per 22), value for
-/// value (`BlockQ5_0::to_q8_0`).
+/// value (`BlockQ5_0::to_q8_0`): how the OpenCL backend, which has Q8_0
+/// kernels but none for Q5_0, keeps them on the device.
 pub fn repack_q5_0_to_q8_0(blocks: &[u8], out: &mut [u8]) -> Result<(), String> {
     map_blocks("Q5_0", blocks, out, |b: &[u8; BlockQ5_0::SIZE]| {
         BlockQ5_0::from_bytes(b).to_q8_0().to_bytes()

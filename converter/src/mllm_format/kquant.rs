@@ -40,7 +40,12 @@ pub fn quantize(ty: QuantType, x: &[f32]) -> Result<Vec<u8>, String> {
         QuantType::Q4_0x16 | QuantType::Q4_1x16 | QuantType::Q8_0x16 => {
             return Err(format!("{ty} is an in-memory layout, never stored"))
         }
-        QuantType::IQ4_XS | QuantType::Q2_K | QuantType::Q3_K => {
+        QuantType::IQ4_XS
+        | QuantType::Q2_K
+        | QuantType::Q3_K
+        | QuantType::Q5_0
+        | QuantType::Q5_1
+        | QuantType::IQ4_NL => {
             return Err(format!(
                 "mllm cannot quantize to {ty} yet; it keeps {ty} tensors of GGUF files as they are"
             ))

@@ -38,9 +38,14 @@ pub(super) trait Block32 {
         a: std::arch::x86_64::__m256i,
         sum_a: i32,
     ) -> std::arch::x86_64::__m256i;
-    /// `(d, m)` read with F16C (inlined into tiles that enable it).
+    /// `(d, m)` read with F16C (inlined into tiles that enable it), from
+    /// the layout every type shares (see `dm`).
     #[cfg(target_arch = "x86_64")]
-    unsafe fn dm_x86(p: *const u8) -> (f32, f32);
+    #[inline(always)]
+    unsafe fn dm_x86(p: *const u8) -> (f32, f32) {
+        let m = if Self::HAS_MIN { f16_at(p.add(2)) } else { 0.0 };
+        (f16_at(p), m)
+    }
     /// Blocks at `p0` and `p1` as 64 unsigned bytes, `code + OFFSET`, for
     /// the 512-bit VNNI tiles.
     #[cfg(target_arch = "x86_64")]
@@ -320,6 +325,44 @@ mod x86 {
         }
     }
 
+    /// `sum(w * a)` of signed codes `w` (|w| <= 128) and activations `a`
+    /// (Q8_0, IQ4_NL): VNNI takes `w + 128` unsigned and subtracts `128 *
+    /// sum(a)`; AVX2 uses ggml's sign trick, `maddubs(|w|, a * sign(w))`
+    /// (activation codes never reach -128, so negating them is exact, and
+    /// pairs stay below i16 saturation).
+    #[inline(always)]
+    pub(in crate::cpu::qlinear) unsafe fn dot_signed<const VNNI: bool>(
+        w: __m256i,
+        a: __m256i,
+        sum_a: i32,
+    ) -> __m256i {
+        if VNNI {
+            let wu = _mm256_xor_si256(w, _mm256_set1_epi8(-128));
+            dot_u8_i8::<true>(wu, a, -128 * sum_a)
+        } else {
+            let p16 = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(a, w));
+            _mm256_madd_epi16(p16, _mm256_set1_epi16(1))
+        }
+    }
+
+    /// `sum((w - OFF) * a)` of unsigned codes `w` (Q4_0: 8, Q5_0: 16):
+    /// VNNI folds the offset in from the activation sum; AVX2 subtracts it
+    /// and takes the sign trick (one `sign` per pair instead of moving and
+    /// adding the offset term; the code's subtract and abs are the same for
+    /// every activation row of a tile, so the compiler hoists them).
+    #[inline(always)]
+    pub(in crate::cpu::qlinear) unsafe fn dot_offset<const VNNI: bool, const OFF: i8>(
+        w: __m256i,
+        a: __m256i,
+        sum_a: i32,
+    ) -> __m256i {
+        if VNNI {
+            dot_u8_i8::<true>(w, a, -(OFF as i32) * sum_a)
+        } else {
+            dot_signed::<false>(_mm256_sub_epi8(w, _mm256_set1_epi8(OFF)), a, sum_a)
+        }
+    }
+
     /// 16 bytes of packed nibbles -> 32 bytes: low nibbles (elements 0..16)
     /// then high nibbles (16..32), the Q4_0/Q4_1 order.
     #[inline(always)]
@@ -338,7 +381,7 @@ mod x86 {
 }
 
 #[cfg(target_arch = "x86_64")]
-pub(super) use x86::{dot_u8_i8, f16_at, nibbles, step as step_x86};
+pub(super) use x86::{dot_offset, dot_signed, dot_u8_i8, f16_at, nibbles, step as step_x86};
 
 #[cfg(target_arch = "aarch64")]
 mod neon {

@@ -4,10 +4,11 @@
 //! then every (weight block, activation block) pair is an integer dot
 //! product scaled once in float.
 //!
-//! - `q4_0`, `q4_1`, `q8_0`: the 32-value block types, described for the
-//!   shared tile engine in `block32`;
-//! - `k_quants`: Q4_K, Q5_K, Q6_K and IQ4_XS against 256-value activation
-//!   blocks (prefill on x86 through unpacked panels, `k_quants/panel.rs`);
+//! - `q4_0`, `q4_1`, `q8_0`, `q5` (Q5_0, Q5_1), `iq4_nl`: the 32-value
+//!   block types, described for the shared tile engine in `block32`;
+//! - `k_quants`: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS against 256-value
+//!   activation blocks (prefill on x86 through unpacked panels,
+//!   `k_quants/panel.rs`);
 //! - `w8a8`: per-row int8 weights against activations quantized per token;
 //! - `w4a16`: grouped 4-bit weights against f32 activations (no activation
 //!   rounding at all).
@@ -35,6 +36,7 @@
 
 pub mod act_quant;
 mod block32;
+mod iq4_nl;
 mod k_quants;
 #[cfg(target_arch = "x86_64")]
 mod k_zmm;
@@ -43,6 +45,7 @@ mod neon_dot;
 mod parts;
 mod q4_0;
 mod q4_1;
+mod q5;
 mod q8_0;
 mod w4a16;
 mod w8a8;

@@ -10,7 +10,9 @@ use std::cell::Cell;
 
 use super::act_quant::{ActQ8, ActQ8K};
 use super::w8a8::ActTok;
-use super::{block32, k_quants, q4_0, q4_1, q8_0, w4a16, w8a8, x16, Isa, SendPtr, PAR_MACS};
+use super::{
+    block32, iq4_nl, k_quants, q4_0, q4_1, q5, q8_0, w4a16, w8a8, x16, Isa, SendPtr, PAR_MACS,
+};
 use crate::cpu::refill;
 use crate::quant::QuantType;
 
@@ -73,6 +75,9 @@ fn gemm(
         QuantType::IQ4_XS => k_quants::gemm(k_quants::Kind::IQ4XS, isa, w, nr, &s.q8k, out),
         QuantType::Q2_K => k_quants::gemm(k_quants::Kind::Q2K, isa, w, nr, &s.q8k, out),
         QuantType::Q3_K => k_quants::gemm(k_quants::Kind::Q3K, isa, w, nr, &s.q8k, out),
+        QuantType::Q5_0 => block32::gemm::<q5::Q5_0>(isa, w, nr, &s.q8, out),
+        QuantType::Q5_1 => block32::gemm::<q5::Q5_1>(isa, w, nr, &s.q8, out),
+        QuantType::IQ4_NL => block32::gemm::<iq4_nl::IQ4NL>(isa, w, nr, &s.q8, out),
         QuantType::W8A8 { .. } => w8a8::gemm(isa, w, nr, &s.tok, out),
         QuantType::W4A16 { group } => w4a16::gemm(isa, group as usize, w, nr, k, x, m, out),
         QuantType::Q4_0x16 => x16::gemm::<{ x16::Q4_0 }>(isa, w, nr, &s.q8, out),
@@ -105,6 +110,9 @@ pub(super) fn linear_parts(
             QuantType::Q4_0
                 | QuantType::Q4_1
                 | QuantType::Q8_0
+                | QuantType::Q5_0
+                | QuantType::Q5_1
+                | QuantType::IQ4_NL
                 | QuantType::Q4_0x16
                 | QuantType::Q4_1x16
                 | QuantType::Q8_0x16

@@ -40,26 +40,7 @@ impl Block32 for Q4_0 {
         a: std::arch::x86_64::__m256i,
         sum_a: i32,
     ) -> std::arch::x86_64::__m256i {
-        use std::arch::x86_64::*;
-        if VNNI {
-            super::block32::dot_u8_i8::<true>(w, a, -8 * sum_a)
-        } else {
-            // Signed codes and the sign trick (as for Q8_0): one `sign`
-            // per pair instead of moving and adding the offset term; the
-            // code's subtract and abs are the same for every activation
-            // row of a tile, so the compiler hoists them. |q - 8| <= 8,
-            // far from `maddubs`' i16 saturation.
-            let _ = sum_a;
-            let ws = _mm256_sub_epi8(w, _mm256_set1_epi8(8));
-            let p16 = _mm256_maddubs_epi16(_mm256_abs_epi8(ws), _mm256_sign_epi8(a, ws));
-            _mm256_madd_epi16(p16, _mm256_set1_epi16(1))
-        }
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[inline(always)]
-    unsafe fn dm_x86(p: *const u8) -> (f32, f32) {
-        (super::block32::f16_at(p), 0.0)
+        super::block32::dot_offset::<VNNI, 8>(w, a, sum_a)
     }
 
     #[cfg(target_arch = "x86_64")]

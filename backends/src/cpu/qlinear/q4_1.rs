@@ -48,12 +48,6 @@ impl Block32 for Q4_1 {
 
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
-    unsafe fn dm_x86(p: *const u8) -> (f32, f32) {
-        (super::block32::f16_at(p), super::block32::f16_at(p.add(2)))
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[inline(always)]
     unsafe fn load_u8_pair(p0: *const u8, p1: *const u8) -> std::arch::x86_64::__m512i {
         use std::arch::x86_64::*;
         let lo = super::block32::nibbles(p0.add(4));

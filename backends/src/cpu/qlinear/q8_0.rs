@@ -43,21 +43,7 @@ impl Block32 for Q8_0 {
         a: std::arch::x86_64::__m256i,
         sum_a: i32,
     ) -> std::arch::x86_64::__m256i {
-        use std::arch::x86_64::*;
-        if VNNI {
-            let wu = _mm256_xor_si256(w, _mm256_set1_epi8(-128));
-            super::block32::dot_u8_i8::<true>(wu, a, -128 * sum_a)
-        } else {
-            // |q| <= 128 and |a| <= 127: pairs stay below i16 saturation.
-            let p16 = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(a, w));
-            _mm256_madd_epi16(p16, _mm256_set1_epi16(1))
-        }
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[inline(always)]
-    unsafe fn dm_x86(p: *const u8) -> (f32, f32) {
-        (super::block32::f16_at(p), 0.0)
+        super::block32::dot_signed::<VNNI>(w, a, sum_a)
     }
 
     #[cfg(target_arch = "x86_64")]
