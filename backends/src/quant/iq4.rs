@@ -47,7 +47,7 @@ pub struct BlockIQ4XS {
 const _: () = assert!(std::mem::size_of::<BlockIQ4XS>() == 136);
 
 /// The table values of 16 packed bytes: 32 weights.
-fn lookup(qs: &[u8]) -> [i8; QK] {
+pub(crate) fn lookup(qs: &[u8]) -> [i8; QK] {
     let mut v = [0i8; QK];
     for (j, &b) in qs.iter().enumerate().take(QK / 2) {
         v[j] = KVALUES_IQ4NL[(b & 0x0F) as usize];

@@ -25,8 +25,12 @@ pub(super) trait Block32 {
     fn codes(b: &[u8]) -> [i32; QK];
     /// `(d, m)` of the block (`m` is 0 without a minimum). Every type keeps
     /// `d` as the f16 at byte 0 and `m` as the f16 at byte 2, which the
-    /// NEON tiles read directly (`dm_neon`).
-    fn dm(b: &[u8]) -> (f32, f32);
+    /// SIMD tiles read directly (`dm_x86`, `dm_neon`).
+    #[inline(always)]
+    fn dm(b: &[u8]) -> (f32, f32) {
+        let f16 = |i: usize| half::f16::from_le_bytes([b[i], b[i + 1]]).to_f32();
+        (f16(0), if Self::HAS_MIN { f16(2) } else { 0.0 })
+    }
 
     /// The codes as 32 bytes, in element order, as `dot_x86` wants them.
     #[cfg(target_arch = "x86_64")]

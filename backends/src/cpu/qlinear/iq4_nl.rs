@@ -28,17 +28,7 @@ impl Block32 for IQ4NL {
 
     #[inline(always)]
     fn codes(b: &[u8]) -> [i32; QK] {
-        let mut c = [0i32; QK];
-        for (j, &q) in b[2..Self::SIZE].iter().enumerate() {
-            c[j] = KVALUES_IQ4NL[(q & 0x0F) as usize] as i32;
-            c[j + QK / 2] = KVALUES_IQ4NL[(q >> 4) as usize] as i32;
-        }
-        c
-    }
-
-    #[inline(always)]
-    fn dm(b: &[u8]) -> (f32, f32) {
-        (half::f16::from_le_bytes([b[0], b[1]]).to_f32(), 0.0)
+        crate::quant::iq4::lookup(&b[2..Self::SIZE]).map(|v| v as i32)
     }
 
     #[cfg(target_arch = "x86_64")]

@@ -95,11 +95,6 @@ impl Block32 for Q5_0 {
         codes_at(b, 2).map(|q| q - 16)
     }
 
-    #[inline(always)]
-    fn dm(b: &[u8]) -> (f32, f32) {
-        (half::f16::from_le_bytes([b[0], b[1]]).to_f32(), 0.0)
-    }
-
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn load_x86(p: *const u8) -> std::arch::x86_64::__m256i {
@@ -147,14 +142,6 @@ impl Block32 for Q5_1 {
     #[inline(always)]
     fn codes(b: &[u8]) -> [i32; QK] {
         codes_at(b, 4)
-    }
-
-    #[inline(always)]
-    fn dm(b: &[u8]) -> (f32, f32) {
-        (
-            half::f16::from_le_bytes([b[0], b[1]]).to_f32(),
-            half::f16::from_le_bytes([b[2], b[3]]).to_f32(),
-        )
     }
 
     #[cfg(target_arch = "x86_64")]

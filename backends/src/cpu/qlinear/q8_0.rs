@@ -24,11 +24,6 @@ impl Block32 for Q8_0 {
         c
     }
 
-    #[inline(always)]
-    fn dm(b: &[u8]) -> (f32, f32) {
-        (half::f16::from_le_bytes([b[0], b[1]]).to_f32(), 0.0)
-    }
-
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn load_x86(p: *const u8) -> std::arch::x86_64::__m256i {
