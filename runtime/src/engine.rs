@@ -192,6 +192,13 @@ impl GenStats {
     }
 }
 
+/// What speculative decoding needs for one answer.
+pub struct Speculation<'a> {
+    pub proposer: &'a mut dyn crate::speculative::Proposer,
+    pub config: crate::speculative::SpecConfig,
+    pub stats: &'a mut crate::speculative::SpecStats,
+}
+
 pub struct GenRequest<'a> {
     pub prompt: &'a [u32],
     /// Images whose placeholder tokens `prompt` holds.
@@ -265,6 +272,20 @@ pub fn generate(
     out: &mut dyn FnMut(&str),
     interrupt: &AtomicBool,
 ) -> Result<GenStats> {
+    generate_with(engine, gen, req, None, out, interrupt)
+}
+
+/// `generate` with speculative decoding when `spec` gives a proposer: the
+/// same answer, fewer passes over the weights when the guesses are good;
+/// what speculation did is added to `spec`'s stats.
+pub fn generate_with(
+    engine: &mut Engine,
+    gen: &mut Generation,
+    req: GenRequest,
+    spec: Option<Speculation>,
+    out: &mut dyn FnMut(&str),
+    interrupt: &AtomicBool,
+) -> Result<GenStats> {
     let t0 = Instant::now();
     let logits = match req.images {
         Some((images, spec)) => engine.feed_images(req.prompt, images, spec)?,
@@ -272,7 +293,12 @@ pub fn generate(
     };
     let prompt_secs = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
-    let reason = decode_loop(engine, logits, gen, out, interrupt)?;
+    let reason = match spec {
+        Some(s) => crate::speculative::decode_loop(
+            engine, logits, gen, s.proposer, &s.config, out, interrupt, s.stats,
+        )?,
+        None => decode_loop(engine, logits, gen, out, interrupt)?,
+    };
     Ok(GenStats {
         prompt_tokens: req.prompt.len(),
         prompt_computed: engine.seq.last_computed,

@@ -27,12 +27,13 @@ pub mod perplexity;
 pub mod prompt;
 pub mod runner;
 pub mod sequence;
+pub mod speculative;
 pub mod tiled_images;
 pub mod tool_calls;
 pub mod videos;
 pub mod weight_check;
 
-pub use engine::{generate, Engine, GenRequest, GenStats};
+pub use engine::{generate, generate_with, Engine, GenRequest, GenStats, Speculation};
 pub use error::{Error, ErrorKind};
 pub use generation::{Generation, GenerationConfig, SamplerConfig, StopReason};
 pub use loaded::{load, load_with, Loaded};

@@ -177,6 +177,57 @@ impl Sequence {
         Ok(t.narrow0(rows - 1, rows)?.to_f32_vec()?)
     }
 
+    /// Computes `ids` after what the cache holds in one step; returns the
+    /// logits after each of them (`ids.len()` rows). Each row has exactly
+    /// the bits one-token steps would give it (the kernels are
+    /// row-invariant up to `mllm_backends::cpu::ROW_INVARIANT_STEP` rows on
+    /// the CPU), which is what lets speculative decoding verify proposed
+    /// tokens in one step.
+    pub fn extend_rows(&mut self, runner: &mut Runner, ids: &[u32]) -> Result<Vec<Vec<f32>>> {
+        if ids.is_empty() {
+            return Ok(vec![]);
+        }
+        let start = self.cached.len();
+        self.check_context(start + ids.len())?;
+        let ids32: Vec<i32> = ids.iter().map(|&t| t as i32).collect();
+        let pos = usize::try_from(start as i64 + self.pos_offset)
+            .map_err(|_| Error::generate("a negative rotary position"))?;
+        let t = runner.step(&self.cache, &ids32, pos, false)?;
+        self.cached.extend_from_slice(ids);
+        let flat = t.to_f32_vec()?;
+        let rows = t.shape()[0];
+        if rows != ids.len() || flat.len() % rows.max(1) != 0 {
+            return Err(Error::generate(format!(
+                "a step of {} tokens returned {rows} rows of logits",
+                ids.len()
+            )));
+        }
+        let vocab = flat.len() / rows;
+        Ok(flat.chunks_exact(vocab).map(<[f32]>::to_vec).collect())
+    }
+
+    /// Forgets every cached position from `n` on (the tokens a verification
+    /// step computed past the last accepted one). An error where a
+    /// recurrent layer's state would have to be rewound, which it cannot be
+    /// (the cache is then empty).
+    pub fn truncate(&mut self, n: usize) -> Result<()> {
+        if n >= self.cached.len() {
+            return Ok(());
+        }
+        if self.keep(n) != n {
+            return Err(Error::generate(
+                "this model's recurrent layers cannot be rewound, so proposed tokens cannot be taken back (speculative decoding needs attention-only models for now)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether the cache holds a recurrent layer's state (which cannot be
+    /// rewound: no speculative decoding).
+    pub fn has_state(&self) -> bool {
+        self.cache.borrow().has_state()
+    }
+
     /// Makes the cache hold exactly `ids`, reusing the longest prefix it
     /// already holds, and returns the logits after the last id.
     pub fn feed(&mut self, runner: &mut Runner, ids: &[u32]) -> Result<Vec<f32>> {

@@ -178,9 +178,9 @@ fn cached_decode_after_image_equals_full_forward() {
         let r = image_ref(case);
         let ims = images(case);
         let (ids, extra) = (ref_i32s(&r, "input_ids"), ref_i32s(&r, "greedy_ids"));
-        // 3e-6: a one-row decode step reads bf16 weights directly
-        // (`dot_bf16`) while the full forward widens them and uses the
-        // f32 tiles, two summation orders (not row-invariant yet: #27).
+        // 3e-6: a one-row decode step and the full forward (more rows
+        // than `ROW_INVARIANT_STEP`: tiled attention, chunked prefill)
+        // sum in different orders.
         // Measured 2.2e-6 for the bf16 case since exact GELU is
         // vectorised (the image features' last bits moved), 0.5e-6 for f32.
         cached_rows_match(case, &ids, &extra, Some(&ims), 3e-6);

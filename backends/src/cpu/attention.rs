@@ -161,10 +161,12 @@ pub fn sdpa_ref(
     out
 }
 
-/// Queries at or above which attention runs as matrix products per head
-/// (`sdpa_gemm`); below it (decode, short chunks) per-query dots, which
-/// read each cached key once per query anyway.
-const GEMM_MIN_QUERIES: usize = 16;
+/// Queries above which attention runs as matrix products per head
+/// (`sdpa_gemm`, or tiled); up to it (decode, verification of proposed
+/// tokens, short chunks) per-query dots, which read each cached key once
+/// per query anyway and give each query exactly what it gets alone
+/// (`ROW_INVARIANT_STEP`).
+const GEMM_MIN_QUERIES: usize = super::ROW_INVARIANT_STEP + 1;
 /// Queries per block of `sdpa_gemm`: bounds the score matrix to
 /// `QUERY_BLOCK x sk` floats.
 const QUERY_BLOCK: usize = 256;

@@ -1,8 +1,11 @@
 //! `linear` (x @ w^T + b) and batched `matmul`. Weights may be f32, f16 or
 //! bf16; half-precision rows are widened once per block of output features
 //! and reused for every row of `x`, so prefill pays the widening once.
+//! Every output is computed by `linear_tile`'s one arithmetic, so each row
+//! of `x` gets the same bits whatever else is in `x`.
 
-use super::simd::{dot, dot_2x4, dot_4x4, dot_bf16, dot_f16, dot_ref};
+use super::linear_tile::{tile, Path, Weight};
+use super::simd::dot_ref;
 use crate::tensor::FloatSlice;
 
 /// Output features handled by one parallel task.
@@ -55,14 +58,29 @@ pub fn linear_into(
     bias: Option<&[f32]>,
     out: &mut [f32],
 ) {
+    linear_into_with(Path::best(), x, m, k, w, n, bias, out)
+}
+
+/// `linear_into` with the tiles of `path` (one of `Path::available()`).
+#[allow(clippy::too_many_arguments)]
+pub fn linear_into_with(
+    path: Path,
+    x: &[f32],
+    m: usize,
+    k: usize,
+    w: FloatSlice,
+    n: usize,
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+) {
     let n_blocks = n.div_ceil(BLOCK_N);
     // Many rows (a prompt, a batch of texts): tasks are also cut by rows,
-    // `rows_per` at a time (even, so rows pair up for `dot_2x4` exactly as
-    // in one block and every output is the same dot product), so the rows
-    // a task reads stay in the core's L2 while it sweeps its weight rows;
-    // a block of all rows would stream every row from memory once per
-    // 16 weight rows. Few rows: one block of rows, as before.
-    let rows_per = (ROW_BLOCK_FLOATS / k.max(1)).max(2) & !1;
+    // `rows_per` at a time, so the rows a task reads stay in the core's L2
+    // while it sweeps its weight rows; a block of all rows would stream
+    // every row from memory once per 16 weight rows. Few rows: one block
+    // of rows. Every tile computes an output the same way
+    // (`linear_tile`), so neither the cut nor the tiles change a bit.
+    let rows_per = (ROW_BLOCK_FLOATS / k.max(1)).max(4);
     let m_blocks = m.div_ceil(rows_per).max(1);
     let blocks = n_blocks * m_blocks;
     debug_assert_eq!(out.len(), m * n);
@@ -77,81 +95,21 @@ pub fn linear_into(
         let j0 = b * BLOCK_N;
         let bn = BLOCK_N.min(n - j0);
         // SAFETY: (i, j) with i < m, j < bn lies in this block's columns.
-        let put = |i: usize, j: usize, v: f32| unsafe { *dst.get().add(i * n + j0 + j) = v };
-        let bias_of = |j: usize| bias.map_or(0.0, |b| b[j0 + j]);
-        // Few rows (decode): read half-precision weights directly, no
-        // widened copy; the weights are streamed exactly once either way.
-        if m <= 2 && !matches!(w, FloatSlice::F32(_)) {
-            for i in i0..i1 {
-                let xi = &x[i * k..(i + 1) * k];
-                for j in 0..bn {
-                    let r = (j0 + j) * k;
-                    let d = match w {
-                        FloatSlice::BF16(s) => dot_bf16(xi, &s[r..r + k]),
-                        FloatSlice::F16(s) => dot_f16(xi, &s[r..r + k]),
-                        FloatSlice::F32(s) => dot(xi, &s[r..r + k]),
-                    };
-                    put(i, j, d + bias_of(j));
-                }
-            }
-            return;
-        }
-        let widened;
-        let wb: &[f32] = match w {
-            FloatSlice::F32(s) => &s[j0 * k..(j0 + bn) * k],
-            other => {
-                let mut tmp = vec![0.0f32; bn * k];
-                other.sub(j0 * k, bn * k).widen_into(&mut tmp);
-                widened = tmp;
-                &widened
-            }
+        let put = |i: usize, j: usize, v: f32| unsafe {
+            *dst.get().add(i * n + j0 + j) = v + bias.map_or(0.0, |b| b[j0 + j]);
         };
-        // 2x4 tiles of (x rows, weight rows), then the ragged edges; the
-        // bias is added after each dot, as before the direct writes.
-        let row = |i: usize| &x[i * k..(i + 1) * k];
-        let wrow = |j: usize| &wb[j * k..(j + 1) * k];
-        let (m2, n4) = (i1 - (i1 - i0) % 2, bn - bn % 4);
-        // Four rows at a time where they are (a 4x4 tile gives each output
-        // exactly what the 2x4 tiles below would), then pairs.
-        let m4 = i0 + (m2 - i0) / 4 * 4;
-        for i in (i0..m4).step_by(4) {
-            for j in (0..n4).step_by(4) {
-                let t = dot_4x4(
-                    [row(i), row(i + 1), row(i + 2), row(i + 3)],
-                    [wrow(j), wrow(j + 1), wrow(j + 2), wrow(j + 3)],
-                );
-                for r in 0..4 {
-                    for c in 0..4 {
-                        put(i + r, j + c, t[r * 4 + c] + bias_of(j + c));
-                    }
-                }
-            }
-            for r in 0..4 {
-                for j in n4..bn {
-                    put(i + r, j, dot(row(i + r), wrow(j)) + bias_of(j));
-                }
-            }
-        }
-        for i in (m4..m2).step_by(2) {
-            for j in (0..n4).step_by(4) {
-                let t = dot_2x4(
-                    [row(i), row(i + 1)],
-                    [wrow(j), wrow(j + 1), wrow(j + 2), wrow(j + 3)],
-                );
-                for r in 0..2 {
-                    for c in 0..4 {
-                        put(i + r, j + c, t[r * 4 + c] + bias_of(j + c));
-                    }
-                }
-            }
-            for j in n4..bn {
-                put(i, j, dot(row(i), wrow(j)) + bias_of(j));
-                put(i + 1, j, dot(row(i + 1), wrow(j)) + bias_of(j));
-            }
-        }
-        for i in m2..i1 {
-            for j in 0..bn {
-                put(i, j, dot(row(i), wrow(j)) + bias_of(j));
+        let span = j0 * k..(j0 + bn) * k;
+        match w {
+            FloatSlice::F32(s) => rows(path, x, k, i0..i1, &s[span], bn, put),
+            // Few rows (decode): half-precision weights read directly, no
+            // widened copy; the weights are streamed exactly once either way.
+            FloatSlice::F16(s) if m <= 2 => rows(path, x, k, i0..i1, &s[span], bn, put),
+            FloatSlice::BF16(s) if m <= 2 => rows(path, x, k, i0..i1, &s[span], bn, put),
+            // More rows: each weight row widened once for all of them.
+            other => {
+                let mut wide = vec![0.0f32; bn * k];
+                other.sub(j0 * k, bn * k).widen_into(&mut wide);
+                rows(path, x, k, i0..i1, &wide, bn, put)
             }
         }
     };
@@ -159,6 +117,71 @@ pub fn linear_into(
         crate::cpu::pool::for_each(blocks, run_block);
     } else {
         (0..blocks).for_each(run_block);
+    }
+}
+
+/// Rows `rs` of `x` against the `bn` weight rows `wb`: tiles of
+/// `path.rows()` rows (then 2, then 1) by 4 weight rows, and one weight
+/// row at a time for the last `bn % 4`.
+fn rows<W: Weight>(
+    path: Path,
+    x: &[f32],
+    k: usize,
+    rs: std::ops::Range<usize>,
+    wb: &[W],
+    bn: usize,
+    put: impl Fn(usize, usize, f32),
+) {
+    let row = |i: usize| &x[i * k..(i + 1) * k];
+    let mut i = rs.start;
+    while i < rs.end {
+        let left = rs.end - i;
+        if left >= 4 && path.rows() >= 4 {
+            sweep(
+                path,
+                [row(i), row(i + 1), row(i + 2), row(i + 3)],
+                i,
+                wb,
+                k,
+                bn,
+                &put,
+            );
+            i += 4;
+        } else if left >= 2 {
+            sweep(path, [row(i), row(i + 1)], i, wb, k, bn, &put);
+            i += 2;
+        } else {
+            sweep(path, [row(i)], i, wb, k, bn, &put);
+            i += 1;
+        }
+    }
+}
+
+/// `R` activation rows (from row `i`) against every weight row of `wb`.
+fn sweep<W: Weight, const R: usize>(
+    path: Path,
+    a: [&[f32]; R],
+    i: usize,
+    wb: &[W],
+    k: usize,
+    bn: usize,
+    put: &impl Fn(usize, usize, f32),
+) {
+    let wrow = |j: usize| &wb[j * k..(j + 1) * k];
+    let n4 = bn - bn % 4;
+    for j in (0..n4).step_by(4) {
+        let t = tile::<W, R, 4>(path, a, [wrow(j), wrow(j + 1), wrow(j + 2), wrow(j + 3)]);
+        for (r, tr) in t.iter().enumerate() {
+            for (c, &v) in tr.iter().enumerate() {
+                put(i + r, j + c, v);
+            }
+        }
+    }
+    for j in n4..bn {
+        let t = tile::<W, R, 1>(path, a, [wrow(j)]);
+        for (r, tr) in t.iter().enumerate() {
+            put(i + r, j, tr[0]);
+        }
     }
 }
 

@@ -4,6 +4,15 @@
 //! layout ops, casts and constants; `conv1d.rs` and `delta_rule.rs` hold
 //! Gated DeltaNet's ops.
 
+/// Steps of at most this many rows give every row exactly the bits a step
+/// of that row alone gives (quantized and float linears, attention over a
+/// cache): what lets speculative decoding verify up to `ROW_INVARIANT_STEP
+/// - 1` proposed tokens in one step without changing any answer, and a
+/// server batch its slots. Larger steps (prompt chunks) may take tiles that
+/// sum in another order (Arm's i8mm, tiled attention).
+/// `backends/tests/row_invariance.rs` holds it to this.
+pub const ROW_INVARIANT_STEP: usize = 32;
+
 mod attend;
 pub mod attention;
 mod attn_simd;
@@ -19,6 +28,7 @@ pub mod gather;
 mod into;
 pub mod layout;
 pub mod linear;
+pub mod linear_tile;
 pub mod merged;
 pub mod moe;
 pub mod norm;

@@ -48,7 +48,6 @@ pub fn unary_fast(op: UnaryOp, x: &[f32], out: &mut [f32]) -> bool {
 mod x86 {
     use std::arch::x86_64::*;
 
-    use crate::cpu::elementwise::unary_scalar;
     use crate::op::UnaryOp;
 
     /// e^x, clamped below at -87.3 (results stay normal) and infinite above
@@ -146,8 +145,17 @@ mod x86 {
             _mm256_storeu_ps(out.as_mut_ptr().add(i), v);
             i += 8;
         }
-        for j in n..x.len() {
-            out[j] = unary_scalar(op, x[j]);
+        // The last `len % 8` values through the same polynomial (padded),
+        // not libm: a value's bits must not depend on where it sits in the
+        // tensor (one row alone, or among others in a step: row
+        // invariance).
+        let rest = x.len() - n;
+        if rest > 0 {
+            let mut buf = [0.0f32; 8];
+            buf[..rest].copy_from_slice(&x[n..]);
+            let v = map(op, _mm256_loadu_ps(buf.as_ptr()));
+            _mm256_storeu_ps(buf.as_mut_ptr(), v);
+            out[n..].copy_from_slice(&buf[..rest]);
         }
     }
 }

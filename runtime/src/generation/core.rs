@@ -172,6 +172,11 @@ impl<'a> Generation<'a> {
         &self.generated
     }
 
+    /// Tokens the answer may still have.
+    pub fn remaining(&self) -> usize {
+        self.max_new.saturating_sub(self.generated.len())
+    }
+
     /// The text shown so far.
     pub fn text(&self) -> &str {
         &self.filter.emitted

@@ -8,6 +8,15 @@
 //! then one float multiply-add by `d_w * d_a`. The scalar twin
 //! (`vec_dot`) computes the same integers block by block; the SIMD paths
 //! differ from it only in the order of the float additions.
+//!
+//! Within a path there is one order: each output is one multiply-add chain
+//! over its blocks (block pairs on 512-bit vectors) in block order, never
+//! several chains added at the end. Every tile shape (one, two or four
+//! weight rows by one to four activation rows) so gives an output the same
+//! bits, and a step of several rows gives each row exactly what a step of
+//! that row alone gives: what speculative decoding's verification and a
+//! server's batched slots rely on (`backends/tests/row_invariance.rs`).
+//! Decode hides the chain's latency with two weight rows per tile instead.
 
 use super::act_quant::ActQ8;
 use super::{drive, Isa};
@@ -120,12 +129,15 @@ pub(super) fn gemm<B: Block32>(isa: Isa, w: &[u8], nr: usize, act: &ActQ8, out: 
     // SAFETY (all arms): the tiles read rows j..j+R < nr of `w`, rows
     // i..i+C < m of the activations and write those cells of `out`, whose
     // sizes were checked above; `isa` was detected on this machine.
-    // Decode (a few activation rows): one weight row per tile, so each
-    // thread reads one sequential stream; tiles of 4 rows that stream in
-    // parallel measured 2x slower from memory (172 vs 83 us for Q4_0
-    // [3072 x 1024], 2 threads). Prefill: 4 rows per tile, each weight
-    // block decoded once per up to 4 activation rows.
-    let rm = if m <= 4 { 1 } else { 4 };
+    // Decode (a few activation rows): two weight rows per tile, whose
+    // two multiply-add chains per activation row hide each other's
+    // latency (every output sums in one chain: row invariance); tiles of 4
+    // rows that stream in parallel measured 2x slower from memory (172 vs
+    // 83 us for Q4_0 [3072 x 1024], 2 threads), tiles of 2 faster than one
+    // row with two chains (qbench, AVX-512 VNNI: GEMV 0.85-0.9x the time).
+    // Prefill: 4 rows per tile, each weight block decoded once per up to 4
+    // activation rows.
+    let rm = if m <= 4 { 2 } else { 4 };
     match isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => unsafe { drive(&ctx, nr, m, rm, 2, x86::tile_fn::<B, false>) },
@@ -136,10 +148,14 @@ pub(super) fn gemm<B: Block32>(isa: Isa, w: &[u8], nr: usize, act: &ActQ8, out: 
         Isa::Neon => unsafe { drive(&ctx, nr, m, rm, 2, neon::tile_fn::<B, false>) },
         #[cfg(target_arch = "aarch64")]
         Isa::NeonDot => unsafe { drive(&ctx, nr, m, rm, 4, neon::tile_fn::<B, true>) },
-        // smmla computes a 2x2 tile at once: prefill only (decode keeps one
-        // streaming weight row per tile).
+        // smmla computes a 2x2 tile at once, each block's integers summed
+        // before the float finish (another order than the dotprod tiles):
+        // prompt chunks only, so that decode, verification and batched
+        // steps stay row-invariant (`ROW_INVARIANT_STEP`).
         #[cfg(target_arch = "aarch64")]
-        Isa::NeonI8mm if m > 4 => unsafe { drive(&ctx, nr, m, 2, 2, neon::tile_fn_mm::<B>) },
+        Isa::NeonI8mm if m > crate::cpu::ROW_INVARIANT_STEP => unsafe {
+            drive(&ctx, nr, m, 2, 2, neon::tile_fn_mm::<B>)
+        },
         #[cfg(target_arch = "aarch64")]
         Isa::NeonI8mm => unsafe { drive(&ctx, nr, m, rm, 4, neon::tile_fn::<B, true>) },
         _ => {
@@ -166,25 +182,22 @@ mod x86 {
         _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)))
     }
 
-    /// One block of an R x C tile into accumulator set `u` (a function,
+    /// One block of an R x C tile into the sums `acc` (a function,
     /// not a closure: closures are not always inlined, and out of line
     /// the intrinsics would be calls).
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
     pub(in crate::cpu::qlinear) unsafe fn step<
         B: Block32,
         const R: usize,
         const C: usize,
-        const U: usize,
         const VNNI: bool,
     >(
-        acc: &mut [[[__m256; U]; C]; R],
+        acc: &mut [[__m256; C]; R],
         acc_min: &mut [[f32; C]; R],
         ctx: &Ctx,
         w0: *const u8,
         i: usize,
         b: usize,
-        u: usize,
     ) {
         let (nb, k) = (ctx.nb, ctx.nb * 32);
         let mut wv = [_mm256_setzero_si256(); R];
@@ -198,12 +211,12 @@ mod x86 {
             // Broadcast once per block: a pair's scale is then one vector
             // multiply (same bits as a scalar multiply and a broadcast).
             dw[r] = _mm256_set1_ps(d);
-            // One-row tiles: the same block of the next row, which
+            // Decode tiles: the same block of the next tile's rows, which
             // helps the hardware prefetchers when the weight streams
             // from memory (measured: Q8_0 decode 27 -> 33 GB/s). A
             // prefetch never faults; wrapping_add keeps the address
             // computation defined past the end.
-            if R == 1 {
+            if R <= 2 {
                 let ahead = p.wrapping_add(R * ctx.row_bytes);
                 _mm_prefetch::<_MM_HINT_T0>(ahead as *const i8);
             }
@@ -216,10 +229,10 @@ mod x86 {
             let sa = *ctx.asum.add(ai);
             for r in 0..R {
                 let dot = B::dot_x86::<VNNI>(wv[r], a, sa);
-                acc[r][c][u] = _mm256_fmadd_ps(
+                acc[r][c] = _mm256_fmadd_ps(
                     _mm256_cvtepi32_ps(dot),
                     _mm256_mul_ps(dw[r], dav),
-                    acc[r][c][u],
+                    acc[r][c],
                 );
                 if B::HAS_MIN {
                     acc_min[r][c] += mw[r] * (da * sa as f32);
@@ -228,79 +241,53 @@ mod x86 {
         }
     }
 
-    /// R x C tile over all blocks of the row, with `U` accumulators per
-    /// output (blocks taken in turn) so that a 1-row tile is not bound by
-    /// the latency of its multiply-add chain.
+    /// R x C tile over all blocks of the row: one multiply-add chain per
+    /// output, in block order (the module's one order).
     #[inline(always)]
-    unsafe fn tile_body<
-        B: Block32,
-        const R: usize,
-        const C: usize,
-        const U: usize,
-        const VNNI: bool,
-    >(
+    unsafe fn tile_body<B: Block32, const R: usize, const C: usize, const VNNI: bool>(
         ctx: &Ctx,
         j: usize,
         i: usize,
     ) {
-        let nb = ctx.nb;
         let w0 = ctx.w.add(j * ctx.row_bytes);
-        let mut acc = [[[_mm256_setzero_ps(); U]; C]; R];
+        let mut acc = [[_mm256_setzero_ps(); C]; R];
         let mut acc_min = [[0.0f32; C]; R];
-        let mut b = 0;
-        while b + U <= nb {
-            for u in 0..U {
-                step::<B, R, C, U, VNNI>(&mut acc, &mut acc_min, ctx, w0, i, b + u, u);
-            }
-            b += U;
-        }
-        while b < nb {
-            step::<B, R, C, U, VNNI>(&mut acc, &mut acc_min, ctx, w0, i, b, 0);
-            b += 1;
+        for b in 0..ctx.nb {
+            step::<B, R, C, VNNI>(&mut acc, &mut acc_min, ctx, w0, i, b);
         }
         for r in 0..R {
             for c in 0..C {
-                let mut v = acc[r][c][0];
-                for u in 1..U {
-                    v = _mm256_add_ps(v, acc[r][c][u]);
-                }
-                *ctx.out.add((i + c) * ctx.nr + j + r) = hsum(v) + acc_min[r][c];
+                *ctx.out.add((i + c) * ctx.nr + j + r) = hsum(acc[r][c]) + acc_min[r][c];
             }
         }
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    unsafe fn tile_avx2<B: Block32, const R: usize, const C: usize, const U: usize>(
-        ctx: &Ctx,
-        j: usize,
-        i: usize,
-    ) {
-        tile_body::<B, R, C, U, false>(ctx, j, i)
+    unsafe fn tile_avx2<B: Block32, const R: usize, const C: usize>(ctx: &Ctx, j: usize, i: usize) {
+        tile_body::<B, R, C, false>(ctx, j, i)
     }
 
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
-    unsafe fn tile_vnni<B: Block32, const R: usize, const C: usize, const U: usize>(
-        ctx: &Ctx,
-        j: usize,
-        i: usize,
-    ) {
-        tile_body::<B, R, C, U, true>(ctx, j, i)
+    unsafe fn tile_vnni<B: Block32, const R: usize, const C: usize>(ctx: &Ctx, j: usize, i: usize) {
+        tile_body::<B, R, C, true>(ctx, j, i)
     }
 
     pub(super) fn tile_fn<B: Block32, const VNNI: bool>(r: usize, c: usize) -> TileFn {
         macro_rules! pick {
             ($f:ident) => {
-                // The last parameter: independent accumulators per output,
-                // so that about four multiply-add chains are in flight.
                 match (r, c) {
-                    (4, 4) => $f::<B, 4, 4, 1>,
-                    (4, 3) => $f::<B, 4, 3, 1>,
-                    (4, 2) => $f::<B, 4, 2, 1>,
-                    (4, 1) => $f::<B, 4, 1, 1>,
-                    (1, 4) => $f::<B, 1, 4, 1>,
-                    (1, 3) => $f::<B, 1, 3, 1>,
-                    (1, 2) => $f::<B, 1, 2, 2>,
-                    _ => $f::<B, 1, 1, 4>,
+                    (4, 4) => $f::<B, 4, 4>,
+                    (4, 3) => $f::<B, 4, 3>,
+                    (4, 2) => $f::<B, 4, 2>,
+                    (4, 1) => $f::<B, 4, 1>,
+                    (2, 4) => $f::<B, 2, 4>,
+                    (2, 3) => $f::<B, 2, 3>,
+                    (2, 2) => $f::<B, 2, 2>,
+                    (2, 1) => $f::<B, 2, 1>,
+                    (1, 4) => $f::<B, 1, 4>,
+                    (1, 3) => $f::<B, 1, 3>,
+                    (1, 2) => $f::<B, 1, 2>,
+                    _ => $f::<B, 1, 1>,
                 }
             };
         }
@@ -406,17 +393,15 @@ mod neon {
         (super::f16_neon(p), m)
     }
 
-    /// One block of an R x C tile into accumulator set `u` (see x86).
+    /// One block of an R x C tile into the sums `acc` (see x86).
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn step<B: Block32, const R: usize, const C: usize, const U: usize, const DOT: bool>(
-        acc: &mut [[[float32x4_t; U]; C]; R],
+    unsafe fn step<B: Block32, const R: usize, const C: usize, const DOT: bool>(
+        acc: &mut [[float32x4_t; C]; R],
         acc_min: &mut [[f32; C]; R],
         ctx: &Ctx,
         w0: *const u8,
         i: usize,
         b: usize,
-        u: usize,
     ) {
         let (nb, k) = (ctx.nb, ctx.nb * 32);
         let mut wv = [[vdupq_n_s8(0); 2]; R];
@@ -436,7 +421,7 @@ mod neon {
             let init = -B::NEON_OFFSET * sa;
             for r in 0..R {
                 let dot = super::dot_s8::<DOT>(wv[r], a, init);
-                acc[r][c][u] = vfmaq_n_f32(acc[r][c][u], vcvtq_f32_s32(dot), dw[r] * da);
+                acc[r][c] = vfmaq_n_f32(acc[r][c], vcvtq_f32_s32(dot), dw[r] * da);
                 if B::HAS_MIN {
                     acc_min[r][c] += mw[r] * (da * sa as f32);
                 }
@@ -444,61 +429,34 @@ mod neon {
         }
     }
 
-    /// R x C tile over all blocks of the row, `U` accumulators per output
-    /// (as on x86).
+    /// R x C tile over all blocks of the row: one multiply-add chain per
+    /// output, in block order (as on x86).
     #[inline(always)]
-    unsafe fn tile_body<
-        B: Block32,
-        const R: usize,
-        const C: usize,
-        const U: usize,
-        const DOT: bool,
-    >(
+    unsafe fn tile_body<B: Block32, const R: usize, const C: usize, const DOT: bool>(
         ctx: &Ctx,
         j: usize,
         i: usize,
     ) {
-        let nb = ctx.nb;
         let w0 = ctx.w.add(j * ctx.row_bytes);
-        let mut acc = [[[vdupq_n_f32(0.0); U]; C]; R];
+        let mut acc = [[vdupq_n_f32(0.0); C]; R];
         let mut acc_min = [[0.0f32; C]; R];
-        let mut b = 0;
-        while b + U <= nb {
-            for u in 0..U {
-                step::<B, R, C, U, DOT>(&mut acc, &mut acc_min, ctx, w0, i, b + u, u);
-            }
-            b += U;
-        }
-        while b < nb {
-            step::<B, R, C, U, DOT>(&mut acc, &mut acc_min, ctx, w0, i, b, 0);
-            b += 1;
+        for b in 0..ctx.nb {
+            step::<B, R, C, DOT>(&mut acc, &mut acc_min, ctx, w0, i, b);
         }
         for r in 0..R {
             for c in 0..C {
-                let mut v = acc[r][c][0];
-                for u in 1..U {
-                    v = vaddq_f32(v, acc[r][c][u]);
-                }
-                *ctx.out.add((i + c) * ctx.nr + j + r) = vaddvq_f32(v) + acc_min[r][c];
+                *ctx.out.add((i + c) * ctx.nr + j + r) = vaddvq_f32(acc[r][c]) + acc_min[r][c];
             }
         }
     }
 
-    unsafe fn tile_neon<B: Block32, const R: usize, const C: usize, const U: usize>(
-        ctx: &Ctx,
-        j: usize,
-        i: usize,
-    ) {
-        tile_body::<B, R, C, U, false>(ctx, j, i)
+    unsafe fn tile_neon<B: Block32, const R: usize, const C: usize>(ctx: &Ctx, j: usize, i: usize) {
+        tile_body::<B, R, C, false>(ctx, j, i)
     }
 
     #[target_feature(enable = "dotprod")]
-    unsafe fn tile_dot<B: Block32, const R: usize, const C: usize, const U: usize>(
-        ctx: &Ctx,
-        j: usize,
-        i: usize,
-    ) {
-        tile_body::<B, R, C, U, true>(ctx, j, i)
+    unsafe fn tile_dot<B: Block32, const R: usize, const C: usize>(ctx: &Ctx, j: usize, i: usize) {
+        tile_body::<B, R, C, true>(ctx, j, i)
     }
 
     /// `acc + A B^T` for the 2x8 int8 matrices in `a` and `b` (`smmla`; its
@@ -587,8 +545,8 @@ mod neon {
     /// of an i8mm sweep), as two dotprod rows.
     #[target_feature(enable = "dotprod")]
     unsafe fn tile_dot_2x1<B: Block32>(ctx: &Ctx, j: usize, i: usize) {
-        tile_body::<B, 1, 1, 4, true>(ctx, j, i);
-        tile_body::<B, 1, 1, 4, true>(ctx, j + 1, i);
+        tile_body::<B, 1, 1, true>(ctx, j, i);
+        tile_body::<B, 1, 1, true>(ctx, j + 1, i);
     }
 
     /// Tiles for `drive(.., 2, 2, ..)`: `smmla` for full 2x2 tiles, dotprod
@@ -605,14 +563,18 @@ mod neon {
         macro_rules! pick {
             ($f:ident) => {
                 match (r, c) {
-                    (4, 4) => $f::<B, 4, 4, 1>,
-                    (4, 3) => $f::<B, 4, 3, 1>,
-                    (4, 2) => $f::<B, 4, 2, 1>,
-                    (4, 1) => $f::<B, 4, 1, 1>,
-                    (1, 4) => $f::<B, 1, 4, 1>,
-                    (1, 3) => $f::<B, 1, 3, 1>,
-                    (1, 2) => $f::<B, 1, 2, 2>,
-                    _ => $f::<B, 1, 1, 4>,
+                    (4, 4) => $f::<B, 4, 4>,
+                    (4, 3) => $f::<B, 4, 3>,
+                    (4, 2) => $f::<B, 4, 2>,
+                    (4, 1) => $f::<B, 4, 1>,
+                    (2, 4) => $f::<B, 2, 4>,
+                    (2, 3) => $f::<B, 2, 3>,
+                    (2, 2) => $f::<B, 2, 2>,
+                    (2, 1) => $f::<B, 2, 1>,
+                    (1, 4) => $f::<B, 1, 4>,
+                    (1, 3) => $f::<B, 1, 3>,
+                    (1, 2) => $f::<B, 1, 2>,
+                    _ => $f::<B, 1, 1>,
                 }
             };
         }

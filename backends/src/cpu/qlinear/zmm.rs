@@ -16,18 +16,15 @@ use std::arch::x86_64::*;
 
 use super::block32::{Block32, Ctx};
 
-/// One pair of blocks `(b, b + 1)` of an R x C tile into accumulator set
-/// `u` of `acc`.
+/// One pair of blocks `(b, b + 1)` of an R x C tile into the sums `acc`.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn step2<B: Block32, const R: usize, const C: usize, const U: usize>(
-    acc: &mut [[[__m512; U]; C]; R],
+unsafe fn step2<B: Block32, const R: usize, const C: usize>(
+    acc: &mut [[__m512; C]; R],
     acc_min: &mut [[f32; C]; R],
     ctx: &Ctx,
     w0: *const u8,
     i: usize,
     b: usize,
-    u: usize,
 ) {
     let (nb, k) = (ctx.nb, ctx.nb * 32);
     let mut wv = [_mm512_setzero_si512(); R];
@@ -40,10 +37,10 @@ unsafe fn step2<B: Block32, const R: usize, const C: usize, const U: usize>(
         let ((d0, m0), (d1, m1)) = (B::dm_x86(p0), B::dm_x86(p1));
         dw[r] = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(d0), _mm512_set1_ps(d1));
         mw[r] = [m0, m1];
-        if R == 1 {
-            // The next row's pair, for the prefetchers (as the 256-bit
+        if R <= 2 {
+            // The next tile's rows, for the prefetchers (as the 256-bit
             // one-row tiles do).
-            let ahead = p0.wrapping_add(ctx.row_bytes);
+            let ahead = p0.wrapping_add(R * ctx.row_bytes);
             _mm_prefetch::<_MM_HINT_T0>(ahead as *const i8);
             _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64) as *const i8);
         }
@@ -62,7 +59,7 @@ unsafe fn step2<B: Block32, const R: usize, const C: usize, const U: usize>(
         for r in 0..R {
             let dot = _mm512_dpbusd_epi32(init, wv[r], a);
             let scale = _mm512_mul_ps(dw[r], da);
-            acc[r][c][u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[r][c][u]);
+            acc[r][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[r][c]);
             if B::HAS_MIN {
                 acc_min[r][c] += mw[r][0] * (da0 * sa0 as f32) + mw[r][1] * (da1 * sa1 as f32);
             }
@@ -70,67 +67,52 @@ unsafe fn step2<B: Block32, const R: usize, const C: usize, const U: usize>(
     }
 }
 
-/// R x C tile over all blocks of the row, `U` accumulators per output
-/// (pairs taken in turn) so that one-row tiles are not bound by the
-/// latency of one multiply-add chain.
+/// R x C tile over all blocks of the row: one multiply-add chain per
+/// output over the block pairs, in order; a row's odd last block through
+/// the 256-bit step into its own sum, added last.
 #[inline(always)]
-unsafe fn tile_body<B: Block32, const R: usize, const C: usize, const U: usize>(
-    ctx: &Ctx,
-    j: usize,
-    i: usize,
-) {
+unsafe fn tile_body<B: Block32, const R: usize, const C: usize>(ctx: &Ctx, j: usize, i: usize) {
     let nb = ctx.nb;
     let w0 = ctx.w.add(j * ctx.row_bytes);
-    let mut acc = [[[_mm512_setzero_ps(); U]; C]; R];
+    let mut acc = [[_mm512_setzero_ps(); C]; R];
     let mut acc_min = [[0.0f32; C]; R];
-    let mut b = 0;
-    while b + 2 * U <= nb {
-        for u in 0..U {
-            step2::<B, R, C, U>(&mut acc, &mut acc_min, ctx, w0, i, b + 2 * u, u);
-        }
-        b += 2 * U;
+    for p in 0..nb / 2 {
+        step2::<B, R, C>(&mut acc, &mut acc_min, ctx, w0, i, 2 * p);
     }
-    while b + 2 <= nb {
-        step2::<B, R, C, U>(&mut acc, &mut acc_min, ctx, w0, i, b, 0);
-        b += 2;
-    }
-    // The odd last block: the 256-bit step, into its own accumulators.
-    let mut tail = [[[_mm256_setzero_ps(); 1]; C]; R];
-    if b < nb {
-        super::block32::step_x86::<B, R, C, 1, true>(&mut tail, &mut acc_min, ctx, w0, i, b, 0);
+    let mut tail = [[_mm256_setzero_ps(); C]; R];
+    let mut tail_min = [[0.0f32; C]; R];
+    if nb % 2 == 1 {
+        super::block32::step_x86::<B, R, C, true>(&mut tail, &mut tail_min, ctx, w0, i, nb - 1);
     }
     for r in 0..R {
         for c in 0..C {
-            let mut v = acc[r][c][0];
-            for u in 1..U {
-                v = _mm512_add_ps(v, acc[r][c][u]);
-            }
-            let t = _mm512_castps256_ps512(tail[r][c][0]);
-            let v = _mm512_add_ps(v, _mm512_maskz_mov_ps(0x00FF, t));
-            *ctx.out.add((i + c) * ctx.nr + j + r) = _mm512_reduce_add_ps(v) + acc_min[r][c];
+            let t = _mm512_castps256_ps512(tail[r][c]);
+            let v = _mm512_add_ps(acc[r][c], _mm512_maskz_mov_ps(0x00FF, t));
+            *ctx.out.add((i + c) * ctx.nr + j + r) =
+                _mm512_reduce_add_ps(v) + (acc_min[r][c] + tail_min[r][c]);
         }
     }
 }
 
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn tile<B: Block32, const R: usize, const C: usize, const U: usize>(
-    ctx: &Ctx,
-    j: usize,
-    i: usize,
-) {
-    tile_body::<B, R, C, U>(ctx, j, i)
+unsafe fn tile<B: Block32, const R: usize, const C: usize>(ctx: &Ctx, j: usize, i: usize) {
+    tile_body::<B, R, C>(ctx, j, i)
 }
 
-/// The tile function for an `r x c` tile (r: 4 or 1, c: 1..=4).
+/// The tile function for an `r x c` tile (r: 4, 2 or 1; c: 1..=4).
 pub(super) fn tile_fn<B: Block32>(r: usize, c: usize) -> super::Tile<Ctx> {
     match (r, c) {
-        (4, 4) => tile::<B, 4, 4, 1>,
-        (4, 3) => tile::<B, 4, 3, 1>,
-        (4, 2) => tile::<B, 4, 2, 1>,
-        (4, 1) => tile::<B, 4, 1, 1>,
-        (1, 4) => tile::<B, 1, 4, 1>,
-        (1, 3) => tile::<B, 1, 3, 1>,
-        (1, 2) => tile::<B, 1, 2, 1>,
-        _ => tile::<B, 1, 1, 2>,
+        (4, 4) => tile::<B, 4, 4>,
+        (4, 3) => tile::<B, 4, 3>,
+        (4, 2) => tile::<B, 4, 2>,
+        (4, 1) => tile::<B, 4, 1>,
+        (2, 4) => tile::<B, 2, 4>,
+        (2, 3) => tile::<B, 2, 3>,
+        (2, 2) => tile::<B, 2, 2>,
+        (2, 1) => tile::<B, 2, 1>,
+        (1, 4) => tile::<B, 1, 4>,
+        (1, 3) => tile::<B, 1, 3>,
+        (1, 2) => tile::<B, 1, 2>,
+        _ => tile::<B, 1, 1>,
     }
 }

@@ -1,0 +1,270 @@
+//! Speculative decoding: a proposer guesses the next tokens, the target
+//! model computes the logits after each guess in one step (one pass over
+//! its weights for all of them), and the generation core keeps exactly
+//! the tokens it would have chosen one at a time (`Generation::verify`):
+//! the answer is the one plain decoding gives, token for token, at any
+//! temperature and seed.
+//!
+//! Why that is exact: the CPU kernels give every row of a step the bits a
+//! one-row step gives it (`mllm_backends::cpu::ROW_INVARIANT_STEP`), and
+//! `verify` samples each row with the same sampler state plain decoding
+//! would have, stopping at the first token that differs from the proposal
+//! (that token, drawn from the target's own distribution, is kept). With
+//! proposals that do not depend on chance (n-gram lookup, a draft model's
+//! greedy choices) this is also what speculative sampling (Leviathan et
+//! al. 2023, Chen et al. 2023) reduces to: accepting proposal `x` with
+//! probability `min(1, p(x) / q(x))` for `q` a point mass is accepting it
+//! with probability `p(x)`, and the residual `max(0, p - q)` normalised is
+//! `p` without `x`, which is what drawing from `p` until it differs gives.
+//!
+//! Proposers: `ngram` (prompt lookup: the continuation of the latest
+//! earlier occurrence of the text's last few tokens, no second model) and
+//! `draft` (a smaller model with the same vocabulary and its own cache).
+
+mod draft;
+mod ngram;
+#[cfg(test)]
+mod tests;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+pub use draft::DraftModel;
+pub use ngram::NgramLookup;
+
+use crate::engine::Engine;
+use crate::generation::{Generation, StopReason};
+use crate::{Error, Result};
+
+/// Which proposer guesses (`--spec-type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpecType {
+    /// Prompt lookup over the conversation so far.
+    Ngram,
+    /// A second, smaller model (`--model-draft`).
+    Draft,
+}
+
+impl SpecType {
+    pub fn parse(s: &str) -> Result<SpecType> {
+        match s {
+            "ngram" => Ok(SpecType::Ngram),
+            "draft" => Ok(SpecType::Draft),
+            "mtp" => Err(Error::invalid(
+                "--spec-type mtp (Qwen3.5's multi-token-prediction head) is not supported yet; use ngram, or draft with --model-draft",
+            )),
+            other => Err(Error::invalid(format!(
+                "unknown --spec-type `{other}`: use ngram or draft"
+            ))),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SpecType::Ngram => "ngram",
+            SpecType::Draft => "draft",
+        }
+    }
+}
+
+/// How much to propose (llama.cpp's defaults and flag names).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SpecConfig {
+    /// Most tokens proposed per step (`--draft-max`, 16).
+    pub draft_max: usize,
+    /// Fewer proposals than this are not verified: the step decodes one
+    /// token instead (`--draft-min`, 0).
+    pub draft_min: usize,
+    /// A draft model stops proposing at a token it gives less than this
+    /// probability (`--draft-p-min`, 0.75).
+    pub draft_p_min: f32,
+}
+
+impl SpecConfig {
+    pub const DEFAULT: SpecConfig = SpecConfig {
+        draft_max: 16,
+        draft_min: 0,
+        draft_p_min: 0.75,
+    };
+
+    /// The settings checked: a verification step holds `draft_max + 1`
+    /// rows, which must stay row-invariant.
+    pub fn checked(self) -> Result<SpecConfig> {
+        let most = mllm_backends::cpu::ROW_INVARIANT_STEP - 1;
+        if self.draft_max == 0 || self.draft_max > most {
+            return Err(Error::invalid(format!(
+                "--draft-max {} is out of range: 1 to {most} proposed tokens per step",
+                self.draft_max
+            )));
+        }
+        if self.draft_min > self.draft_max {
+            return Err(Error::invalid(format!(
+                "--draft-min {} is more than --draft-max {}",
+                self.draft_min, self.draft_max
+            )));
+        }
+        if !(0.0..=1.0).contains(&self.draft_p_min) {
+            return Err(Error::invalid(format!(
+                "--draft-p-min {} is not a probability (0 to 1)",
+                self.draft_p_min
+            )));
+        }
+        Ok(self)
+    }
+}
+
+impl Default for SpecConfig {
+    fn default() -> Self {
+        SpecConfig::DEFAULT
+    }
+}
+
+/// What guesses the next tokens.
+pub trait Proposer {
+    /// Up to `max` tokens likely to follow `history` (the prompt and the
+    /// answer so far, the last token not yet computed by the target).
+    fn propose(&mut self, history: &[u32], max: usize, cfg: &SpecConfig) -> Result<Vec<u32>>;
+    fn kind(&self) -> SpecType;
+}
+
+/// What speculation did in one answer.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SpecStats {
+    /// Target steps run (each verifies its proposals).
+    pub steps: usize,
+    /// Tokens proposed, and how many of them the target kept.
+    pub proposed: usize,
+    pub accepted: usize,
+}
+
+impl SpecStats {
+    /// Accepted / proposed (0 when nothing was proposed).
+    pub fn acceptance(&self) -> f64 {
+        if self.proposed == 0 {
+            0.0
+        } else {
+            self.accepted as f64 / self.proposed as f64
+        }
+    }
+
+    /// Tokens per target step (1 without speculation).
+    pub fn tokens_per_step(&self) -> f64 {
+        if self.steps == 0 {
+            0.0
+        } else {
+            (self.steps + self.accepted) as f64 / self.steps as f64
+        }
+    }
+
+    pub fn add(&mut self, o: &SpecStats) {
+        self.steps += o.steps;
+        self.proposed += o.proposed;
+        self.accepted += o.accepted;
+    }
+
+    pub fn summary(&self) -> String {
+        format!(
+            "speculation: {} steps, {} proposed, {} accepted ({:.1}%), {:.2} tokens per step",
+            self.steps,
+            self.proposed,
+            self.accepted,
+            100.0 * self.acceptance(),
+            self.tokens_per_step()
+        )
+    }
+}
+
+/// Refuses a model whose cache cannot take proposals back (call after the
+/// prompt has run: a recurrent layer's state shows then).
+pub fn check_rewindable(engine: &Engine) -> Result<()> {
+    if engine.seq.has_state() {
+        return Err(Error::invalid(
+            "speculative decoding needs a cache it can rewind, and this model's recurrent (linear attention) layers keep a state that cannot be taken back yet; run without --spec-type",
+        ));
+    }
+    Ok(())
+}
+
+/// Drives `gen` after a prompt whose last logits are `logits`, verifying
+/// `proposer`'s guesses: each target step computes the pending token and
+/// the proposals after it, keeps what `gen` accepts and drops the rest of
+/// the cache. Ends as the plain loop does (`engine::decode_loop`).
+pub(crate) fn decode_loop(
+    engine: &mut Engine,
+    mut logits: Vec<f32>,
+    gen: &mut Generation,
+    proposer: &mut dyn Proposer,
+    cfg: &SpecConfig,
+    out: &mut dyn FnMut(&str),
+    interrupt: &AtomicBool,
+    stats: &mut SpecStats,
+) -> Result<StopReason> {
+    check_rewindable(engine)?;
+    let step = gen.next(&mut logits, &engine.seq.cached)?;
+    out(&step.text);
+    let (Some(mut pending), None) = (step.token, step.done) else {
+        return Ok(step.done.unwrap_or(StopReason::MaxTokens));
+    };
+    loop {
+        if interrupt.swap(false, Ordering::SeqCst) {
+            return Ok(end(gen, StopReason::Interrupted, out));
+        }
+        let held = engine.seq.cached.len();
+        let room = engine
+            .max_context()
+            .map_or(usize::MAX, |m| m.saturating_sub(held));
+        if room == 0 {
+            // A full cache ends the answer as the length limit would.
+            return Ok(end(gen, StopReason::MaxTokens, out));
+        }
+        let mut history = engine.seq.cached.clone();
+        history.push(pending);
+        // A step emits at most one token more than it proposed.
+        let max = cfg
+            .draft_max
+            .min(room - 1)
+            .min(gen.remaining().saturating_sub(1));
+        let mut proposed = if max > 0 {
+            proposer.propose(&history, max, cfg)?
+        } else {
+            vec![]
+        };
+        proposed.truncate(max);
+        if proposed.len() < cfg.draft_min {
+            proposed.clear();
+        }
+        let mut ids = Vec::with_capacity(proposed.len() + 1);
+        ids.push(pending);
+        ids.extend_from_slice(&proposed);
+        let mut rows = engine.seq.extend_rows(&mut engine.runner, &ids)?;
+        let steps = gen.verify(&proposed, &mut rows, &history)?;
+        let accepted = steps
+            .iter()
+            .zip(&proposed)
+            .take_while(|(s, &p)| s.token == Some(p))
+            .count();
+        stats.steps += 1;
+        stats.proposed += proposed.len();
+        stats.accepted += accepted;
+        for s in &steps {
+            out(&s.text);
+        }
+        // The cache keeps the pending token and the accepted proposals.
+        engine.seq.truncate(history.len() + accepted)?;
+        let last = steps
+            .last()
+            .ok_or_else(|| Error::generate("verification chose no token"))?;
+        if let Some(reason) = last.done {
+            return Ok(reason);
+        }
+        pending = last
+            .token
+            .ok_or_else(|| Error::generate("verification ended without a token"))?;
+    }
+}
+
+/// Ends `gen` for `reason`, showing the text it held back.
+fn end(gen: &mut Generation, reason: StopReason, out: &mut dyn FnMut(&str)) -> StopReason {
+    let step = gen.finish(reason);
+    out(&step.text);
+    step.done.unwrap_or(reason)
+}

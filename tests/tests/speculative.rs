@@ -1,0 +1,388 @@
+//! Speculative decoding is exact: a verification step of k + 1 rows gives
+//! every row the bits one-token steps give it, on every text architecture
+//! (float and quantized weights, eager and captured steps), and answers
+//! with proposals (n-gram lookup, a draft model, proposers that are always
+//! right or always wrong) equal plain decoding's token for token, greedy
+//! and sampled. A model whose recurrent state cannot be rewound is
+//! refused.
+
+mod common;
+
+use std::sync::atomic::AtomicBool;
+
+use common::*;
+use mllm_runtime::generation::{Detokenize, Generation, GenerationConfig, SamplerConfig};
+use mllm_runtime::speculative::{
+    DraftModel, NgramLookup, Proposer, SpecConfig, SpecStats, SpecType,
+};
+use mllm_runtime::{Engine, GenRequest, Runner, Sequence, Speculation};
+
+/// Text architectures (with sliding windows, experts, NoPE layers).
+const ARCHS: &[(&str, &str)] = &[
+    ("qwen3", "gqa_tied_f32"),
+    ("qwen3", "untied_bf16_ropeparams"),
+    ("llama", "llama/smollm_like_tied"),
+    ("qwen2", "qwen2/gqa_tied_f32"),
+    ("gemma3", "gemma3/gemma3_f32"),
+    ("qwen3_moe", "qwen3_moe/moe_f32"),
+    ("smollm3", "smollm3/smollm3_f32"),
+];
+
+fn runner_for(script_name: &str, case: &str) -> Runner {
+    load_with(&script(script_name), case).runner
+}
+
+fn argmax(v: &[f32]) -> u32 {
+    mllm_runtime::generation::argmax(v) as u32
+}
+
+fn render(e: mllm_runtime::Error) -> String {
+    e.render(false)
+}
+
+/// Greedy tokens and the logits before each, one step at a time.
+fn one_at_a_time(runner: &mut Runner, prompt: &[u32], n: usize) -> (Vec<u32>, Vec<Vec<f32>>) {
+    let mut seq = Sequence::new(None);
+    let mut logits = seq
+        .feed(runner, prompt)
+        .unwrap_or_else(|e| panic!("{}", render(e)));
+    let (mut toks, mut rows) = (vec![], vec![]);
+    for _ in 0..n {
+        let t = argmax(&logits);
+        toks.push(t);
+        rows.push(logits);
+        logits = seq
+            .step(runner, t)
+            .unwrap_or_else(|e| panic!("{}", render(e)));
+    }
+    rows.push(logits);
+    (toks, rows)
+}
+
+/// After the prompt, `extend_rows` over the greedy tokens (in steps of
+/// several rows, rewound and redone in other cuts) gives each row the
+/// one-step logits bit for bit.
+fn check_rows(runner: &mut Runner, prompt: &[u32], case: &str) {
+    let n = 12;
+    let (toks, rows) = one_at_a_time(runner, prompt, n);
+    for cut in [n, 5, 3, 1] {
+        let mut seq = Sequence::new(None);
+        seq.feed(runner, prompt)
+            .unwrap_or_else(|e| panic!("{}", render(e)));
+        let mut at = 0;
+        while at < n {
+            let to = (at + cut).min(n);
+            let got = seq
+                .extend_rows(runner, &toks[at..to])
+                .unwrap_or_else(|e| panic!("{case}: {}", render(e)));
+            for (r, row) in got.iter().enumerate() {
+                let want = &rows[at + r + 1];
+                assert_finite(case, want);
+                let same = row.len() == want.len()
+                    && row
+                        .iter()
+                        .zip(want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(
+                    same,
+                    "{case}: cut {cut}: row {} of a {}-row step differs from its one-token step by {:e}",
+                    at + r,
+                    to - at,
+                    max_abs(row, want)
+                );
+            }
+            at = to;
+            // Take back the last row and compute it again in the next
+            // step, as a rejected proposal is.
+            if at < n && cut > 1 {
+                seq.truncate(prompt.len() + at - 1).expect("truncate");
+                at -= 1;
+            }
+        }
+    }
+}
+
+fn prompt_of(case: &str) -> Vec<u32> {
+    reference(case)
+        .input_ids
+        .iter()
+        .map(|&t| t as u32)
+        .collect()
+}
+
+#[test]
+fn verification_rows_equal_single_steps_on_every_text_architecture() {
+    for &(script_name, case) in ARCHS {
+        let prompt = prompt_of(case);
+        let mut runner = runner_for(script_name, case);
+        check_rows(&mut runner, &prompt, case);
+        runner.compile_default(256);
+        check_rows(&mut runner, &prompt, &format!("{case}, compiled"));
+    }
+}
+
+#[test]
+fn verification_rows_equal_single_steps_on_quantized_weights() {
+    let case = "quant_scaled_f32";
+    let prompt = prompt_of(case);
+    let dir = tempfile::tempdir().expect("tmp");
+    for ty in [
+        "q4_0", "q4_1", "q8_0", "q4_k", "q6_k", "w8a8", "w4a16", "f16", "bf16",
+    ] {
+        let out = dir.path().join(format!("{ty}.mllm"));
+        mllm_converter::mllm_format::convert(&fixture(case), &out, ty, None, |_, _| {})
+            .unwrap_or_else(|e| panic!("{ty}: {e}"));
+        let m = mllm_runtime::load(&qwen3_script(), out.to_str().expect("utf-8"))
+            .unwrap_or_else(|e| panic!("{ty}: {}", render(e)));
+        let mut runner = m.runner;
+        runner.compile_default(256);
+        check_rows(&mut runner, &prompt, &format!("{case} as {ty}"));
+    }
+}
+
+/// Token ids as text: the answers compare as strings too.
+struct Ids;
+impl Detokenize for Ids {
+    fn step(&mut self, token: u32) -> Result<String, String> {
+        Ok(format!("{token} "))
+    }
+    fn flush(&mut self) -> String {
+        String::new()
+    }
+}
+
+fn config(temperature: f32, seed: u64, n: usize) -> GenerationConfig {
+    GenerationConfig {
+        sampler: SamplerConfig {
+            temperature,
+            seed,
+            ..SamplerConfig::DEFAULT
+        },
+        max_new_tokens: n,
+        ..Default::default()
+    }
+}
+
+/// The answer's tokens and text, with `proposer` or plainly.
+fn answer(
+    runner: Runner,
+    prompt: &[u32],
+    cfg: GenerationConfig,
+    proposer: Option<&mut dyn Proposer>,
+    spec_cfg: SpecConfig,
+    stats: &mut SpecStats,
+) -> (Vec<u32>, String, Runner) {
+    let mut engine = Engine {
+        runner,
+        seq: Sequence::new(None),
+    };
+    let mut gen = Generation::new(cfg, Box::new(Ids));
+    let mut shown = String::new();
+    let spec = proposer.map(|p| Speculation {
+        proposer: p,
+        config: spec_cfg,
+        stats,
+    });
+    let st = mllm_runtime::generate_with(
+        &mut engine,
+        &mut gen,
+        GenRequest {
+            prompt,
+            images: None,
+        },
+        spec,
+        &mut |s| shown.push_str(s),
+        &AtomicBool::new(false),
+    )
+    .unwrap_or_else(|e| panic!("{}", render(e)));
+    assert_eq!(shown, st.text);
+    (st.generated, st.text, engine.runner)
+}
+
+/// Proposes what a fixed answer says comes next (always right when it is
+/// the plain answer), or one more than that (always wrong).
+struct Oracle {
+    answer: Vec<u32>,
+    prompt_len: usize,
+    wrong: bool,
+}
+impl Proposer for Oracle {
+    fn propose(
+        &mut self,
+        history: &[u32],
+        max: usize,
+        _: &SpecConfig,
+    ) -> mllm_runtime::Result<Vec<u32>> {
+        let done = history.len() - self.prompt_len;
+        let next = self.answer.iter().skip(done).take(max);
+        Ok(next
+            .map(|&t| {
+                if self.wrong {
+                    t.checked_sub(1).unwrap_or(1)
+                } else {
+                    t
+                }
+            })
+            .collect())
+    }
+    fn kind(&self) -> SpecType {
+        SpecType::Ngram
+    }
+}
+
+#[test]
+fn answers_with_proposals_equal_plain_answers() {
+    for &(script_name, case) in ARCHS {
+        let prompt = prompt_of(case);
+        let mut runner = runner_for(script_name, case);
+        runner.compile_default(256);
+        for (temp, seed) in [(0.0, 0), (0.9, 7), (1.3, 12345)] {
+            let n = 40;
+            let what = format!("{case} temp {temp} seed {seed}");
+            let mut none = SpecStats::default();
+            let (plain, text, r) = answer(
+                runner,
+                &prompt,
+                config(temp, seed, n),
+                None,
+                SpecConfig::DEFAULT,
+                &mut none,
+            );
+            runner = r;
+            assert_eq!(
+                plain.len(),
+                n,
+                "{what}: the fixture's EOS ended the answer early"
+            );
+            let proposers: Vec<(&str, Box<dyn Proposer>)> = vec![
+                ("ngram", Box::new(NgramLookup::default())),
+                (
+                    "right",
+                    Box::new(Oracle {
+                        answer: plain.clone(),
+                        prompt_len: prompt.len(),
+                        wrong: false,
+                    }),
+                ),
+                (
+                    "wrong",
+                    Box::new(Oracle {
+                        answer: plain.clone(),
+                        prompt_len: prompt.len(),
+                        wrong: true,
+                    }),
+                ),
+            ];
+            for (name, mut p) in proposers {
+                let mut stats = SpecStats::default();
+                let (got, got_text, r) = answer(
+                    runner,
+                    &prompt,
+                    config(temp, seed, n),
+                    Some(p.as_mut()),
+                    SpecConfig::DEFAULT,
+                    &mut stats,
+                );
+                runner = r;
+                assert_eq!(got, plain, "{what}: {name} changed the answer");
+                assert_eq!(got_text, text, "{what}: {name} changed the text");
+                match name {
+                    // Every proposal right: 17 tokens a step.
+                    "right" => {
+                        assert_eq!(stats.accepted, stats.proposed, "{what}: {stats:?}");
+                        assert!(stats.steps <= n.div_ceil(17) + 1, "{what}: {stats:?}");
+                    }
+                    "wrong" => {
+                        assert_eq!(stats.accepted, 0, "{what}: {stats:?}");
+                        assert!(stats.proposed > 0, "{what}: {stats:?}");
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+/// A draft model with the same vocabulary: the same fixture converted to
+/// q8_0 proposes (it mostly agrees with its f32 target), and the answer is
+/// still the target's.
+#[test]
+fn a_draft_model_changes_no_answer() {
+    let case = "gqa_tied_f32";
+    let prompt = prompt_of(case);
+    let dir = tempfile::tempdir().expect("tmp");
+    let out = dir.path().join("draft.mllm");
+    mllm_converter::mllm_format::convert(&fixture(case), &out, "q4_0", None, |_, _| {})
+        .unwrap_or_else(|e| panic!("{e}"));
+    let draft = mllm_runtime::load(&qwen3_script(), out.to_str().expect("utf-8"))
+        .unwrap_or_else(|e| panic!("{}", render(e)));
+    let mut draft = DraftModel::new(draft.runner, None);
+    let mut runner = runner_for("qwen3", case);
+    for (temp, seed) in [(0.0, 0), (0.8, 99)] {
+        let mut none = SpecStats::default();
+        let (plain, _, r) = answer(
+            runner,
+            &prompt,
+            config(temp, seed, 48),
+            None,
+            SpecConfig::DEFAULT,
+            &mut none,
+        );
+        let mut stats = SpecStats::default();
+        // A random-weight draft is never confident: propose at any
+        // probability.
+        let spec = SpecConfig {
+            draft_p_min: 0.0,
+            ..SpecConfig::DEFAULT
+        };
+        let (got, _, r) = answer(
+            r,
+            &prompt,
+            config(temp, seed, 48),
+            Some(&mut draft),
+            spec,
+            &mut stats,
+        );
+        runner = r;
+        assert_eq!(got, plain, "temp {temp}: the draft changed the answer");
+        assert!(
+            stats.proposed > 0,
+            "temp {temp}: the draft proposed nothing: {stats:?}"
+        );
+        assert!(
+            stats.accepted > 0,
+            "temp {temp}: a q4_0 copy of the target had nothing accepted: {stats:?}"
+        );
+    }
+}
+
+#[test]
+fn recurrent_models_are_refused_with_a_reason() {
+    let case = "qwen3_5/qwen3_5_f32";
+    let prompt = prompt_of(case);
+    let mut engine = Engine {
+        runner: runner_for("qwen3_5", case),
+        seq: Sequence::new(None),
+    };
+    let mut gen = Generation::new(config(0.0, 0, 8), Box::new(Ids));
+    let mut stats = SpecStats::default();
+    let mut p = NgramLookup::default();
+    let Err(err) = mllm_runtime::generate_with(
+        &mut engine,
+        &mut gen,
+        GenRequest {
+            prompt: &prompt,
+            images: None,
+        },
+        Some(Speculation {
+            proposer: &mut p,
+            config: SpecConfig::DEFAULT,
+            stats: &mut stats,
+        }),
+        &mut |_| {},
+        &AtomicBool::new(false),
+    ) else {
+        panic!("a recurrent model was not refused");
+    };
+    assert!(err.message().contains("recurrent"), "{}", err.message());
+}
