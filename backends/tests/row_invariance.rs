@@ -70,7 +70,7 @@ fn check_qlinear(
     let plain = qweight(ty, n, k, seed);
     let mut layouts = vec![(ty, plain.clone())];
     if let Some(p) = packed::packed_of(ty) {
-        if n % 16 == 0 {
+        if n.is_multiple_of(16) {
             layouts.push((p, packed::pack(ty, &plain, n, k).expect("pack")));
         }
     }
@@ -141,7 +141,7 @@ fn check_attention(
     let kh: Vec<f16> = kf.iter().map(|&v| f16::from_f32(v)).collect();
     let vh: Vec<f16> = vf.iter().map(|&v| f16::from_f32(v)).collect();
     // A q8_0 cache holds whole blocks per head.
-    let q8 = d % 32 == 0;
+    let q8 = d.is_multiple_of(32);
     let kq = if q8 {
         quant::quantize(QuantType::Q8_0, &kf).expect("q8_0")
     } else {

@@ -126,6 +126,8 @@ pub(crate) enum Cmd {
         video_fps: Option<f64>,
         #[command(flatten)]
         sampling: SamplingArgs,
+        #[command(flatten)]
+        spec: mllm_cli::SpecFlags,
         /// Worker threads (default: all cores).
         #[arg(long, short = 't')]
         threads: Option<usize>,
@@ -161,6 +163,8 @@ pub(crate) enum Cmd {
         video_fps: Option<f64>,
         #[command(flatten)]
         sampling: SamplingArgs,
+        #[command(flatten)]
+        spec: mllm_cli::SpecFlags,
         /// Worker threads (default: all cores).
         #[arg(long, short = 't')]
         threads: Option<usize>,
@@ -340,6 +344,12 @@ pub(crate) enum Cmd {
         /// busy slots; tok/s counts all B streams.
         #[arg(long, short = 'b', value_delimiter = ',')]
         batch: Vec<usize>,
+        #[command(flatten)]
+        spec: mllm_cli::SpecFlags,
+        /// With --spec-type: the prompt whose answer is timed (`tg` rows
+        /// then decode its answer greedily, with and without speculation).
+        #[arg(long, value_name = "FILE")]
+        prompt_file: Option<String>,
     },
     /// Capture a script's forward as a static graph and print it as text.
     Graph {

@@ -69,3 +69,83 @@ impl From<LoadFlags> for mllm_runtime::model_files::LoadOptions {
 }
 
 pub use mllm_runtime::set_threads;
+
+/// Speculative decoding's flags (run, chat, bench), named as llama.cpp's.
+#[derive(Clone, Debug, clap::Args)]
+pub struct SpecFlags {
+    /// Speculative decoding: `ngram` (guesses copied from the
+    /// conversation so far: text that quotes its input) or `draft` (a
+    /// smaller model, --model-draft). The answer is the same token for
+    /// token; CPU backend, attention-only models.
+    #[arg(long, value_name = "TYPE")]
+    pub spec_type: Option<String>,
+    /// Most tokens proposed per step (1-31).
+    #[arg(long, value_name = "N", default_value_t = mllm_runtime::speculative::SpecConfig::DEFAULT.draft_max)]
+    pub draft_max: usize,
+    /// Fewer proposals than this are not verified (the step decodes one token).
+    #[arg(long, value_name = "N", default_value_t = mllm_runtime::speculative::SpecConfig::DEFAULT.draft_min)]
+    pub draft_min: usize,
+    /// The draft model stops proposing at a token it gives less probability.
+    #[arg(long, value_name = "P", default_value_t = mllm_runtime::speculative::SpecConfig::DEFAULT.draft_p_min)]
+    pub draft_p_min: f32,
+    /// The draft model for `--spec-type draft` (implies it): any model with
+    /// the same tokenizer, e.g. a smaller one of the family or a Q4_0 copy.
+    #[arg(long, value_name = "PATH")]
+    pub model_draft: Option<String>,
+}
+
+impl Default for SpecFlags {
+    /// No speculation, the flags' defaults.
+    fn default() -> Self {
+        let d = mllm_runtime::speculative::SpecConfig::DEFAULT;
+        SpecFlags {
+            spec_type: None,
+            draft_max: d.draft_max,
+            draft_min: d.draft_min,
+            draft_p_min: d.draft_p_min,
+            model_draft: None,
+        }
+    }
+}
+
+impl SpecFlags {
+    /// Whether speculation was asked for.
+    pub fn requested(&self) -> bool {
+        self.spec_type.is_some() || self.model_draft.is_some()
+    }
+
+    /// The speculator these flags ask for (None without `--spec-type` or
+    /// `--model-draft`), its draft loaded beside `target` with `opts`.
+    pub fn speculator(
+        &self,
+        target: &mllm_runtime::model_files::ModelFiles,
+        opts: mllm_runtime::model_files::LoadOptions,
+        context: Option<usize>,
+    ) -> CliResult<Option<mllm_runtime::speculative::Speculator>> {
+        use mllm_runtime::speculative::{self as spec, SpecConfig, SpecType, Speculator};
+        if !self.requested() {
+            return Ok(None);
+        }
+        let kind = match (&self.spec_type, &self.model_draft) {
+            (None, None) => return Ok(None),
+            (Some(t), _) => SpecType::parse(t)?,
+            (None, Some(_)) => SpecType::Draft,
+        };
+        spec::check_backend(&opts.backend)?;
+        if kind == SpecType::Ngram && self.model_draft.is_some() {
+            return Err(CliError::invalid(
+                "--model-draft is for --spec-type draft; --spec-type ngram needs no second model",
+            ));
+        }
+        let config = SpecConfig {
+            draft_max: self.draft_max,
+            draft_min: self.draft_min,
+            draft_p_min: self.draft_p_min,
+        };
+        let draft = match &self.model_draft {
+            Some(path) => Some(spec::load_draft(path, target, opts, context)?),
+            None => None,
+        };
+        Ok(Some(Speculator::new(kind, config, draft)?))
+    }
+}

@@ -132,6 +132,7 @@ fn run(mut cli: Cli) -> i32 {
             videos,
             video_fps,
             sampling,
+            spec,
             threads,
             load,
         } => {
@@ -155,6 +156,7 @@ fn run(mut cli: Cli) -> i32 {
                 system,
                 raw,
                 sampling,
+                spec,
                 load: load.into(),
             })
         }
@@ -168,6 +170,7 @@ fn run(mut cli: Cli) -> i32 {
             videos,
             video_fps,
             sampling,
+            spec,
             threads,
             load,
         } => {
@@ -182,6 +185,7 @@ fn run(mut cli: Cli) -> i32 {
                 videos,
                 video_fps,
                 sampling,
+                spec,
                 load: load.into(),
             })
         }
@@ -343,6 +347,8 @@ fn run(mut cli: Cli) -> i32 {
             load,
             image_size,
             batch,
+            spec,
+            prompt_file,
         } => {
             mllm_cli::set_threads(threads);
             let threads = threads.unwrap_or_else(rayon::current_num_threads);
@@ -359,6 +365,8 @@ fn run(mut cli: Cli) -> i32 {
                 load: load.into(),
                 image_size,
                 batch,
+                spec,
+                prompt_file,
             })
         }
         Cmd::RandomCheckpoint {

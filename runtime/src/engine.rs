@@ -294,9 +294,7 @@ pub fn generate_with(
     let prompt_secs = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
     let reason = match spec {
-        Some(s) => crate::speculative::decode_loop(
-            engine, logits, gen, s.proposer, &s.config, out, interrupt, s.stats,
-        )?,
+        Some(s) => crate::speculative::decode_loop(engine, logits, gen, s, out, interrupt)?,
         None => decode_loop(engine, logits, gen, out, interrupt)?,
     };
     Ok(GenStats {

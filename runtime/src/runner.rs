@@ -121,7 +121,11 @@ impl Runner {
         }
         let err = |e: String| Error::generate(format!("compiled step: {e}"));
         if let Some(c) = self.compiled.as_mut() {
-            if !self.lenient || (ids.len() == 1 && last_only) {
+            // Every row's logits for a few rows: a speculative decoding
+            // verification step (one graph per row count, at most
+            // `ROW_INVARIANT_STEP` of them, each as exact as eager steps).
+            let verify = !last_only && ids.len() <= mllm_backends::cpu::ROW_INVARIANT_STEP;
+            if !self.lenient || (ids.len() == 1 && last_only) || verify {
                 return c
                     .forward(&self.model, ids, start, &mut cache.borrow_mut(), last_only)
                     .map_err(err);

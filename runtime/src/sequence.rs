@@ -192,7 +192,8 @@ impl Sequence {
         let ids32: Vec<i32> = ids.iter().map(|&t| t as i32).collect();
         let pos = usize::try_from(start as i64 + self.pos_offset)
             .map_err(|_| Error::generate("a negative rotary position"))?;
-        let t = runner.step(&self.cache, &ids32, pos, false)?;
+        // One row: the decode step's own graph (every row is the last).
+        let t = runner.step(&self.cache, &ids32, pos, ids.len() == 1)?;
         self.cached.extend_from_slice(ids);
         let flat = t.to_f32_vec()?;
         let rows = t.shape()[0];

@@ -298,6 +298,7 @@ fn run_args(model: &Path, backend: mllm_runtime::model_files::Backend) -> RunArg
         video_fps: None,
         system: None,
         raw: true,
+        spec: Default::default(),
         sampling: SamplingArgs {
             temp: 0.0,
             top_k: 1,

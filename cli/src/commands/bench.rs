@@ -29,6 +29,9 @@ pub struct BenchArgs {
     pub image_size: Option<usize>,
     /// Batch sizes for batched decode (`tgN xB`).
     pub batch: Vec<usize>,
+    /// Speculative decoding, timed on `prompt_file`'s answer.
+    pub spec: crate::SpecFlags,
+    pub prompt_file: Option<String>,
 }
 
 fn stats(xs: &[f64]) -> (f64, f64) {
@@ -90,8 +93,14 @@ fn ids(n: usize, vocab: usize, salt: usize) -> Vec<u32> {
 pub fn run(a: BenchArgs) -> CliResult<()> {
     let t0 = Instant::now();
     // Synthetic ids need no tokenizer (see `skip_tokenizer` for its memory).
+    let speculating = a.spec.requested();
+    if speculating != a.prompt_file.is_some() {
+        return Err(CliError::invalid(
+            "bench times speculative decoding on a real prompt: give --spec-type (or --model-draft) with --prompt-file FILE",
+        ));
+    }
     let load = model_files::LoadOptions {
-        skip_tokenizer: true,
+        skip_tokenizer: !speculating,
         ..a.load
     };
     let files = model_files::open_with_mmproj(&a.model, a.mmproj.as_deref(), load)?;
@@ -128,6 +137,7 @@ pub fn run(a: BenchArgs) -> CliResult<()> {
         .collect();
     let mut engine = Engine::new(model, None);
     engine.configure(&a.load)?;
+    let mut speculator = a.spec.speculator(&files, a.load, files.max_context())?;
     let mut rows = vec![];
     let reps = a.reps.max(1);
     let depths: Vec<usize> = if a.depth.is_empty() {
@@ -245,6 +255,14 @@ pub fn run(a: BenchArgs) -> CliResult<()> {
             rows.push((format!("tg{n} x{b}"), rates));
         }
     }
+    let spec = match (&mut speculator, &a.prompt_file) {
+        (Some(s), Some(f)) => {
+            let b = super::bench_spec::run(&mut engine, &files, s, f, &a.gen, reps)?;
+            rows.extend(b.rows.iter().cloned());
+            Some(b)
+        }
+        _ => None,
+    };
     let host = host_ops_per_step(&mut engine, vocab)?;
     let host_total: u64 = host.iter().map(|(_, n)| n).sum();
     let peak_rss = peak_rss_bytes();
@@ -266,6 +284,13 @@ pub fn run(a: BenchArgs) -> CliResult<()> {
             "peak_rss_bytes": peak_rss, "kv_type": a.load.kv.0.name(),
             "host_ops_per_step": host_total,
             "host_ops": host.iter().map(|(op, n)| serde_json::json!({ "op": op, "count": n })).collect::<Vec<_>>(),
+            "speculative": spec.as_ref().map(|b| serde_json::json!({
+                "spec_type": b.kind, "prompt_tokens": b.prompt_tokens,
+                "results": b.stats.iter().map(|(n, st)| serde_json::json!({
+                    "n_gen": n, "steps": st.steps, "proposed": st.proposed, "accepted": st.accepted,
+                    "acceptance": st.acceptance(), "tokens_per_step": st.tokens_per_step(),
+                })).collect::<Vec<_>>(),
+            })),
         });
         println!(
             "{}",
@@ -288,6 +313,31 @@ pub fn run(a: BenchArgs) -> CliResult<()> {
             params as f64 / 1e6,
             a.threads
         );
+    }
+    if let Some(b) = &spec {
+        println!(
+            "\nspeculation ({}, prompt of {} tokens, greedy, answers identical to plain decoding):",
+            b.kind, b.prompt_tokens
+        );
+        for (n, st) in &b.stats {
+            let rate = |name: String| {
+                rows.iter()
+                    .find(|(t, _)| *t == name)
+                    .map_or(0.0, |(_, r)| stats(r).0)
+            };
+            let (plain, fast) = (
+                rate(format!("tg{n} plain")),
+                rate(format!("tg{n} {}", b.kind)),
+            );
+            println!(
+                "  tg{n}: acceptance {:.1}% ({} of {} proposed), {:.2} tokens per step, {:.2}x plain decode",
+                100.0 * st.acceptance(),
+                st.accepted,
+                st.proposed,
+                st.tokens_per_step(),
+                if plain > 0.0 { fast / plain } else { 0.0 }
+            );
+        }
     }
     if let Some(b) = peak_rss {
         println!("\npeak RSS {:.1} MiB", b as f64 / (1 << 20) as f64);

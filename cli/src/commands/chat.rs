@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::commands::run::SamplingArgs;
-use crate::engine::{generate, Engine, GenRequest};
+use crate::engine::{generate_with, Engine, GenRequest};
 use crate::model_files::{self, load_model};
 use crate::prompt::{self, Message};
 use crate::{CliError, CliResult};
@@ -39,6 +39,7 @@ pub struct ChatArgs {
     pub videos: Vec<String>,
     pub video_fps: Option<f64>,
     pub sampling: SamplingArgs,
+    pub spec: crate::SpecFlags,
     pub load: model_files::LoadOptions,
 }
 
@@ -58,6 +59,7 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
     let context = super::run::context_size(a.ctx_size, files.max_context());
     let mut engine = Engine::new(model, context);
     engine.configure(&a.load)?;
+    let mut speculator = a.spec.speculator(&files, a.load, context)?;
     // Each turn draws with its own seed (the given one plus the turn).
     let mut turn: u64 = 0;
     let interrupt = Arc::new(AtomicBool::new(false));
@@ -216,13 +218,14 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
         let mut gen = a.sampling.generation(&files, tok, turn)?;
         turn += 1;
         GENERATING.store(true, Ordering::SeqCst);
-        let result = generate(
+        let result = generate_with(
             &mut engine,
             &mut gen,
             GenRequest {
                 prompt: &ids,
                 images: batch.as_ref().zip(spec.as_ref()),
             },
+            speculator.as_mut().map(|s| s.speculation()),
             &mut |s| {
                 let _ = stdout.write_all(s.as_bytes());
                 let _ = stdout.flush();
@@ -252,6 +255,9 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
         shown.push(0);
         shown_v.push(0);
         eprintln!("[{}]", stats.summary(None));
+        if let Some(s) = &speculator {
+            eprintln!("[{} so far]", s.stats.summary());
+        }
     }
 }
 

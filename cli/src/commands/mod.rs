@@ -1,6 +1,7 @@
 //! One file per subcommand.
 
 pub mod bench;
+pub mod bench_spec;
 pub mod chat;
 pub mod check;
 pub mod convert;

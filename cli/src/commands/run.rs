@@ -11,7 +11,7 @@ use mllm_runtime::generation::{
 };
 use mllm_runtime::tokenizer::Tokenizer;
 
-use crate::engine::{generate, Engine, GenRequest};
+use crate::engine::{generate_with, Engine, GenRequest};
 use crate::model_files::{self, load_model};
 use crate::prompt::{self, Message};
 use crate::{CliError, CliResult};
@@ -174,10 +174,14 @@ pub struct RunArgs {
     pub system: Option<String>,
     pub raw: bool,
     pub sampling: SamplingArgs,
+    pub spec: crate::SpecFlags,
     pub load: model_files::LoadOptions,
 }
 
 pub fn run(a: RunArgs) -> CliResult<()> {
+    if a.spec.requested() {
+        mllm_runtime::speculative::check_backend(&a.load.backend)?;
+    }
     if let Some(vendor) = a.load.backend.npu() {
         return super::run_npu::run(&a, vendor);
     }
@@ -217,16 +221,18 @@ pub fn run(a: RunArgs) -> CliResult<()> {
     }
     let mut engine = Engine::new(model, context);
     engine.configure(&a.load)?;
+    let mut spec = a.spec.speculator(&files, a.load, context)?;
     let mut gen = a.sampling.generation(&files, tok, 0)?;
     let stdout = std::io::stdout();
     let interrupt = Arc::new(AtomicBool::new(false));
-    let stats = generate(
+    let stats = generate_with(
         &mut engine,
         &mut gen,
         GenRequest {
             prompt: &ids,
             images: images.as_ref().map(|(i, s)| (i, s)),
         },
+        spec.as_mut().map(|s| s.speculation()),
         &mut |s| {
             let mut lock = stdout.lock();
             let _ = lock.write_all(s.as_bytes());
@@ -236,6 +242,9 @@ pub fn run(a: RunArgs) -> CliResult<()> {
     )?;
     println!();
     eprintln!("{}", stats.summary(Some(load_secs)));
+    if let Some(s) = &spec {
+        eprintln!("{}", s.stats.summary());
+    }
     Ok(())
 }
 

@@ -59,10 +59,7 @@ impl Proposer for DraftModel {
             .seq
             .feed(&mut self.runner, history)
             .map_err(|e| Error::generate(format!("the draft model: {}", e.message())))?;
-        loop {
-            let Some((t, p)) = top(&logits) else {
-                break;
-            };
+        while let Some((t, p)) = top(&logits) {
             if p < cfg.draft_p_min {
                 break;
             }
@@ -81,4 +78,57 @@ impl Proposer for DraftModel {
     fn kind(&self) -> SpecType {
         SpecType::Draft
     }
+
+    fn reset(&mut self) {
+        self.seq.reset();
+    }
+}
+
+/// Opens `path` as the draft for `target` (same options, own cache of
+/// `context` tokens): refused unless its tokenizer is the target's,
+/// token for token, since proposals are token ids.
+pub fn load_draft(
+    path: &str,
+    target: &crate::model_files::ModelFiles,
+    opts: crate::model_files::LoadOptions,
+    context: Option<usize>,
+) -> Result<DraftModel> {
+    let files = crate::model_files::open_with(path, opts)
+        .map_err(|e| e.context(format_args!("the draft model {path}")))?;
+    same_vocabulary(target.tokenizer()?, files.tokenizer()?, path)?;
+    let model = crate::model_files::load_model(&files, None)
+        .map_err(|e| e.context(format_args!("the draft model {path}")))?;
+    let mut runner = Runner::new(model);
+    runner.compile_default(context.unwrap_or(crate::model_files::DEFAULT_CONTEXT));
+    crate::engine::configure_runner(&mut runner, &opts);
+    let mut draft = DraftModel::new(runner, context.or(files.max_context()));
+    draft
+        .seq
+        .set_kv_dtype(opts.kv.0)
+        .map_err(|e| e.context("the draft model"))?;
+    Ok(draft)
+}
+
+/// Whether two tokenizers give every id the same token (the first that
+/// differs is named).
+pub fn same_vocabulary(
+    target: &mllm_converter::tokenizer::Tokenizer,
+    draft: &mllm_converter::tokenizer::Tokenizer,
+    path: &str,
+) -> Result<()> {
+    let (a, b) = (target.vocab_size(), draft.vocab_size());
+    if a != b {
+        return Err(Error::invalid(format!(
+            "the draft model {path} has a vocabulary of {b} tokens and the model {a}: a draft must share the model's tokenizer (e.g. a smaller model of the same family, or a requantized copy)"
+        )));
+    }
+    for id in 0..a as u32 {
+        let (x, y) = (target.id_to_token(id), draft.id_to_token(id));
+        if x != y {
+            return Err(Error::invalid(format!(
+                "the draft model {path} calls token {id} {y:?} and the model {x:?}: a draft must share the model's tokenizer"
+            )));
+        }
+    }
+    Ok(())
 }

@@ -28,7 +28,7 @@ mod tests;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-pub use draft::DraftModel;
+pub use draft::{load_draft, same_vocabulary, DraftModel};
 pub use ngram::NgramLookup;
 
 use crate::engine::Engine;
@@ -124,6 +124,8 @@ pub trait Proposer {
     /// answer so far, the last token not yet computed by the target).
     fn propose(&mut self, history: &[u32], max: usize, cfg: &SpecConfig) -> Result<Vec<u32>>;
     fn kind(&self) -> SpecType;
+    /// Forgets what it keeps between answers (a draft model's cache).
+    fn reset(&mut self) {}
 }
 
 /// What speculation did in one answer.
@@ -173,6 +175,60 @@ impl SpecStats {
     }
 }
 
+/// A proposer with its settings and what it did: what `run`, `chat` and
+/// `bench` keep across answers.
+pub struct Speculator {
+    pub proposer: Box<dyn Proposer>,
+    pub config: SpecConfig,
+    pub stats: SpecStats,
+}
+
+impl Speculator {
+    /// `kind`'s proposer (`draft` needs `draft`: `load_draft`).
+    pub fn new(
+        kind: SpecType,
+        config: SpecConfig,
+        draft: Option<DraftModel>,
+    ) -> Result<Speculator> {
+        let config = config.checked()?;
+        let proposer: Box<dyn Proposer> = match (kind, draft) {
+            (SpecType::Ngram, _) => Box::new(NgramLookup::default()),
+            (SpecType::Draft, Some(d)) => Box::new(d),
+            (SpecType::Draft, None) => {
+                return Err(Error::invalid(
+                    "--spec-type draft needs --model-draft PATH (a smaller model with the same tokenizer)",
+                ))
+            }
+        };
+        Ok(Speculator {
+            proposer,
+            config,
+            stats: SpecStats::default(),
+        })
+    }
+
+    /// What one answer's generation takes (`engine::generate_with`).
+    pub fn speculation(&mut self) -> crate::engine::Speculation<'_> {
+        crate::engine::Speculation {
+            proposer: self.proposer.as_mut(),
+            config: self.config,
+            stats: &mut self.stats,
+        }
+    }
+}
+
+/// Refuses a backend whose kernels do not promise row invariance: a
+/// verification step's rows could then differ from one-token steps in the
+/// last bits, and an answer could change.
+pub fn check_backend(backend: &crate::model_files::Backend) -> Result<()> {
+    if !matches!(backend, crate::model_files::Backend::Cpu) {
+        return Err(Error::invalid(
+            "--spec-type runs on the CPU backend for now: the OpenCL kernels do not yet give a row of a many-row step the bits a one-row step gives, so speculation could change an answer",
+        ));
+    }
+    Ok(())
+}
+
 /// Refuses a model whose cache cannot take proposals back (call after the
 /// prompt has run: a recurrent layer's state shows then).
 pub fn check_rewindable(engine: &Engine) -> Result<()> {
@@ -192,18 +248,27 @@ pub(crate) fn decode_loop(
     engine: &mut Engine,
     mut logits: Vec<f32>,
     gen: &mut Generation,
-    proposer: &mut dyn Proposer,
-    cfg: &SpecConfig,
+    spec: crate::engine::Speculation,
     out: &mut dyn FnMut(&str),
     interrupt: &AtomicBool,
-    stats: &mut SpecStats,
 ) -> Result<StopReason> {
+    let crate::engine::Speculation {
+        proposer,
+        config: cfg,
+        stats,
+    } = spec;
     check_rewindable(engine)?;
     let step = gen.next(&mut logits, &engine.seq.cached)?;
     out(&step.text);
     let (Some(mut pending), None) = (step.token, step.done) else {
         return Ok(step.done.unwrap_or(StopReason::MaxTokens));
     };
+    // Proposals the next step verifies at most: halved down to what was
+    // accepted plus one after a rejection, doubled after a step that kept
+    // everything. A rejected row costs compute (a step of k + 1 rows is
+    // not free once the weights are read), so guesses that keep failing
+    // shrink to one, while a run of right guesses grows to `draft_max`.
+    let mut budget = cfg.draft_max;
     loop {
         if interrupt.swap(false, Ordering::SeqCst) {
             return Ok(end(gen, StopReason::Interrupted, out));
@@ -219,12 +284,9 @@ pub(crate) fn decode_loop(
         let mut history = engine.seq.cached.clone();
         history.push(pending);
         // A step emits at most one token more than it proposed.
-        let max = cfg
-            .draft_max
-            .min(room - 1)
-            .min(gen.remaining().saturating_sub(1));
+        let max = budget.min(room - 1).min(gen.remaining().saturating_sub(1));
         let mut proposed = if max > 0 {
-            proposer.propose(&history, max, cfg)?
+            proposer.propose(&history, max, &cfg)?
         } else {
             vec![]
         };
@@ -245,6 +307,13 @@ pub(crate) fn decode_loop(
         stats.steps += 1;
         stats.proposed += proposed.len();
         stats.accepted += accepted;
+        if !proposed.is_empty() {
+            budget = if accepted == proposed.len() {
+                (budget * 2).min(cfg.draft_max)
+            } else {
+                accepted + 1
+            };
+        }
         for s in &steps {
             out(&s.text);
         }

@@ -1,0 +1,185 @@
+//! `--spec-type` on run and bench (issue #27): answers of the real
+//! SmolLM2-135M-Instruct with n-gram lookup and with a draft model are the
+//! plain answers, greedy and sampled, and quoting prompts get proposals
+//! accepted; bench reports acceptance beside plain decode; unusable
+//! settings are refused with what to do.
+
+mod common;
+
+use common::{mllm, root, smollm2, text};
+
+fn prompt(name: &str) -> String {
+    root()
+        .join("bench/spec_prompts")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// stdout and stderr of a successful `mllm run`.
+fn run_ok(args: &[&str]) -> (String, String) {
+    let mut all = vec!["run"];
+    all.extend_from_slice(args);
+    let out = mllm(&all);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "mllm {all:?} failed:\n{err}");
+    (text(&out.stdout), err)
+}
+
+/// `accepted` of the `speculation: ...` line.
+fn accepted(stderr: &str) -> usize {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("speculation:"))
+        .unwrap_or_else(|| panic!("no speculation line in:\n{stderr}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let at = words
+        .iter()
+        .position(|w| *w == "accepted")
+        .expect("accepted");
+    words[at - 1].parse().expect("a count")
+}
+
+#[test]
+fn ngram_and_draft_answers_are_the_plain_answers_on_smollm2() {
+    let model = smollm2();
+    let file = prompt("type_hints.txt");
+    for sampling in [&["--temp", "0"][..], &["--temp", "0.8", "-s", "11"][..]] {
+        let mut base = vec!["-m", &model, "-f", &file, "-n", "64", "-t", "2"];
+        base.extend_from_slice(sampling);
+        let (plain, _) = run_ok(&base);
+        assert!(!plain.trim().is_empty(), "an empty answer");
+        let mut ngram = base.clone();
+        ngram.extend_from_slice(&["--spec-type", "ngram"]);
+        let (got, err) = run_ok(&ngram);
+        assert_eq!(got, plain, "{sampling:?}: ngram changed the answer\n{err}");
+        if sampling[1] == "0" {
+            // The answer quotes the function: lookups must land.
+            assert!(accepted(&err) > 0, "no proposal accepted:\n{err}");
+        }
+        // The model as its own draft (same tokenizer): every greedy
+        // proposal the target would make.
+        let mut draft = base.clone();
+        draft.extend_from_slice(&["--model-draft", &model, "--draft-p-min", "0"]);
+        let (got, err) = run_ok(&draft);
+        assert_eq!(
+            got, plain,
+            "{sampling:?}: the draft changed the answer\n{err}"
+        );
+        assert!(accepted(&err) > 0, "{err}");
+    }
+}
+
+/// `mllm bench` timing speculation on `file` for `n` tokens, plus `extra`.
+fn bench(model: &str, file: &str, n: &str, extra: &[&str]) -> (String, String) {
+    let mut args = vec![
+        "bench",
+        "-m",
+        model,
+        "-p",
+        "0",
+        "-n",
+        n,
+        "-r",
+        "1",
+        "-t",
+        "2",
+        "--spec-type",
+        "ngram",
+        "--prompt-file",
+        file,
+    ];
+    args.extend_from_slice(extra);
+    let out = mllm(&args);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stderr}");
+    (stdout, stderr)
+}
+
+#[test]
+fn bench_reports_acceptance_beside_plain_decode() {
+    let model = smollm2();
+    let file = prompt("rewrite.txt");
+    let (stdout, _) = bench(&model, &file, "24", &[]);
+    for want in [
+        "tg24 plain",
+        "tg24 ngram",
+        "speculation (ngram",
+        "acceptance",
+        "tokens per step",
+    ] {
+        assert!(stdout.contains(want), "no `{want}` in:\n{stdout}");
+    }
+    let (stdout, _) = bench(&model, &file, "8", &["--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    let r = &v["speculative"]["results"][0];
+    assert_eq!(v["speculative"]["spec_type"], "ngram");
+    assert!(
+        r["proposed"].as_u64().is_some() && r["tokens_per_step"].as_f64().is_some(),
+        "{v}"
+    );
+}
+
+#[test]
+fn unusable_settings_are_refused_with_what_to_do() {
+    let model = smollm2();
+    let other = root().join("tests/fixtures/qwen3_vl/p16_m2_tied_published");
+    let other = other.to_str().expect("utf-8");
+    let recurrent = root().join("tests/fixtures/qwen3_5_vl/dense");
+    let recurrent = recurrent.to_str().expect("utf-8");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["run", "-m", &model, "-p", "hi", "--spec-type", "mtp"],
+            "not supported yet",
+        ),
+        (
+            vec!["run", "-m", &model, "-p", "hi", "--spec-type", "eagle"],
+            "use ngram or draft",
+        ),
+        (
+            vec![
+                "run",
+                "-m",
+                &model,
+                "-p",
+                "hi",
+                "--spec-type",
+                "ngram",
+                "--draft-max",
+                "0",
+            ],
+            "--draft-max 0 is out of range",
+        ),
+        (
+            vec!["run", "-m", &model, "-p", "hi", "--spec-type", "draft"],
+            "needs --model-draft",
+        ),
+        (
+            vec!["run", "-m", &model, "-p", "hi", "--model-draft", other],
+            "must share the model's tokenizer",
+        ),
+        (
+            vec![
+                "run",
+                "-m",
+                recurrent,
+                "-p",
+                "hi",
+                "--raw",
+                "--spec-type",
+                "ngram",
+            ],
+            "recurrent",
+        ),
+        (
+            vec!["bench", "-m", &model, "--spec-type", "ngram"],
+            "--prompt-file",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = mllm(&args);
+        let err = text(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(err.contains(want), "{args:?}: no `{want}` in:\n{err}");
+    }
+}
