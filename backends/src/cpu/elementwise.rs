@@ -20,7 +20,8 @@ pub fn unary_scalar(op: UnaryOp, x: f32) -> f32 {
         UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
         UnaryOp::Relu => x.max(0.0),
         UnaryOp::Silu => x / (1.0 + (-x).exp()),
-        UnaryOp::Gelu => 0.5 * x * (1.0 + libm::erff(x * std::f32::consts::FRAC_1_SQRT_2)),
+        // 1 + erf(z) as erfc(-z): no cancellation for far-negative x.
+        UnaryOp::Gelu => 0.5 * x * libm::erfcf(-x * std::f32::consts::FRAC_1_SQRT_2),
         UnaryOp::GeluTanh => {
             let c = (2.0f32 / std::f32::consts::PI).sqrt();
             0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())

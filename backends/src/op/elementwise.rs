@@ -32,7 +32,7 @@ macro_rules! unary_table {
             /// Exact GELU (erf form), as `nn.GELU()` / `gelu` in transformers.
             Gelu = "gelu" {
                 domain(-5.0, 5.0),
-                twin |x| 0.5 * x * (1.0 + libm::erf(x * std::f64::consts::FRAC_1_SQRT_2))
+                twin |x| 0.5 * x * libm::erfc(-x * std::f64::consts::FRAC_1_SQRT_2)
             };
             /// GELU with the tanh approximation (`gelu_pytorch_tanh`).
             GeluTanh = "gelu_tanh" {

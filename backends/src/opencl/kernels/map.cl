@@ -96,7 +96,7 @@ inline void st_f(global uchar* p, int dt, int i, float v) {
 // fmax ignores a NaN operand like f32::max: relu(NaN) = 0 on both.
 #define U_RELU(x) fmax((x), 0.0f)
 #define U_SILU(x) ((x) / (1.0f + exp(-(x))))
-#define U_GELU(x) (0.5f * (x) * (1.0f + erf((x) * M_SQRT1_2_F)))
+#define U_GELU(x) (0.5f * (x) * erfc(-(x) * M_SQRT1_2_F))
 // sqrt(2 / pi) in f32, as the CPU computes it.
 #define U_GELU_TANH(x) \
     (0.5f * (x) * (1.0f + tanh(0.7978845608f * ((x) + 0.044715f * (x) * (x) * (x)))))
