@@ -153,11 +153,14 @@ fn every_answer_under_a_schema_validates_with_random_weights() {
 fn every_answer_under_a_schema_validates_with_smollm2() {
     let srv = Server::start(&["--model", &smollm2(), "-t", "2"]);
     let out = validate_with_jsonschema(&srv, 8, &["--with-object"]);
-    assert_eq!(
-        out.matches("8/8 answers parse and validate").count(),
-        5,
-        "{out}"
-    );
+    // Every answer to the four bounded schemas; json_object answers that
+    // end by themselves all validate (constrained.py fails otherwise), and
+    // it checks that at least half end (one may nest on past max_tokens).
+    for schema in ["nested", "bounded_array", "enum_optional_number", "any_of"] {
+        let want = format!("{schema}: 8/8 answers parse and validate");
+        assert!(out.contains(&want), "no `{want}` in:\n{out}");
+    }
+    assert!(out.contains("json_object: "), "{out}");
 }
 
 #[test]

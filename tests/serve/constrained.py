@@ -8,10 +8,14 @@ whole language the schema allows), parses every answer and validates it
 with the `jsonschema` package. Every answer must end by itself
 (finish_reason "stop": the schemas bound every string, array and number,
 so a whole answer fits in max_tokens) and validate. `--with-object` adds
-`{"type": "json_object"}`, whose strings are unbounded: for real weights,
-which close their strings, sampled as `mllm run` samples by default
-(temperature 1 over the whole vocabulary rambles on past any limit). Prints one line of counts per schema; exits 1
-on the first failure, with the answer.
+`{"type": "json_object"}`, whose strings and nesting are unbounded: for real
+weights, which close their strings, sampled as `mllm run` samples by default
+(temperature 1 over the whole vocabulary rambles on past any limit). A
+sampled object may still nest on past max_tokens (a 135M model describing a
+person's "aliens" within aliens): such an answer is cut, not invalid, so it
+is reported and skipped, and at least half of the json_object answers must
+end by themselves. Prints one line of counts per schema; exits 1 on the
+first failure, with the answer.
 """
 
 import json
@@ -107,6 +111,8 @@ def main():
             text = choice["message"]["content"]
             if choice["finish_reason"] != "stop":
                 print(f"{name} seed {seed}: did not end by itself ({choice['finish_reason']}): {text!r}")
+                if name == "json_object" and choice["finish_reason"] == "length":
+                    continue
                 sys.exit(1)
             try:
                 jsonschema.validate(json.loads(text), schema)
@@ -115,6 +121,9 @@ def main():
                 sys.exit(1)
             valid += 1
         print(f"{name}: {valid}/{n} answers parse and validate")
+        if name == "json_object" and 2 * valid < n:
+            print(f"{name}: fewer than half of the answers ended by themselves")
+            sys.exit(1)
 
 
 if __name__ == "__main__":
