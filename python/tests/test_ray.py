@@ -12,6 +12,8 @@ import pathlib
 import socket
 import subprocess
 import sys
+import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -104,10 +106,19 @@ def test_ray_serve_replicas_answer_as_one_process(cluster, one_process):
 
         def ask(prompt):
             body = json.dumps({"prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0})
-            req = urllib.request.Request(f"http://127.0.0.1:{port}/generate",
-                                         data=body.encode(), method="POST")
-            with urllib.request.urlopen(req, timeout=120) as resp:
-                return json.load(resp)
+            # Ray's HTTP proxies learn the route a moment after serve.run
+            # returns and answer 404 until then: retry those for a while.
+            deadline = time.monotonic() + 60
+            while True:
+                req = urllib.request.Request(f"http://127.0.0.1:{port}/generate",
+                                             data=body.encode(), method="POST")
+                try:
+                    with urllib.request.urlopen(req, timeout=120) as resp:
+                        return json.load(resp)
+                except urllib.error.HTTPError as e:
+                    if e.code != 404 or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
 
         # Twice the prompts, all at once: both replicas get some.
         with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
