@@ -110,6 +110,29 @@ pub(super) struct Ctx {
 
 type TileFn = super::Tile<Ctx>;
 
+/// The tile function `$f::<B, R, C>` for an `r x c` tile: R of 4, 2 or 1
+/// weight rows, C of 1 to 4 activation rows (what `drive` asks for); one
+/// table for every path (x86 256-bit, AVX-512 `zmm`, NEON).
+macro_rules! tile_table {
+    ($f:ident, $r:expr, $c:expr) => {
+        match ($r, $c) {
+            (4, 4) => $f::<B, 4, 4>,
+            (4, 3) => $f::<B, 4, 3>,
+            (4, 2) => $f::<B, 4, 2>,
+            (4, 1) => $f::<B, 4, 1>,
+            (2, 4) => $f::<B, 2, 4>,
+            (2, 3) => $f::<B, 2, 3>,
+            (2, 2) => $f::<B, 2, 2>,
+            (2, 1) => $f::<B, 2, 1>,
+            (1, 4) => $f::<B, 1, 4>,
+            (1, 3) => $f::<B, 1, 3>,
+            (1, 2) => $f::<B, 1, 2>,
+            _ => $f::<B, 1, 1>,
+        }
+    };
+}
+pub(super) use tile_table;
+
 /// `out [m][nr] = act [m, k] . w [nr, k]^T` for weight rows `w`
 /// (`nr` whole rows) with the kernels of `isa`.
 pub(super) fn gemm<B: Block32>(isa: Isa, w: &[u8], nr: usize, act: &ActQ8, out: &mut [f32]) {
@@ -273,28 +296,10 @@ mod x86 {
     }
 
     pub(super) fn tile_fn<B: Block32, const VNNI: bool>(r: usize, c: usize) -> TileFn {
-        macro_rules! pick {
-            ($f:ident) => {
-                match (r, c) {
-                    (4, 4) => $f::<B, 4, 4>,
-                    (4, 3) => $f::<B, 4, 3>,
-                    (4, 2) => $f::<B, 4, 2>,
-                    (4, 1) => $f::<B, 4, 1>,
-                    (2, 4) => $f::<B, 2, 4>,
-                    (2, 3) => $f::<B, 2, 3>,
-                    (2, 2) => $f::<B, 2, 2>,
-                    (2, 1) => $f::<B, 2, 1>,
-                    (1, 4) => $f::<B, 1, 4>,
-                    (1, 3) => $f::<B, 1, 3>,
-                    (1, 2) => $f::<B, 1, 2>,
-                    _ => $f::<B, 1, 1>,
-                }
-            };
-        }
         if VNNI {
-            pick!(tile_vnni)
+            tile_table!(tile_vnni, r, c)
         } else {
-            pick!(tile_avx2)
+            tile_table!(tile_avx2, r, c)
         }
     }
 
@@ -560,28 +565,10 @@ mod neon {
     }
 
     pub(super) fn tile_fn<B: Block32, const DOT: bool>(r: usize, c: usize) -> TileFn {
-        macro_rules! pick {
-            ($f:ident) => {
-                match (r, c) {
-                    (4, 4) => $f::<B, 4, 4>,
-                    (4, 3) => $f::<B, 4, 3>,
-                    (4, 2) => $f::<B, 4, 2>,
-                    (4, 1) => $f::<B, 4, 1>,
-                    (2, 4) => $f::<B, 2, 4>,
-                    (2, 3) => $f::<B, 2, 3>,
-                    (2, 2) => $f::<B, 2, 2>,
-                    (2, 1) => $f::<B, 2, 1>,
-                    (1, 4) => $f::<B, 1, 4>,
-                    (1, 3) => $f::<B, 1, 3>,
-                    (1, 2) => $f::<B, 1, 2>,
-                    _ => $f::<B, 1, 1>,
-                }
-            };
-        }
         if DOT {
-            pick!(tile_dot)
+            tile_table!(tile_dot, r, c)
         } else {
-            pick!(tile_neon)
+            tile_table!(tile_neon, r, c)
         }
     }
 }

@@ -101,18 +101,5 @@ unsafe fn tile<B: Block32, const R: usize, const C: usize>(ctx: &Ctx, j: usize, 
 
 /// The tile function for an `r x c` tile (r: 4, 2 or 1; c: 1..=4).
 pub(super) fn tile_fn<B: Block32>(r: usize, c: usize) -> super::Tile<Ctx> {
-    match (r, c) {
-        (4, 4) => tile::<B, 4, 4>,
-        (4, 3) => tile::<B, 4, 3>,
-        (4, 2) => tile::<B, 4, 2>,
-        (4, 1) => tile::<B, 4, 1>,
-        (2, 4) => tile::<B, 2, 4>,
-        (2, 3) => tile::<B, 2, 3>,
-        (2, 2) => tile::<B, 2, 2>,
-        (2, 1) => tile::<B, 2, 1>,
-        (1, 4) => tile::<B, 1, 4>,
-        (1, 3) => tile::<B, 1, 3>,
-        (1, 2) => tile::<B, 1, 2>,
-        _ => tile::<B, 1, 1>,
-    }
+    super::block32::tile_table!(tile, r, c)
 }
