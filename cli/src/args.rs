@@ -261,6 +261,8 @@ pub(crate) enum Cmd {
         threads: Option<usize>,
         #[command(flatten)]
         load: mllm_cli::LoadFlags,
+        #[command(flatten)]
+        spec: mllm_cli::SpecFlags,
     },
     /// Convert a checkpoint (HF directory, PyTorch .bin/.pt, GGUF) to one self-contained .mllm file.
     Convert {

@@ -114,6 +114,25 @@ impl SpecFlags {
         self.spec_type.is_some() || self.model_draft.is_some()
     }
 
+    /// What these flags ask for, checked (None without `--spec-type` or
+    /// `--model-draft`); models are not loaded yet.
+    pub fn settings(
+        &self,
+        backend: &mllm_runtime::model_files::Backend,
+    ) -> CliResult<Option<mllm_runtime::speculative::SpecSettings>> {
+        let config = mllm_runtime::speculative::SpecConfig {
+            draft_max: self.draft_max,
+            draft_min: self.draft_min,
+            draft_p_min: self.draft_p_min,
+        };
+        mllm_runtime::speculative::SpecSettings::from_flags(
+            self.spec_type.as_deref(),
+            self.model_draft.as_deref(),
+            config,
+            backend,
+        )
+    }
+
     /// The speculator these flags ask for (None without `--spec-type` or
     /// `--model-draft`), its draft loaded beside `target` with `opts`.
     pub fn speculator(
@@ -122,30 +141,14 @@ impl SpecFlags {
         opts: mllm_runtime::model_files::LoadOptions,
         context: Option<usize>,
     ) -> CliResult<Option<mllm_runtime::speculative::Speculator>> {
-        use mllm_runtime::speculative::{self as spec, SpecConfig, SpecType, Speculator};
-        if !self.requested() {
+        use mllm_runtime::speculative::{self as spec, Speculator};
+        let Some(s) = self.settings(&opts.backend)? else {
             return Ok(None);
-        }
-        let kind = match (&self.spec_type, &self.model_draft) {
-            (None, None) => return Ok(None),
-            (Some(t), _) => SpecType::parse(t)?,
-            (None, Some(_)) => SpecType::Draft,
         };
-        spec::check_backend(&opts.backend)?;
-        if kind == SpecType::Ngram && self.model_draft.is_some() {
-            return Err(CliError::invalid(
-                "--model-draft is for --spec-type draft; --spec-type ngram needs no second model",
-            ));
-        }
-        let config = SpecConfig {
-            draft_max: self.draft_max,
-            draft_min: self.draft_min,
-            draft_p_min: self.draft_p_min,
-        };
-        let draft = match &self.model_draft {
+        let draft = match &s.draft {
             Some(path) => Some(spec::load_draft(path, target, opts, context)?),
             None => None,
         };
-        Ok(Some(Speculator::new(kind, config, draft)?))
+        Ok(Some(Speculator::new(s.kind, s.config, draft)?))
     }
 }

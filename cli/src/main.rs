@@ -213,8 +213,17 @@ fn run(mut cli: Cli) -> i32 {
             no_webui,
             threads,
             load,
+            spec,
         } => {
             mllm_cli::set_threads(threads);
+            let load: mllm_runtime::model_files::LoadOptions = load.into();
+            let spec = match spec.settings(&load.backend) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("{}", e.render(mllm_cli::color()));
+                    return 2;
+                }
+            };
             let mut models: Vec<_> = model
                 .iter()
                 .map(|m| mllm_server::ModelSpec::parse(m))
@@ -257,11 +266,12 @@ fn run(mut cli: Cli) -> i32 {
                 allowed_hosts: allowed_host,
                 cors_origins: cors_origin,
                 tls,
-                load: load.into(),
+                load,
                 shutdown_grace,
                 log_format,
                 split_reasoning: reasoning_format == "deepseek",
                 webui: !no_webui,
+                spec,
             })
         }
         Cmd::Convert {

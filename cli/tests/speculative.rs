@@ -183,3 +183,127 @@ fn unusable_settings_are_refused_with_what_to_do() {
         assert!(err.contains(want), "{args:?}: no `{want}` in:\n{err}");
     }
 }
+
+/// A counter of `/metrics` (the first model's).
+fn metric(body: &str, name: &str) -> u64 {
+    body.lines()
+        .find(|l| l.starts_with(&format!("{name}{{")))
+        .and_then(|l| l.split_whitespace().last())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in:\n{body}"))
+}
+
+/// `serve --spec-type`: every slot speculates, all slots' verification
+/// rows run in one batched step, and answers equal `mllm run` alone,
+/// greedy and sampled, one at a time and 8 at once over 4 slots;
+/// `/metrics` counts what was proposed and kept.
+#[test]
+fn serve_speculates_and_answers_as_run_does_alone_and_under_load() {
+    use common::http::{get, post, Server};
+    let model = smollm2();
+    let quoting: Vec<String> = ["rewrite.txt", "type_hints.txt", "extract.txt"]
+        .iter()
+        .map(|f| std::fs::read_to_string(prompt(f)).expect("prompt file"))
+        .map(|t| t.trim().to_string())
+        .collect();
+    let mut prompts: Vec<String> = quoting.clone();
+    prompts.extend(
+        [
+            "Repeat this line three times: red, green, blue, yellow.",
+            "Count from 1 to 20, separated by commas.",
+            "What is the capital of France?",
+            "Write the alphabet in capital letters.",
+            "Say hello in Spanish.",
+        ]
+        .map(String::from),
+    );
+    let n = 40;
+    let ns = n.to_string();
+    let run = |p: &str, sampling: &[&str]| {
+        let mut args = vec!["--model", &model, "--prompt", p, "-n", &ns, "-t", "2"];
+        args.extend_from_slice(sampling);
+        let (out, _) = run_ok(&args);
+        out.strip_suffix('\n').unwrap_or(&out).to_string()
+    };
+    let greedy: Vec<String> = prompts.iter().map(|p| run(p, &["--temp", "0"])).collect();
+    let sampled = run(&prompts[1], &["--temp", "0.8", "-s", "11"]);
+    let body = |p: &str, temp: f64, seed: u64| {
+        serde_json::json!({
+            "messages": [{ "role": "user", "content": p }],
+            "temperature": temp, "seed": seed, "max_tokens": n,
+        })
+        .to_string()
+    };
+    let answer = |addr: &str, b: &str| {
+        let r = post(addr, "/v1/chat/completions", b);
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.json()["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    for extra in [
+        &["--spec-type", "ngram"][..],
+        &[
+            "--model-draft",
+            &model,
+            "--draft-p-min",
+            "0",
+            "--draft-max",
+            "6",
+        ][..],
+    ] {
+        let mut args = vec!["--model", &model, "--parallel", "4", "-t", "2"];
+        args.extend_from_slice(extra);
+        let srv = Server::start(&args);
+        assert!(srv.log.contains("decodes speculatively"), "{}", srv.log);
+        let addr = srv.addr.as_str();
+        // Alone.
+        for (p, want) in prompts.iter().zip(&greedy) {
+            assert_eq!(
+                &answer(addr, &body(p, 0.0, 0)),
+                want,
+                "{extra:?} alone: {p}"
+            );
+        }
+        let alone = metric(
+            &get(addr, "/metrics").body,
+            "mllm_speculative_accepted_tokens_total",
+        );
+        assert!(alone > 0, "{extra:?}: nothing accepted alone");
+        // 8 at once over 4 slots (the sampled one among them), twice.
+        let got: Vec<(usize, String)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..16)
+                .map(|i| {
+                    let p = &prompts[i % prompts.len()];
+                    let b = if i == 9 {
+                        body(p, 0.8, 11)
+                    } else {
+                        body(p, 0.0, 0)
+                    };
+                    s.spawn(move || (i, answer(addr, &b)))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("client"))
+                .collect()
+        });
+        for (i, text) in got {
+            let want = if i == 9 {
+                &sampled
+            } else {
+                &greedy[i % prompts.len()]
+            };
+            assert_eq!(&text, want, "{extra:?} under load, request {i}");
+        }
+        let m = get(addr, "/metrics").body;
+        let proposed = metric(&m, "mllm_speculative_proposed_tokens_total");
+        let accepted = metric(&m, "mllm_speculative_accepted_tokens_total");
+        let steps = metric(&m, "mllm_speculative_steps_total");
+        assert!(
+            accepted > alone && accepted <= proposed && steps > 0,
+            "{extra:?}: {steps} steps, {proposed} proposed, {accepted} accepted"
+        );
+    }
+}

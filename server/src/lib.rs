@@ -172,6 +172,9 @@ pub struct ServerConfig {
     pub split_reasoning: bool,
     /// Serves the chat page at `/` (`--no-webui` turns it off).
     pub webui: bool,
+    /// `--spec-type` (with `--draft-max` and the rest): every generation
+    /// model's slots decode speculatively.
+    pub spec: Option<mllm_runtime::speculative::SpecSettings>,
 }
 
 /// Loads every model, then serves until SIGINT/SIGTERM. `on_listen`
@@ -242,6 +245,7 @@ pub fn run(cfg: ServerConfig, on_listen: impl FnOnce(&str)) -> Result<(), String
                 ctx_size: cfg.ctx_size,
                 queue: cfg.queue,
                 load: cfg.load,
+                spec: cfg.spec.clone(),
             },
         )
         .map_err(|e| format!("cannot serve {}: {e}", spec.path))?;
@@ -260,6 +264,9 @@ pub fn run(cfg: ServerConfig, on_listen: impl FnOnce(&str)) -> Result<(), String
             if slots == 1 { "" } else { "s" },
             h.info.context
         );
+        if let Some(s) = &cfg.spec {
+            eprintln!("`{}` decodes speculatively: {}", h.name, s.describe());
+        }
         handles.push(h);
     }
     let state = Arc::new(api::AppState {

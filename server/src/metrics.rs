@@ -17,6 +17,11 @@ pub struct ModelMetrics {
     /// Seconds spent on prompts and on decoding, in microseconds.
     prompt_us: AtomicU64,
     decode_us: AtomicU64,
+    /// Speculative decoding: verification steps, tokens proposed, and
+    /// how many of them the model kept.
+    pub spec_steps: AtomicU64,
+    pub spec_proposed: AtomicU64,
+    pub spec_accepted: AtomicU64,
 }
 
 impl ModelMetrics {
@@ -32,6 +37,9 @@ impl ModelMetrics {
             generated: AtomicU64::new(0),
             prompt_us: AtomicU64::new(0),
             decode_us: AtomicU64::new(0),
+            spec_steps: AtomicU64::new(0),
+            spec_proposed: AtomicU64::new(0),
+            spec_accepted: AtomicU64::new(0),
         }
     }
 
@@ -42,6 +50,15 @@ impl ModelMetrics {
             .fetch_add(computed as u64, Ordering::Relaxed);
         self.prompt_us
             .fetch_add((secs * 1e6) as u64, Ordering::Relaxed);
+    }
+
+    /// One slot's verification step: `proposed` tokens, `accepted` kept.
+    pub fn add_speculation(&self, proposed: usize, accepted: usize) {
+        self.spec_steps.fetch_add(1, Ordering::Relaxed);
+        self.spec_proposed
+            .fetch_add(proposed as u64, Ordering::Relaxed);
+        self.spec_accepted
+            .fetch_add(accepted as u64, Ordering::Relaxed);
     }
 
     pub fn add_decode(&self, secs: f64) {
@@ -108,6 +125,24 @@ pub fn render(models: &[Sample], http_requests: u64) -> String {
         "counter",
         "Tokens generated.",
         &|m| load(&m.metrics.generated).to_string(),
+    );
+    family(
+        "speculative_steps_total",
+        "counter",
+        "Verification steps of speculative decoding (--spec-type), one per slot and step.",
+        &|m| load(&m.metrics.spec_steps).to_string(),
+    );
+    family(
+        "speculative_proposed_tokens_total",
+        "counter",
+        "Tokens proposed by speculative decoding.",
+        &|m| load(&m.metrics.spec_proposed).to_string(),
+    );
+    family(
+        "speculative_accepted_tokens_total",
+        "counter",
+        "Proposed tokens the model kept (each saved a decode step).",
+        &|m| load(&m.metrics.spec_accepted).to_string(),
     );
     family(
         "queue_depth",

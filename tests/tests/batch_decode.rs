@@ -112,6 +112,84 @@ fn batched_steps_equal_single_steps_on_every_text_architecture() {
     }
 }
 
+/// Steps with several rows per sequence (what a server's speculating
+/// slots verify together: each its token and its proposals): every row's
+/// logits equal the one-token step's at that position, whatever the other
+/// sequences hold, including a rewind (rejected proposals dropped) and
+/// more rows than one row-invariant step takes (run as two steps).
+fn check_rows(runner: &mut Runner, prompts: &[Vec<u32>], case: &str) {
+    // Each sequence's next tokens: its prompt read backwards, repeated.
+    let tokens = |b: usize, n: usize| -> Vec<u32> {
+        let p = &prompts[b];
+        (0..n).map(|j| p[p.len() - 1 - j % p.len()]).collect()
+    };
+    let rounds: [&[usize]; 3] = [&[3, 1, 5, 2], &[1, 4, 1, 1], &[17, 9, 8, 3]];
+    let total: Vec<usize> = (0..prompts.len())
+        .map(|b| rounds.iter().map(|r| r[b]).sum())
+        .collect();
+    // Alone: one token per step.
+    let mut alone = vec![];
+    for (b, p) in prompts.iter().enumerate() {
+        let mut seq = Sequence::new(None);
+        ok(seq.feed(runner, p), case);
+        let rows: Vec<Vec<f32>> = tokens(b, total[b])
+            .into_iter()
+            .map(|t| ok(seq.step(runner, t), case))
+            .collect();
+        alone.push(rows);
+    }
+    let mut seqs: Vec<Sequence> = prompts.iter().map(|_| Sequence::new(None)).collect();
+    for (s, p) in seqs.iter_mut().zip(prompts) {
+        ok(s.feed(runner, p), case);
+    }
+    let mut done = vec![0; prompts.len()];
+    for (k, round) in rounds.iter().enumerate() {
+        let ids: Vec<Vec<u32>> = (0..prompts.len())
+            .map(|b| tokens(b, done[b] + round[b])[done[b]..].to_vec())
+            .collect();
+        let mut refs: Vec<&mut Sequence> = seqs.iter_mut().collect();
+        let got = ok(Sequence::extend_batch(runner, &mut refs, &ids), case);
+        for b in 0..prompts.len() {
+            for (j, row) in got[b].iter().enumerate() {
+                assert_eq!(
+                    max_abs(row, &alone[b][done[b] + j]),
+                    0.0,
+                    "{case}: round {k}, sequence {b}, row {j} of {}",
+                    round[b]
+                );
+            }
+            done[b] += round[b];
+        }
+        if k == 0 {
+            // Proposals rejected: sequence 0 keeps 1 of its 3 rows, and
+            // the next round computes the rest again.
+            let keep = seqs[0].cached.len() - 2;
+            ok(seqs[0].truncate(keep), case);
+            done[0] -= 2;
+        }
+    }
+}
+
+fn ok<T>(r: mllm_runtime::Result<T>, case: &str) -> T {
+    r.unwrap_or_else(|e| panic!("{case}: {}", e.render(false)))
+}
+
+#[test]
+fn batched_steps_of_several_rows_per_sequence_equal_single_steps() {
+    for (script_name, case) in [
+        ("qwen3", "gqa_tied_f32"),
+        ("llama", "llama/smollm_like_tied"),
+        ("gemma3", "gemma3/gemma3_f32"),
+        ("qwen3_moe", "qwen3_moe/moe_f32"),
+        ("smollm3", "smollm3/smollm3_f32"),
+    ] {
+        let r = reference(case);
+        let mut runner = runner_for(script_name, case);
+        runner.compile_default(256);
+        check_rows(&mut runner, &prompts(&r.input_ids), case);
+    }
+}
+
 #[test]
 fn batched_steps_equal_single_steps_on_quantized_weights() {
     let case = "quant_scaled_f32";

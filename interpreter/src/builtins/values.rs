@@ -193,7 +193,12 @@ pub(super) fn call(it: &mut Interp, b: Builtin, a: &Args) -> RtResult<Option<Val
                 ])))
             }
             Some(Value::BatchLayerCache(caches, i)) => {
-                // Row `r` of the new keys and values is sequence `r`'s.
+                // Row `r` of the new keys and values is the sequence whose
+                // cache is `caches[r]`. A sequence may have several rows
+                // (consecutive, one cache repeated: a speculative
+                // verification step); they are appended together, and row
+                // `j` of such a run sees the keys up to and including its
+                // own, as a one-row step at its position would.
                 let (k, v) = (a.tensor(1)?, a.tensor(2)?);
                 let err =
                     |e: mllm_backends::BackendError| RtError::new("mdl::run::cache", e.to_string());
@@ -201,22 +206,36 @@ pub(super) fn call(it: &mut Interp, b: Builtin, a: &Args) -> RtResult<Option<Val
                     return Err(RtError::new(
                         "mdl::run::cache",
                         format!(
-                            "a batch of {} sequences appends one row each, got keys {:?}",
+                            "a batch of {} rows appends one key row each, got keys {:?}",
                             caches.len(),
                             k.shape()
                         ),
                     ));
                 }
                 let (mut keys, mut values) = (vec![], vec![]);
-                for (r, c) in caches.iter().enumerate() {
-                    let kr = k.narrow0(r, r + 1).map_err(err)?;
-                    let vr = v.narrow0(r, r + 1).map_err(err)?;
+                let mut r = 0;
+                while r < caches.len() {
+                    let c = &caches[r];
+                    let n = caches[r..].iter().take_while(|o| Rc::ptr_eq(o, c)).count();
+                    let kr = k.narrow0(r, r + n).map_err(err)?;
+                    let vr = v.narrow0(r, r + n).map_err(err)?;
                     let (kk, vv) = it
                         .exec
                         .kv_append(&mut c.borrow_mut(), *i, &kr, &vr)
                         .map_err(|e| RtError::new("mdl::run::cache", e.to_string()))?;
-                    keys.push(kk);
-                    values.push(vv);
+                    if n == 1 {
+                        keys.push(kk);
+                        values.push(vv);
+                        r += 1;
+                        continue;
+                    }
+                    let len = kk.shape().first().copied().unwrap_or(0);
+                    for j in 0..n {
+                        let upto = len + 1 + j - n;
+                        keys.push(kk.narrow0(0, upto).map_err(err)?);
+                        values.push(vv.narrow0(0, upto).map_err(err)?);
+                    }
+                    r += n;
                 }
                 Ok(Value::Tuple(Rc::new(vec![
                     Value::Ragged(Rc::new(keys)),

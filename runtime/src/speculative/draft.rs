@@ -43,36 +43,44 @@ fn top(logits: &[f32]) -> Option<(u32, f32)> {
     Some((best as u32, (1.0 / sum) as f32))
 }
 
-impl Proposer for DraftModel {
-    fn propose(&mut self, history: &[u32], max: usize, cfg: &SpecConfig) -> Result<Vec<u32>> {
-        let mut out = vec![];
-        if max == 0 || history.is_empty() {
+/// The draft's greedy proposals after `history`, computed with `runner`
+/// in `seq` (a draft cache that follows one conversation; a server keeps
+/// one per slot beside one draft model).
+pub fn draft_propose(
+    runner: &mut Runner,
+    seq: &mut Sequence,
+    history: &[u32],
+    max: usize,
+    cfg: &SpecConfig,
+) -> Result<Vec<u32>> {
+    let mut out = vec![];
+    if max == 0 || history.is_empty() {
+        return Ok(out);
+    }
+    // Leave room for the proposals in the draft's own context.
+    if let Some(m) = seq.max_context {
+        if history.len() + max > m {
             return Ok(out);
         }
-        // Leave room for the proposals in the draft's own context.
-        if let Some(m) = self.seq.max_context {
-            if history.len() + max > m {
-                return Ok(out);
-            }
+    }
+    let err = |e: Error| Error::generate(format!("the draft model: {}", e.message()));
+    let mut logits = seq.feed(runner, history).map_err(err)?;
+    while let Some((t, p)) = top(&logits) {
+        if p < cfg.draft_p_min {
+            break;
         }
-        let mut logits = self
-            .seq
-            .feed(&mut self.runner, history)
-            .map_err(|e| Error::generate(format!("the draft model: {}", e.message())))?;
-        while let Some((t, p)) = top(&logits) {
-            if p < cfg.draft_p_min {
-                break;
-            }
-            out.push(t);
-            if out.len() == max {
-                break;
-            }
-            logits = self
-                .seq
-                .step(&mut self.runner, t)
-                .map_err(|e| Error::generate(format!("the draft model: {}", e.message())))?;
+        out.push(t);
+        if out.len() == max {
+            break;
         }
-        Ok(out)
+        logits = seq.step(runner, t).map_err(err)?;
+    }
+    Ok(out)
+}
+
+impl Proposer for DraftModel {
+    fn propose(&mut self, history: &[u32], max: usize, cfg: &SpecConfig) -> Result<Vec<u32>> {
+        draft_propose(&mut self.runner, &mut self.seq, history, max, cfg)
     }
 
     fn kind(&self) -> SpecType {

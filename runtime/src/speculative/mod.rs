@@ -18,18 +18,23 @@
 //! `p` without `x`, which is what drawing from `p` until it differs gives.
 //!
 //! Proposers: `ngram` (prompt lookup: the continuation of the latest
-//! earlier occurrence of the text's last few tokens, no second model) and
+//! earlier occurrence of the text's last few tokens, no second model; a
+//! server adds an `NgramCache` of what its earlier conversations said) and
 //! `draft` (a smaller model with the same vocabulary and its own cache).
 
 mod draft;
 mod ngram;
+mod ngram_cache;
 #[cfg(test)]
 mod tests;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-pub use draft::{load_draft, same_vocabulary, DraftModel};
+pub use draft::{draft_propose, load_draft, same_vocabulary, DraftModel};
+/// Most rows a step may hold and still give each row a one-row step's bits.
+pub use mllm_backends::cpu::ROW_INVARIANT_STEP;
 pub use ngram::NgramLookup;
+pub use ngram_cache::NgramCache;
 
 use crate::engine::Engine;
 use crate::generation::{Generation, StopReason};
@@ -115,6 +120,80 @@ impl SpecConfig {
 impl Default for SpecConfig {
     fn default() -> Self {
         SpecConfig::DEFAULT
+    }
+}
+
+/// What `--spec-type` and its flags ask for, checked, before any model is
+/// loaded (`run`, `chat` and `bench` build a `Speculator` from it, `serve`
+/// a speculation per model).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpecSettings {
+    pub kind: SpecType,
+    pub config: SpecConfig,
+    /// `--model-draft`: the draft model's path (`draft` only).
+    pub draft: Option<String>,
+}
+
+impl SpecSettings {
+    /// `--spec-type` (None: `draft` when a draft is given) with its
+    /// settings; None when neither flag asks for speculation.
+    pub fn from_flags(
+        spec_type: Option<&str>,
+        draft: Option<&str>,
+        config: SpecConfig,
+        backend: &crate::model_files::Backend,
+    ) -> Result<Option<SpecSettings>> {
+        let kind = match (spec_type, draft) {
+            (None, None) => return Ok(None),
+            (Some(t), _) => SpecType::parse(t)?,
+            (None, Some(_)) => SpecType::Draft,
+        };
+        check_backend(backend)?;
+        match (kind, draft) {
+            (SpecType::Ngram, Some(_)) => {
+                return Err(Error::invalid(
+                    "--model-draft is for --spec-type draft; --spec-type ngram needs no second model",
+                ))
+            }
+            (SpecType::Draft, None) => {
+                return Err(Error::invalid(
+                    "--spec-type draft needs --model-draft PATH (a smaller model with the same tokenizer)",
+                ))
+            }
+            _ => {}
+        }
+        Ok(Some(SpecSettings {
+            kind,
+            config: config.checked()?,
+            draft: draft.map(str::to_string),
+        }))
+    }
+
+    /// How a log line names the settings.
+    pub fn describe(&self) -> String {
+        match (&self.draft, self.kind) {
+            (Some(d), _) => format!(
+                "draft {d} (draft-max {}, p-min {})",
+                self.config.draft_max, self.config.draft_p_min
+            ),
+            (None, k) => format!("{} (draft-max {})", k.name(), self.config.draft_max),
+        }
+    }
+}
+
+/// The proposal budget after a step that verified `proposed` tokens and
+/// kept `accepted`: what was accepted plus one after a rejection, doubled
+/// (up to `draft_max`) after a step that kept everything. A rejected row
+/// costs compute (a step of k + 1 rows is not free once the weights are
+/// read), so guesses that keep failing shrink to one, while a run of right
+/// guesses grows to `draft_max`.
+pub fn next_budget(budget: usize, proposed: usize, accepted: usize, draft_max: usize) -> usize {
+    if proposed == 0 {
+        budget
+    } else if accepted == proposed {
+        (budget * 2).clamp(1, draft_max)
+    } else {
+        accepted + 1
     }
 }
 
@@ -263,11 +342,7 @@ pub(crate) fn decode_loop(
     let (Some(mut pending), None) = (step.token, step.done) else {
         return Ok(step.done.unwrap_or(StopReason::MaxTokens));
     };
-    // Proposals the next step verifies at most: halved down to what was
-    // accepted plus one after a rejection, doubled after a step that kept
-    // everything. A rejected row costs compute (a step of k + 1 rows is
-    // not free once the weights are read), so guesses that keep failing
-    // shrink to one, while a run of right guesses grows to `draft_max`.
+    // Proposals the next step verifies at most (`next_budget`).
     let mut budget = cfg.draft_max;
     loop {
         if interrupt.swap(false, Ordering::SeqCst) {
@@ -307,13 +382,7 @@ pub(crate) fn decode_loop(
         stats.steps += 1;
         stats.proposed += proposed.len();
         stats.accepted += accepted;
-        if !proposed.is_empty() {
-            budget = if accepted == proposed.len() {
-                (budget * 2).min(cfg.draft_max)
-            } else {
-                accepted + 1
-            };
-        }
+        budget = next_budget(budget, proposed.len(), accepted, cfg.draft_max);
         for s in &steps {
             out(&s.text);
         }

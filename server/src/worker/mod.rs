@@ -12,6 +12,7 @@ pub mod embed;
 mod prepare;
 mod schedule;
 mod slot;
+mod speculate;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -142,6 +143,8 @@ pub struct WorkerConfig {
     pub ctx_size: Option<usize>,
     pub queue: usize,
     pub load: LoadOptions,
+    /// `--spec-type` and its settings.
+    pub spec: Option<mllm_runtime::speculative::SpecSettings>,
 }
 
 impl ModelHandle {

@@ -12,6 +12,7 @@ use mllm_runtime::tool_calls::ToolFormat;
 use mllm_runtime::{Runner, Sequence};
 
 use super::slot::{self, Active};
+use super::speculate::{self, Speculation};
 use super::{prepare, Event, Job, ModelInfo, PreparedPrompt, WorkerConfig};
 use crate::api::error::{engine_message, ApiError};
 use crate::metrics::ModelMetrics;
@@ -31,6 +32,8 @@ pub(super) struct Worker {
     /// in its first decode step (fault injection, for tests of the panic
     /// path; unset in normal use).
     fault: Option<String>,
+    /// `--spec-type`: slots propose tokens and verify them in one step.
+    spec: Option<Speculation>,
 }
 
 /// Tokens per slot when `--ctx-size` does not say: a phone has no memory
@@ -81,6 +84,16 @@ impl Worker {
                 last_used: Instant::now(),
             });
         }
+        let spec = match &cfg.spec {
+            Some(s) => Some(Speculation::load(
+                s,
+                &files,
+                cfg.load,
+                slots.len(),
+                context,
+            )?),
+            None => None,
+        };
         let kv = cfg.load.kv.0;
         let info = ModelInfo {
             context,
@@ -107,6 +120,7 @@ impl Worker {
             fault: std::env::var("MLLM_SERVE_FAULT")
                 .ok()
                 .filter(|t| !t.is_empty()),
+            spec,
         })
     }
 
@@ -232,7 +246,8 @@ impl Worker {
                 break;
             };
             let slot = &mut self.slots[i];
-            match Active::start(pending, &mut slot.seq, &self.files) {
+            let budget = self.spec.as_ref().map_or(0, |s| s.config.draft_max);
+            match Active::start(pending, &mut slot.seq, &self.files, budget) {
                 Ok(a) => slot.active = Some(a),
                 Err((events, e)) => {
                     self.inflight.fetch_sub(1, Ordering::SeqCst);
@@ -285,7 +300,12 @@ impl Worker {
             match next {
                 Ok(slot::Next::Feed(token)) => feed.push((i, token)),
                 Ok(slot::Next::Wait) => {}
-                Ok(slot::Next::Finished) => slot.free(&self.inflight),
+                Ok(slot::Next::Finished) => {
+                    if let Some(spec) = self.spec.as_mut() {
+                        spec.learn(&slot.seq.cached);
+                    }
+                    slot.free(&self.inflight)
+                }
                 Err(why) => crashes.push((i, why)),
             }
         }
@@ -293,6 +313,11 @@ impl Worker {
             self.crashed(i, &why);
         }
         if feed.is_empty() {
+            return;
+        }
+        if let Some(mut spec) = self.spec.take() {
+            self.verify_round(&mut spec, feed);
+            self.spec = Some(spec);
             return;
         }
         let tokens: Vec<u32> = feed.iter().map(|&(_, t)| t).collect();
@@ -327,6 +352,101 @@ impl Worker {
             }
             Err(why) => {
                 for &(i, _) in &feed {
+                    self.crashed(i, &why);
+                }
+            }
+        }
+    }
+
+    /// The decode round with speculation: each slot in `feed` proposes
+    /// tokens after its own, all rows run in one batched step, and each
+    /// slot keeps what its generation core accepts.
+    fn verify_round(&mut self, spec: &mut Speculation, feed: Vec<(usize, u32)>) {
+        let mut rows: Vec<(usize, Vec<u32>)> = vec![];
+        let mut proposals = vec![];
+        for (i, token) in feed {
+            let slot = &self.slots[i];
+            let Some(active) = slot.active.as_ref() else {
+                continue;
+            };
+            let seq = &slot.seq;
+            // A recurrent layer's state cannot take proposals back: such
+            // models decode one token per step.
+            let max = if seq.has_state() {
+                0
+            } else {
+                let room = seq
+                    .max_context
+                    .map_or(usize::MAX, |m| m.saturating_sub(seq.cached.len() + 1));
+                active
+                    .spec_budget
+                    .min(active.remaining().saturating_sub(1))
+                    .min(room)
+            };
+            let mut history = Vec::with_capacity(seq.cached.len() + 1);
+            history.extend_from_slice(&seq.cached);
+            history.push(token);
+            match guarded(|| spec.propose(i, &history, max)) {
+                Ok(Ok(p)) => {
+                    rows.push((i, vec![token]));
+                    proposals.push(p);
+                }
+                Ok(Err(e)) => self.failed(i, ApiError::internal(e)),
+                Err(why) => self.crashed(i, &why),
+            }
+        }
+        speculate::fit_rows(&mut proposals);
+        for ((_, ids), p) in rows.iter_mut().zip(&proposals) {
+            ids.extend_from_slice(p);
+        }
+        if rows.is_empty() {
+            return;
+        }
+        let runner = &mut self.runner;
+        let mut seqs: Vec<&mut Sequence> = self
+            .slots
+            .iter_mut()
+            .enumerate()
+            .filter(|(i, _)| rows.iter().any(|(j, _)| j == i))
+            .map(|(_, s)| &mut s.seq)
+            .collect();
+        let ids: Vec<Vec<u32>> = rows.iter().map(|(_, r)| r.clone()).collect();
+        let result = guarded(|| {
+            if let [seq] = seqs.as_mut_slice() {
+                // One stream: its own step (captured graphs up to 32 rows).
+                seq.extend_rows(runner, &ids[0]).map(|r| vec![r])
+            } else {
+                Sequence::extend_batch(runner, &mut seqs, &ids)
+            }
+        });
+        let draft_max = spec.config.draft_max;
+        match result {
+            Ok(Ok(all)) => {
+                for (((i, _), logits), proposed) in rows.iter().zip(all).zip(&proposals) {
+                    let slot = &mut self.slots[*i];
+                    let Some(a) = slot.active.as_mut() else {
+                        continue;
+                    };
+                    let next = guarded(|| {
+                        a.verify(&mut slot.seq, proposed, logits, &self.metrics, draft_max)
+                    });
+                    match next {
+                        Ok(slot::Next::Finished) => {
+                            spec.learn(&slot.seq.cached);
+                            slot.free(&self.inflight);
+                        }
+                        Ok(_) => {}
+                        Err(why) => self.crashed(*i, &why),
+                    }
+                }
+            }
+            Ok(Err(e)) => {
+                for &(i, _) in &rows {
+                    self.failed(i, ApiError::internal(engine_message(&e)));
+                }
+            }
+            Err(why) => {
+                for &(i, _) in &rows {
                     self.crashed(i, &why);
                 }
             }

@@ -78,6 +78,13 @@ pub struct Active {
     usage: Usage,
     started: Instant,
     decode_started: Option<Instant>,
+    /// The token the last verification step chose after what it accepted
+    /// (speculation samples as it verifies): computed next round without
+    /// sampling again.
+    pending: Option<u32>,
+    /// Proposals the next verification takes at most
+    /// (`speculative::next_budget`); 0 without speculation.
+    pub spec_budget: usize,
 }
 
 impl Active {
@@ -86,6 +93,7 @@ impl Active {
         p: Pending,
         seq: &mut Sequence,
         files: &ModelFiles,
+        spec_budget: usize,
     ) -> Result<Active, (UnboundedSender<Event>, ApiError)> {
         let Pending {
             job,
@@ -134,6 +142,8 @@ impl Active {
             logits: None,
             started: Instant::now(),
             decode_started: None,
+            pending: None,
+            spec_budget,
         })
     }
 
@@ -200,6 +210,10 @@ impl Active {
     /// Picks the next token from the logits, streams its text, and says
     /// whether the sequence goes on (then the caller computes the token).
     pub fn sample(&mut self, seq: &Sequence, metrics: &ModelMetrics) -> Next {
+        if let Some(t) = self.pending.take() {
+            // Chosen (and streamed) by the last verification step.
+            return Next::Feed(t);
+        }
         let Some(mut logits) = self.logits.take() else {
             return Next::Wait;
         };
@@ -215,6 +229,72 @@ impl Active {
             metrics.generated.fetch_add(1, Ordering::Relaxed);
         }
         self.send(step, metrics)
+    }
+
+    /// Tokens the answer may still generate.
+    pub fn remaining(&self) -> usize {
+        self.gen.remaining()
+    }
+
+    /// Keeps what the generation core accepts of a verification step:
+    /// `rows[j]` are the logits after the token `sample` returned and
+    /// `proposed[..j]`, which `seq` now holds. Streams the accepted tokens
+    /// and the one chosen after them (computed next round), and drops the
+    /// rejected rows from the cache: the answer is the one plain decoding
+    /// gives, token for token.
+    pub fn verify(
+        &mut self,
+        seq: &mut Sequence,
+        proposed: &[u32],
+        mut rows: Vec<Vec<f32>>,
+        metrics: &ModelMetrics,
+        draft_max: usize,
+    ) -> Next {
+        // The history of the first row: what the cache held before the
+        // step, and the token it computed first.
+        let Some(history) = seq.cached.len().checked_sub(proposed.len()) else {
+            self.fail(ApiError::internal("a verification step lost its rows"));
+            return Next::Finished;
+        };
+        let steps = match self.gen.verify(proposed, &mut rows, &seq.cached[..history]) {
+            Ok(s) => s,
+            Err(e) => {
+                self.fail(ApiError::internal(format!("error: {e}")));
+                metrics.failed.fetch_add(1, Ordering::Relaxed);
+                return Next::Finished;
+            }
+        };
+        let accepted = steps
+            .iter()
+            .zip(proposed)
+            .take_while(|(s, &p)| s.token == Some(p))
+            .count();
+        metrics.add_speculation(proposed.len(), accepted);
+        self.spec_budget = mllm_runtime::speculative::next_budget(
+            self.spec_budget,
+            proposed.len(),
+            accepted,
+            draft_max,
+        );
+        if let Err(e) = seq.truncate(history + accepted) {
+            self.fail(ApiError::internal(engine_message(&e)));
+            metrics.failed.fetch_add(1, Ordering::Relaxed);
+            return Next::Finished;
+        }
+        let mut next = Next::Wait;
+        for step in steps {
+            if step.token.is_some() {
+                metrics.generated.fetch_add(1, Ordering::Relaxed);
+            }
+            next = self.send(step, metrics);
+            if matches!(next, Next::Finished) {
+                return next;
+            }
+        }
+        if let Next::Feed(t) = next {
+            self.pending = Some(t);
+        }
+        next
     }
 
     /// Streams a step of the core; the token to compute, if it goes on.
