@@ -3,7 +3,8 @@
 //! (float and quantized weights, eager and captured steps), and answers
 //! with proposals (n-gram lookup, a draft model, proposers that are always
 //! right or always wrong) equal plain decoding's token for token, greedy
-//! and sampled. A model whose recurrent state cannot be rewound is
+//! and sampled; sampled answers fit the model's own distribution (a
+//! chi-square test). A model whose recurrent state cannot be rewound is
 //! refused.
 
 mod common;
@@ -385,4 +386,126 @@ fn recurrent_models_are_refused_with_a_reason() {
         panic!("a recurrent model was not refused");
     };
     assert!(err.message().contains("recurrent"), "{}", err.message());
+}
+
+/// Softmax of `logits / temp` in f64.
+fn softmax(logits: &[f32], temp: f64) -> Vec<f64> {
+    let mx = logits.iter().fold(f32::MIN, |m, &x| m.max(x)) as f64;
+    let e: Vec<f64> = logits
+        .iter()
+        .map(|&x| ((x as f64 - mx) / temp).exp())
+        .collect();
+    let sum: f64 = e.iter().sum();
+    e.into_iter().map(|x| x / sum).collect()
+}
+
+/// The chi-square statistic's value that a fit exceeds with probability
+/// 0.001 at `df` degrees of freedom (Wilson-Hilferty).
+fn chi2_critical(df: f64) -> f64 {
+    let z = 3.09;
+    let a = 2.0 / (9.0 * df);
+    df * (1.0 - a + z * a.sqrt()).powi(3)
+}
+
+/// Sampled answers with proposals follow the target's distribution: the
+/// first two tokens of many seeded answers (temperature 1, no top-k/p
+/// cut), with an oracle proposing the greedy continuation (accepted
+/// exactly when the sample agrees), fit the model's own joint
+/// probabilities p(t1) p(t2 | t1) by a chi-square test at 0.001. A
+/// verifier that kept proposals too often (or too rarely) fails it.
+#[test]
+fn sampled_answers_with_proposals_follow_the_target_distribution() {
+    let case = "gqa_tied_f32";
+    let prompt = prompt_of(case);
+    let mut runner = runner_for("qwen3", case);
+    runner.compile_default(256);
+    let (greedy, _) = one_at_a_time(&mut runner, &prompt, 4);
+    // The model's probabilities: p(t1), and p(t2 | t1) for every t1.
+    let mut seq = Sequence::new(None);
+    let first = seq
+        .feed(&mut runner, &prompt)
+        .unwrap_or_else(|e| panic!("{}", render(e)));
+    let p1 = softmax(&first, 1.0);
+    let samples = 4000;
+    let cfg = |seed| GenerationConfig {
+        sampler: SamplerConfig {
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.0,
+            seed,
+            ..SamplerConfig::DEFAULT
+        },
+        // The second token is verified against one proposal (a step
+        // proposes at most what the answer has room for after it).
+        max_new_tokens: 3,
+        ignore_eos: true,
+        ..Default::default()
+    };
+    let mut counts = std::collections::HashMap::<(u32, u32), usize>::new();
+    let mut stats = SpecStats::default();
+    for seed in 0..samples {
+        let mut oracle = Oracle {
+            answer: greedy.clone(),
+            prompt_len: prompt.len(),
+            wrong: false,
+        };
+        let (got, _, r) = answer(
+            runner,
+            &prompt,
+            cfg(seed as u64),
+            Some(&mut oracle),
+            SpecConfig::DEFAULT,
+            &mut stats,
+        );
+        runner = r;
+        *counts.entry((got[0], got[1])).or_default() += 1;
+    }
+    assert!(
+        stats.accepted > 0 && stats.accepted < stats.proposed,
+        "proposals must be kept sometimes and rejected sometimes: {stats:?}"
+    );
+    // Expected counts of every pair seen or likely; bins under 5 expected
+    // are pooled into one.
+    let mut t1s: Vec<u32> = counts.keys().map(|k| k.0).collect();
+    t1s.sort_unstable();
+    t1s.dedup();
+    let mut bins: Vec<(f64, f64)> = vec![];
+    let (mut rest_e, mut rest_o) = (0.0, 0.0);
+    let mut covered = 0.0;
+    for &t1 in &t1s {
+        let mut s = Sequence::new(None);
+        s.feed(&mut runner, &prompt)
+            .unwrap_or_else(|e| panic!("{}", render(e)));
+        let after = s
+            .step(&mut runner, t1)
+            .unwrap_or_else(|e| panic!("{}", render(e)));
+        for (t2, p2) in softmax(&after, 1.0).into_iter().enumerate() {
+            let p = p1[t1 as usize] * p2;
+            covered += p;
+            let e = p * samples as f64;
+            let o = counts.get(&(t1, t2 as u32)).copied().unwrap_or(0) as f64;
+            if e >= 5.0 {
+                bins.push((e, o));
+            } else {
+                rest_e += e;
+                rest_o += o;
+            }
+        }
+    }
+    // Pairs whose first token was never drawn: their expected mass.
+    rest_e += (1.0 - covered) * samples as f64;
+    bins.push((rest_e, rest_o));
+    let chi2: f64 = bins.iter().map(|(e, o)| (o - e) * (o - e) / e).sum();
+    let df = (bins.len() - 1) as f64;
+    assert!(
+        bins.len() >= 10,
+        "too few bins for a test: {} (the fixture's distribution is too flat or too sharp)",
+        bins.len()
+    );
+    assert!(
+        chi2 < chi2_critical(df),
+        "chi-square {chi2:.1} over {df} degrees of freedom exceeds {:.1}: the answers do not follow the model's distribution ({stats:?})",
+        chi2_critical(df)
+    );
 }
