@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Speculative decoding beside llama.cpp's own tools, same files, prompts and
+# threads, in one run (issue #27 item 3):
+#   ngram: real SmolLM2-135M-Instruct Q4_1; `mllm bench --spec-type ngram`
+#          against `llama-lookup` (prompt lookup, --spec-draft-n-max 16)
+#   draft: the same model requantized by llama-quantize --allow-requantize to
+#          F16 (target) and Q4_0 (draft); `mllm bench --model-draft` against
+#          `llama-speculative`
+# over the quoting prompts of bench/spec_prompts (rendered through the chat
+# template, greedy, at most N tokens). Prints a markdown table of decode
+# tokens/s (ours plain and speculative, llama.cpp's plain (llama-bench tg)
+# and speculative) and acceptance.
+#
+#   bash bench/spec_compare.sh            (THREADS=2 N=96 by default)
+#
+# Needs llama.cpp built by `bash bench/compare.sh` once (its cmake build of
+# the llama-cpp-python sdist in .cache/llama-build-V-avx512; this adds the
+# llama-lookup and llama-speculative targets) and the SmolLM2 GGUF of
+# tests/fetch_assets.sh. Timings move by 1.5x from minute to minute on a
+# shared VM: compare within one run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+CACHE=$ROOT/.cache
+V=${LLAMA_CPP_PY:-0.3.36}
+BUILD=$CACHE/llama-build-$V-avx512
+BIN=$BUILD/bin
+THREADS=${THREADS:-2}
+N=${N:-96}
+WORK=$CACHE/spec
+mkdir -p "$WORK"
+fail() { echo "spec_compare: $*" >&2; exit 1; }
+
+[[ -f $BUILD/build.ninja ]] || fail "no llama.cpp build in $BUILD: run 'bash bench/compare.sh' once first"
+Q41=$CACHE/gguf/SmolLM2-135M-Instruct.Q4_1.gguf
+[[ -f $Q41 ]] || fail "$Q41 is missing: run 'bash tests/fetch_assets.sh' first"
+echo "building llama-lookup, llama-speculative, llama-quantize, llama-bench (log: $WORK/build.log)" >&2
+nice -n 19 "$CACHE/venv-compare/bin/cmake" --build "$BUILD" \
+    --target llama-lookup llama-speculative llama-quantize llama-bench -j 2 >"$WORK/build.log" 2>&1 \
+    || fail "building llama.cpp's tools failed; see $WORK/build.log"
+export LD_LIBRARY_PATH=$BIN
+F16=$WORK/smollm2-f16.gguf
+Q40=$WORK/smollm2-q4_0.gguf
+[[ -f $F16 ]] || "$BIN/llama-quantize" --allow-requantize "$Q41" "$F16" F16 2 >"$WORK/quantize.log" 2>&1
+[[ -f $Q40 ]] || "$BIN/llama-quantize" --allow-requantize "$F16" "$Q40" Q4_0 2 >>"$WORK/quantize.log" 2>&1
+echo "building mllm (release)" >&2
+cargo build --release -q -p mllm-cli
+MLLM=$ROOT/target/release/mllm
+
+# `mllm bench --json` -> "plain_tps spec_tps acceptance"
+ours() {
+    "$MLLM" bench -p 0 -n "$N" -r 3 -t "$THREADS" --json "$@" 2>/dev/null | python3 -c '
+import json, sys
+v = json.load(sys.stdin)
+ts = {r["test"]: r["avg_ts"] for r in v["results"]}
+plain = next(t for k, t in ts.items() if k.endswith(" plain"))
+spec = next(t for k, t in ts.items() if k.startswith("tg") and " " in k and not k.endswith(" plain"))
+r = v["speculative"]["results"][0]
+print("%.1f %.1f %.0f%%" % (plain, spec, 100 * r["acceptance"]))'
+}
+# llama-lookup / llama-speculative output -> "tps acceptance"
+theirs() {
+    timeout 300 "$@" -n "$N" -t "$THREADS" --spec-draft-n-max 16 --temp 0 -c 2048 2>&1 | python3 -c '
+import re, sys
+s = sys.stdin.read()
+tps = re.findall(r"decoded\s+\d+ tokens in\s+[0-9.]+ seconds, speed:\s+([0-9.]+) t/s", s)
+acc = re.findall(r"accept\s+=\s+([0-9.]+)%", s)
+print(f"{float(tps[-1]):.1f} {float(acc[-1]):.0f}%" if tps and acc else "failed -")'
+}
+llama_tg() {
+    "$BIN/llama-bench" -m "$1" -p 0 -n "$N" -t "$THREADS" -r 3 -o json 2>/dev/null | python3 -c '
+import json, sys
+print("%.1f" % json.load(sys.stdin)[0]["avg_ts"])'
+}
+
+echo "| case | prompt | mllm plain | mllm spec | acceptance | llama.cpp tg$N | llama.cpp spec | acceptance | mllm spec / llama.cpp spec | mllm spec / mllm plain |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+for kind in ngram draft; do
+    if [[ $kind == ngram ]]; then target=$Q41; else target=$F16; fi
+    tg=$(llama_tg "$target")
+    for p in rewrite type_hints extract; do
+        msgs=$(python3 -c 'import json, sys; print(json.dumps([{"role": "user", "content": open(sys.argv[1]).read()}]))' "bench/spec_prompts/$p.txt")
+        printf '%s' "$msgs" >"$WORK/$p.json"
+        "$MLLM" template -m "$target" --messages "$WORK/$p.json" >"$WORK/$p.txt"
+        if [[ $kind == ngram ]]; then
+            read -r plain spec acc < <(ours -m "$Q41" --spec-type ngram --prompt-file "bench/spec_prompts/$p.txt")
+            read -r ltps lacc < <(theirs "$BIN/llama-lookup" -m "$Q41" -f "$WORK/$p.txt")
+        else
+            read -r plain spec acc < <(ours -m "$F16" --model-draft "$Q40" --prompt-file "bench/spec_prompts/$p.txt")
+            read -r ltps lacc < <(theirs "$BIN/llama-speculative" -m "$F16" -md "$Q40" -td "$THREADS" -f "$WORK/$p.txt")
+        fi
+        ratio=$(python3 -c "import sys; a, b = sys.argv[1:]; print(f'{float(a) / float(b):.2f}x' if b[0].isdigit() else '-')" "$spec" "$ltps")
+        self=$(python3 -c "import sys; a, b = map(float, sys.argv[1:]); print(f'{a / b:.2f}x')" "$spec" "$plain")
+        echo "| $kind | $p | $plain | $spec | $acc | $tg | $ltps | $lacc | $ratio | $self |"
+    done
+done
