@@ -139,6 +139,21 @@ impl Store {
         }
     }
 
+    /// A new store holding a copy of the first `elems` values.
+    fn prefix(&self, dtype: DType, elems: usize) -> Store {
+        match self {
+            Store::Float(b) => Store::Float(Arc::new(match &**b {
+                Buffer::F16(v) => Buffer::F16(v[..elems.min(v.len())].to_vec()),
+                Buffer::F32(v) => Buffer::F32(v[..elems.min(v.len())].to_vec()),
+                _ => Buffer::F32(vec![]),
+            })),
+            Store::Blocks(b) => {
+                let bytes = (elems / dtype.block_size() * dtype.size()).min(b.0.len());
+                Store::Blocks(Arc::new(OwnedBytes(b.0[..bytes].to_vec())))
+            }
+        }
+    }
+
     fn view(&self, dtype: DType, shape: Vec<usize>) -> Result<Tensor, String> {
         match self {
             Store::Float(b) => Tensor::from_buffer(b.clone(), 0, shape),
@@ -281,6 +296,41 @@ impl KvCache {
         tokens
     }
 
+    /// A new cache holding a copy of this one's first `tokens` positions
+    /// (another sequence starting with the same tokens: a server's prefix
+    /// shared between slots). None for a cache in device memory or with a
+    /// recurrent state, which cannot be cut at an arbitrary position.
+    pub fn share_prefix(&self, tokens: usize) -> Option<KvCache> {
+        if self.device.iter().any(Option::is_some) || self.states.iter().any(Option::is_some) {
+            return None;
+        }
+        let dtype = self.dtype;
+        let layers = self
+            .layers
+            .iter()
+            .map(|l| {
+                l.as_ref().map(|l| {
+                    let n = tokens.min(l.tokens);
+                    let (kr, vr) = (l.k_row[0] * l.k_row[1], l.v_row[0] * l.v_row[1]);
+                    LayerKv {
+                        k: l.k.prefix(dtype, n * kr),
+                        v: l.v.prefix(dtype, n * vr),
+                        tokens: n,
+                        k_row: l.k_row,
+                        v_row: l.v_row,
+                    }
+                })
+            })
+            .collect();
+        Some(KvCache {
+            dtype,
+            layers,
+            reserve: self.reserve,
+            device: vec![],
+            states: vec![],
+        })
+    }
+
     /// Whether any layer holds a recurrent state (a model with linear
     /// attention layers, once it has run).
     pub fn has_state(&self) -> bool {
@@ -418,6 +468,27 @@ mod tests {
             assert!(c.bytes() > 0);
         }
         assert!(KvCache::with_dtype(DType::BF16).is_err());
+    }
+
+    #[test]
+    fn a_shared_prefix_is_a_copy_of_the_first_positions() {
+        let k: Vec<f32> = (0..3 * 2 * 32).map(|i| (i as f32 * 0.37).sin()).collect();
+        for dtype in [DType::F32, DType::F16, DType::Quant(QuantType::Q8_0)] {
+            let mut c = KvCache::with_dtype(dtype).expect("dtype");
+            let kt = Tensor::from_f32(k.clone(), vec![3, 2, 32]).expect("k");
+            c.append(0, &kt, &kt).expect("append");
+            c.append(1, &kt, &kt).expect("append");
+            let mut p = c.share_prefix(2).expect("host cache");
+            assert_eq!((p.len(0), p.len(1)), (2, 2), "{dtype}");
+            // The copy grows on its own; the original keeps its rows.
+            let (kp, _) = p.append(0, &kt, &kt).expect("append");
+            let (ko, _) = c.append(0, &kt, &kt).expect("append");
+            let (kp, ko) = (kp.to_f32_vec().expect("f32"), ko.to_f32_vec().expect("f32"));
+            assert_eq!(kp.len(), 5 * 64);
+            assert_eq!(ko.len(), 6 * 64);
+            assert_eq!(kp[..2 * 64], ko[..2 * 64], "{dtype}: the prefix");
+            assert_eq!(kp[2 * 64..], ko[3 * 64..], "{dtype}: the rows after it");
+        }
         let mut q = KvCache::with_dtype(DType::Quant(QuantType::Q8_0)).expect("q8");
         let odd = Tensor::from_f32(vec![0.0; 12], vec![1, 1, 12]).expect("odd");
         assert!(q

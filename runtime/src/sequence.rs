@@ -11,7 +11,7 @@ use mllm_backends::DType;
 use mllm_interpreter::KvCache;
 
 use crate::images::{ImageTokens, Images};
-use crate::runner::Runner;
+use crate::runner::{Runner, PREFILL_CHUNK};
 use crate::{Error, Result};
 
 pub struct Sequence {
@@ -35,6 +35,12 @@ pub struct Sequence {
     kv_dtype: DType,
     /// The model's context length, when its config says.
     pub max_context: Option<usize>,
+    /// Leading positions computed from an empty cache by steps of at most
+    /// `PREFILL_CHUNK` tokens that each began at a multiple of it (a
+    /// prompt computed in chunks, as the server and `mllm run` do): whole
+    /// chunks of them have exactly the bits any prompt starting with the
+    /// same tokens gets, so they can be shared (`shareable`).
+    aligned: usize,
 }
 
 impl Sequence {
@@ -49,6 +55,7 @@ impl Sequence {
             prompt_len: 0,
             kv_dtype: DType::F32,
             max_context,
+            aligned: 0,
         }
     }
 
@@ -75,6 +82,7 @@ impl Sequence {
         self.has_images = false;
         self.image_key = None;
         self.prompt_len = 0;
+        self.aligned = 0;
     }
 
     pub fn check_context(&self, tokens: usize) -> Result<()> {
@@ -112,8 +120,45 @@ impl Sequence {
         common.min(ids.len() - 1)
     }
 
+    /// How many leading ids of `ids` this cache can give another prompt
+    /// (or a later one in the same slot) without changing a bit of its
+    /// answer: whole prompt chunks computed from an empty cache (see
+    /// `aligned`), leaving at least one id to compute.
+    pub fn shareable(&self, ids: &[u32]) -> usize {
+        if self.has_images || ids.is_empty() {
+            return 0;
+        }
+        let n = common_prefix(&self.cached, ids)
+            .min(self.aligned)
+            .min(ids.len() - 1);
+        n - n % PREFILL_CHUNK
+    }
+
+    /// Starts over from a copy of the first `n` positions of `donor`'s
+    /// cache (`donor.shareable` of the prompt that follows, at most):
+    /// another slot's computed prefix instead of computing it again. False
+    /// (nothing changed) where that cache cannot be copied: in device
+    /// memory, with a recurrent state, or not `n` shareable positions.
+    pub fn adopt_prefix(&mut self, donor: &Sequence, n: usize) -> bool {
+        if n == 0
+            || donor.has_images
+            || n > donor.aligned.min(donor.cached.len())
+            || donor.kv_dtype != self.kv_dtype
+        {
+            return false;
+        }
+        let Some(cache) = donor.cache.borrow().share_prefix(n) else {
+            return false;
+        };
+        self.reset();
+        self.cache = Rc::new(RefCell::new(cache));
+        self.cached = donor.cached[..n].to_vec();
+        self.aligned = n;
+        true
+    }
+
     /// `rewind_to` for a server's text prompt: keeps what `continuation`
-    /// allows, else starts afresh.
+    /// or `shareable` allows, else starts afresh.
     pub fn rewind_for_continuation(&mut self, ids: &[u32]) -> Result<usize> {
         if ids.is_empty() {
             return Err(Error::generate("empty prompt"));
@@ -122,7 +167,7 @@ impl Sequence {
         let keep = if self.has_images {
             0
         } else {
-            self.continuation(ids)
+            self.continuation(ids).max(self.shareable(ids))
         };
         // A recurrent layer's state cannot be rewound: truncating below it
         // empties the cache (truncate keeps 0), and the prompt starts over.
@@ -160,6 +205,7 @@ impl Sequence {
             return 0;
         }
         self.cached.truncate(kept);
+        self.aligned = self.aligned.min(kept);
         kept
     }
 
@@ -172,6 +218,13 @@ impl Sequence {
         let pos = usize::try_from(start as i64 + self.pos_offset)
             .map_err(|_| Error::generate("a negative rotary position"))?;
         let t = runner.step(&self.cache, &ids32, pos, true)?;
+        if start == self.aligned
+            && start.is_multiple_of(PREFILL_CHUNK)
+            && ids.len() <= PREFILL_CHUNK
+            && !self.has_images
+        {
+            self.aligned = start + ids.len();
+        }
         self.cached.extend_from_slice(ids);
         let rows = t.shape()[0];
         Ok(t.narrow0(rows - 1, rows)?.to_f32_vec()?)

@@ -13,6 +13,8 @@ pub struct ModelMetrics {
     pub prompt_tokens: AtomicU64,
     /// Prompt tokens computed (the rest came from a slot's cache).
     pub prompt_computed: AtomicU64,
+    /// Prompt tokens copied from another slot's cache (a shared prefix).
+    pub prompt_shared: AtomicU64,
     pub generated: AtomicU64,
     /// Seconds spent on prompts and on decoding, in microseconds.
     prompt_us: AtomicU64,
@@ -34,6 +36,7 @@ impl ModelMetrics {
             cancelled: AtomicU64::new(0),
             prompt_tokens: AtomicU64::new(0),
             prompt_computed: AtomicU64::new(0),
+            prompt_shared: AtomicU64::new(0),
             generated: AtomicU64::new(0),
             prompt_us: AtomicU64::new(0),
             decode_us: AtomicU64::new(0),
@@ -119,6 +122,12 @@ pub fn render(models: &[Sample], http_requests: u64) -> String {
         "counter",
         "Prompt tokens computed (not reused from a slot's cache).",
         &|m| load(&m.metrics.prompt_computed).to_string(),
+    );
+    family(
+        "prompt_tokens_shared_total",
+        "counter",
+        "Prompt tokens copied from another slot's cache (whole prompt chunks the two prompts share).",
+        &|m| load(&m.metrics.prompt_shared).to_string(),
     );
     family(
         "generated_tokens_total",

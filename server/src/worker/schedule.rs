@@ -227,21 +227,42 @@ impl Worker {
                 self.metrics.cancelled.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
+            let ids = &pending.prompt.ids;
+            let own = |s: &Slot| s.seq.continuation(ids).max(s.seq.shareable(ids));
             let best = self
                 .slots
                 .iter()
                 .enumerate()
                 .filter(|(_, s)| s.active.is_none())
-                .max_by_key(|(_, s)| {
-                    (
-                        s.seq.continuation(&pending.prompt.ids),
-                        std::cmp::Reverse(s.last_used),
-                    )
-                })
-                .map(|(i, _)| i);
-            let Some(i) = best else {
+                .max_by_key(|(_, s)| (own(s), std::cmp::Reverse(s.last_used)))
+                .map(|(i, s)| (i, own(s)));
+            let Some((i, reuse)) = best else {
                 break;
             };
+            // Another slot (busy or not) may hold more of this prompt:
+            // its whole computed chunks are copied instead of recomputed.
+            let donor = self
+                .slots
+                .iter()
+                .enumerate()
+                .filter(|&(j, _)| j != i)
+                .map(|(j, s)| (s.seq.shareable(ids), j))
+                .max()
+                .filter(|&(n, _)| n > reuse);
+            if let Some((n, j)) = donor {
+                let (to, from) = if i < j {
+                    let (a, b) = self.slots.split_at_mut(j);
+                    (&mut a[i], &b[0])
+                } else {
+                    let (a, b) = self.slots.split_at_mut(i);
+                    (&mut b[0], &a[j])
+                };
+                if to.seq.adopt_prefix(&from.seq, n) {
+                    self.metrics
+                        .prompt_shared
+                        .fetch_add(n as u64, Ordering::Relaxed);
+                }
+            }
             let Some(pending) = self.waiting.pop_front() else {
                 break;
             };
