@@ -6,6 +6,7 @@ import _thread
 import json
 import pathlib
 import subprocess
+import signal
 import threading
 import time
 
@@ -155,6 +156,17 @@ def test_cancel_from_another_thread(model):
 
 
 def test_ctrl_c_cancels_an_answer(model):
+    # A process started in the background of a non-interactive shell
+    # inherits SIGINT ignored, and then Python raises no KeyboardInterrupt
+    # at all: give the signal Python's own handler for this test.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _ctrl_c_cancels_an_answer(model)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _ctrl_c_cancels_an_answer(model):
     timer = threading.Timer(1.0, _thread.interrupt_main)
     start = time.monotonic()
     timer.start()
