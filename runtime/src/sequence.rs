@@ -316,10 +316,10 @@ impl Sequence {
     /// gets the bits a one-row step would; more rows run as several steps
     /// (a sequence's rows never split). This is how a server verifies the
     /// proposals of all its speculating slots together.
-    pub fn extend_batch(
+    pub fn extend_batch<T: AsRef<[u32]>>(
         runner: &mut Runner,
         seqs: &mut [&mut Sequence],
-        ids: &[Vec<u32>],
+        ids: &[T],
     ) -> Result<Vec<Vec<Vec<f32>>>> {
         let most = mllm_backends::cpu::ROW_INVARIANT_STEP;
         if seqs.len() != ids.len() {
@@ -330,6 +330,7 @@ impl Sequence {
             )));
         }
         for (s, t) in seqs.iter().zip(ids) {
+            let t = t.as_ref();
             if t.is_empty() || t.len() > most {
                 return Err(Error::generate(format!(
                     "a sequence takes 1 to {most} tokens in a batched step, not {}",
@@ -343,7 +344,7 @@ impl Sequence {
         if seqs.iter().any(|s| s.cache.borrow().has_state()) {
             let mut out = Vec::with_capacity(seqs.len());
             for (s, t) in seqs.iter_mut().zip(ids) {
-                out.push(s.extend_rows(runner, t)?);
+                out.push(s.extend_rows(runner, t.as_ref())?);
             }
             return Ok(out);
         }
@@ -353,8 +354,8 @@ impl Sequence {
             // As many whole sequences as fit in one step.
             let mut end = start;
             let mut rows = 0;
-            while end < seqs.len() && rows + ids[end].len() <= most {
-                rows += ids[end].len();
+            while end < seqs.len() && rows + ids[end].as_ref().len() <= most {
+                rows += ids[end].as_ref().len();
                 end += 1;
             }
             out.extend(Sequence::one_batched_step(
@@ -368,13 +369,14 @@ impl Sequence {
     }
 
     /// `extend_batch` for rows that fit one step.
-    fn one_batched_step(
+    fn one_batched_step<T: AsRef<[u32]>>(
         runner: &mut Runner,
         seqs: &mut [&mut Sequence],
-        ids: &[Vec<u32>],
+        ids: &[T],
     ) -> Result<Vec<Vec<Vec<f32>>>> {
         let (mut flat, mut positions, mut caches) = (vec![], vec![], vec![]);
         for (s, t) in seqs.iter().zip(ids) {
+            let t = t.as_ref();
             for j in 0..t.len() {
                 let p = i32::try_from((s.cached.len() + j) as i64 + s.pos_offset)
                     .map_err(|_| Error::generate("a rotary position out of range"))?;
@@ -387,6 +389,7 @@ impl Sequence {
         let mut out = Vec::with_capacity(seqs.len());
         let mut row = 0;
         for (s, t) in seqs.iter_mut().zip(ids) {
+            let t = t.as_ref();
             s.cached.extend_from_slice(t);
             let mut rows = Vec::with_capacity(t.len());
             for _ in t {

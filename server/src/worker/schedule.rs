@@ -341,40 +341,49 @@ impl Worker {
             self.spec = Some(spec);
             return;
         }
-        let tokens: Vec<u32> = feed.iter().map(|&(_, t)| t).collect();
+        let rows: Vec<(usize, Vec<u32>)> = feed.into_iter().map(|(i, t)| (i, vec![t])).collect();
+        for (i, mut logits) in self.step_rows(&rows) {
+            if let (Some(a), Some(l)) = (self.slots[i].active.as_mut(), logits.pop()) {
+                a.set_logits(l);
+            }
+        }
+    }
+
+    /// Computes `rows[b].1` after slot `rows[b].0`'s cache, all in one
+    /// batched step (one stream: its own step, through captured graphs),
+    /// and returns each slot's logits after each of its tokens. A failure
+    /// or a panic fails every slot of the step (their caches may be half
+    /// written) and returns nothing.
+    fn step_rows(&mut self, rows: &[(usize, Vec<u32>)]) -> Vec<(usize, Vec<Vec<f32>>)> {
         let runner = &mut self.runner;
         let mut seqs: Vec<&mut Sequence> = self
             .slots
             .iter_mut()
             .enumerate()
-            .filter(|(i, _)| feed.iter().any(|(j, _)| j == i))
+            .filter(|(i, _)| rows.iter().any(|(j, _)| j == i))
             .map(|(_, s)| &mut s.seq)
             .collect();
+        let ids: Vec<&[u32]> = rows.iter().map(|(_, r)| r.as_slice()).collect();
         let result = guarded(|| {
             if let [seq] = seqs.as_mut_slice() {
-                // One stream: its own step (a captured graph).
-                seq.step(runner, tokens[0]).map(|l| vec![l])
+                seq.extend_rows(runner, ids[0]).map(|r| vec![r])
             } else {
-                Sequence::step_batch(runner, &mut seqs, &tokens)
+                Sequence::extend_batch(runner, &mut seqs, &ids)
             }
         });
         match result {
-            Ok(Ok(all)) => {
-                for ((i, _), logits) in feed.iter().zip(all) {
-                    if let Some(a) = self.slots[*i].active.as_mut() {
-                        a.set_logits(logits);
-                    }
-                }
-            }
+            Ok(Ok(all)) => rows.iter().map(|&(i, _)| i).zip(all).collect(),
             Ok(Err(e)) => {
-                for &(i, _) in &feed {
+                for &(i, _) in rows {
                     self.failed(i, ApiError::internal(engine_message(&e)));
                 }
+                vec![]
             }
             Err(why) => {
-                for &(i, _) in &feed {
+                for &(i, _) in rows {
                     self.crashed(i, &why);
                 }
+                vec![]
             }
         }
     }
@@ -423,53 +432,21 @@ impl Worker {
         if rows.is_empty() {
             return;
         }
-        let runner = &mut self.runner;
-        let mut seqs: Vec<&mut Sequence> = self
-            .slots
-            .iter_mut()
-            .enumerate()
-            .filter(|(i, _)| rows.iter().any(|(j, _)| j == i))
-            .map(|(_, s)| &mut s.seq)
-            .collect();
-        let ids: Vec<Vec<u32>> = rows.iter().map(|(_, r)| r.clone()).collect();
-        let result = guarded(|| {
-            if let [seq] = seqs.as_mut_slice() {
-                // One stream: its own step (captured graphs up to 32 rows).
-                seq.extend_rows(runner, &ids[0]).map(|r| vec![r])
-            } else {
-                Sequence::extend_batch(runner, &mut seqs, &ids)
-            }
-        });
         let draft_max = spec.config.draft_max;
-        match result {
-            Ok(Ok(all)) => {
-                for (((i, _), logits), proposed) in rows.iter().zip(all).zip(&proposals) {
-                    let slot = &mut self.slots[*i];
-                    let Some(a) = slot.active.as_mut() else {
-                        continue;
-                    };
-                    let next = guarded(|| {
-                        a.verify(&mut slot.seq, proposed, logits, &self.metrics, draft_max)
-                    });
-                    match next {
-                        Ok(slot::Next::Finished) => {
-                            spec.learn(&slot.seq.cached);
-                            slot.free(&self.inflight);
-                        }
-                        Ok(_) => {}
-                        Err(why) => self.crashed(*i, &why),
-                    }
+        for ((i, logits), proposed) in self.step_rows(&rows).into_iter().zip(&proposals) {
+            let slot = &mut self.slots[i];
+            let Some(a) = slot.active.as_mut() else {
+                continue;
+            };
+            let next =
+                guarded(|| a.verify(&mut slot.seq, proposed, logits, &self.metrics, draft_max));
+            match next {
+                Ok(slot::Next::Finished) => {
+                    spec.learn(&slot.seq.cached);
+                    slot.free(&self.inflight);
                 }
-            }
-            Ok(Err(e)) => {
-                for &(i, _) in &rows {
-                    self.failed(i, ApiError::internal(engine_message(&e)));
-                }
-            }
-            Err(why) => {
-                for &(i, _) in &rows {
-                    self.crashed(i, &why);
-                }
+                Ok(_) => {}
+                Err(why) => self.crashed(i, &why),
             }
         }
     }
