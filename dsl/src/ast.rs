@@ -32,8 +32,9 @@ pub struct Import {
 #[derive(Clone, Debug)]
 pub struct ConfigDecl {
     pub name: Ident,
-    /// The config this one extends (`nn.DecoderConfig`), dotted.
-    pub base: Option<Ident>,
+    /// The configs this one extends (`nn.DecoderConfig`), dotted, in the
+    /// order their fields come.
+    pub bases: Vec<Ident>,
     pub fields: Vec<ConfigField>,
     pub span: Span,
 }

@@ -93,8 +93,8 @@ impl Program {
 #[derive(Clone, Debug)]
 pub struct Config {
     pub name: String,
-    /// The config this one extends; its fields come first in `fields`.
-    pub base: Option<usize>,
+    /// The configs this one extends; their fields come first in `fields`.
+    pub bases: Vec<usize>,
     pub fields: Vec<ConfigField>,
     /// Slots needed to evaluate defaults (comprehension variables).
     pub frame: usize,

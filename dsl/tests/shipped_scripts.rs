@@ -71,3 +71,48 @@ fn inherited_defaults_read_configs_of_a_deeper_import() {
         mllm_dsl::diagnostic::render_all(&diags, &prog.sources, false)
     );
 }
+
+/// A config with several bases takes each base's fields in turn; a field a
+/// later base or the child declares again replaces the earlier one in its
+/// place, and an inherited default reads the replacement.
+#[test]
+fn several_bases_merge_their_fields_in_order() {
+    let files = Files(&[
+        ("a", "config Dense {\n  hidden: int\n  act: str = \"silu\"\n}\n"),
+        (
+            "b",
+            "config Experts {\n  experts: int = 4\n  act: str = \"gelu\"\n  width: int = experts * 2\n}\n",
+        ),
+    ]);
+    let main = "import a\nimport b\nconfig Moe : a.Dense, b.Experts {\n  experts: int = 8\n}\nmodule M(c: Moe) {\n  let w = c.width\n}\n";
+    let (prog, diags) = mllm_dsl::check("main.mdl", main, &files);
+    assert!(
+        diags.is_empty(),
+        "{}",
+        mllm_dsl::diagnostic::render_all(&diags, &prog.sources, false)
+    );
+    let moe = prog.configs.iter().find(|c| c.name == "Moe").expect("Moe");
+    let names: Vec<&str> = moe.fields.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["hidden", "act", "experts", "width"]);
+    assert_eq!(moe.bases.len(), 2);
+    // `act` is b's (a later base replaces), `experts` the child's.
+    let source = |name: &str| {
+        moe.fields
+            .iter()
+            .find(|f| f.name == name)
+            .expect("field")
+            .source
+    };
+    assert_ne!(source("act"), source("hidden"));
+    assert_eq!(source("act"), source("width"));
+    assert_ne!(source("experts"), source("width"));
+
+    let unknown = "import a\nconfig Moe : a.Dense, Missing {}\n";
+    let (_, diags) = mllm_dsl::check("main.mdl", unknown, &files);
+    assert!(
+        diags
+            .iter()
+            .any(|d| d.message.contains("unknown config `Missing`")),
+        "{diags:?}"
+    );
+}

@@ -1,4 +1,4 @@
-//! Configs: fields inherited from a base config (`config A : nn.B`),
+//! Configs: fields inherited from base configs (`config A : nn.B, C`),
 //! qualified type names, and the order defaults are evaluated in.
 
 use super::*;
@@ -21,9 +21,10 @@ impl Checker {
         None
     }
 
-    /// The fields of config `c` with those of the configs it extends first:
-    /// each with the file its declaration (and default) belongs to. A field
-    /// named like an inherited one replaces it in its place.
+    /// The fields of config `c` with those of the configs it extends first
+    /// (each base's in turn): each with the file its declaration (and
+    /// default) belongs to. A field named like an inherited one replaces it
+    /// in its place, whether the child or a later base declares it.
     pub(super) fn config_field_decls(
         &mut self,
         fid: SourceId,
@@ -31,12 +32,20 @@ impl Checker {
         depth: usize,
     ) -> Vec<(SourceId, ast::ConfigField)> {
         let mut out: Vec<(SourceId, ast::ConfigField)> = vec![];
-        if let Some(base) = &c.base {
+        for base in &c.bases {
             match self.lookup_qualified(fid, &base.name) {
                 Some(Global::Config(j)) if depth < 32 => {
                     let (bf, bi) = self.config_ast[j];
                     if let ast::Item::Config(bc) = self.files[bf].items[bi].clone() {
-                        out = self.config_field_decls(bf, &bc, depth + 1);
+                        for field in self.config_field_decls(bf, &bc, depth + 1) {
+                            match out
+                                .iter()
+                                .position(|(_, g)| g.name.name == field.1.name.name)
+                            {
+                                Some(i) => out[i] = field,
+                                None => out.push(field),
+                            }
+                        }
                     }
                 }
                 Some(Global::Config(_)) => {
@@ -85,12 +94,14 @@ impl Checker {
     }
 
     pub(super) fn resolve_config(&mut self, ci: usize, fid: SourceId, c: &ast::ConfigDecl) {
-        if let Some(b) = &c.base {
-            self.configs[ci].base = match self.lookup_qualified(fid, &b.name) {
+        self.configs[ci].bases = c
+            .bases
+            .iter()
+            .filter_map(|b| match self.lookup_qualified(fid, &b.name) {
                 Some(Global::Config(j)) => Some(j),
                 _ => None,
-            };
-        }
+            })
+            .collect();
         let decls = self.config_field_decls(fid, c, 0);
         let decls = self.dependency_order(fid, &c.name, decls);
         let mut scope = Scope::new(fid, ScopeKind::Config(ci, 0));

@@ -26,7 +26,7 @@ impl Checker {
                     ast::Item::Config(c) => {
                         self.configs.push(Config {
                             name: c.name.name.clone(),
-                            base: None,
+                            bases: vec![],
                             fields: vec![],
                             frame: 0,
                             source: fid,

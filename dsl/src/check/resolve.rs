@@ -43,7 +43,7 @@ impl Checker {
             state[ci] = 2;
             return;
         };
-        let names = c.base.iter().map(|b| b.name.clone());
+        let names = c.bases.iter().map(|b| b.name.clone());
         let types = c.fields.iter().flat_map(|f| {
             let mut t = Some(&f.ty);
             std::iter::from_fn(move || {

@@ -11,12 +11,11 @@ impl Parser {
         let span = self.span(&p);
         let mut it = p.into_inner();
         let name = self.ident(it.next().expect("grammar: config name"));
-        let mut base = None;
+        let mut bases = vec![];
         let fields = it
             .filter(|f| {
                 if f.as_rule() == Rule::config_base {
-                    let q = f.clone().into_inner().next().expect("grammar: base name");
-                    base = Some(self.ident(q));
+                    bases.extend(f.clone().into_inner().map(|q| self.ident(q)));
                     return false;
                 }
                 true
@@ -37,7 +36,7 @@ impl Parser {
             .collect();
         ConfigDecl {
             name,
-            base,
+            bases,
             fields,
             span,
         }
