@@ -192,6 +192,25 @@ mod tests {
         }
     }
 
+    /// Adding a GGUF family (converter/src/gguf/family/) without its
+    /// script, or naming a class no script declares, fails here.
+    #[test]
+    fn every_gguf_family_has_a_built_in_script() {
+        let families = mllm_converter::gguf::gguf_families();
+        assert!(families.len() >= 12, "{families:?}");
+        for (arch, class, vision) in families {
+            for c in std::iter::once(class).chain(vision) {
+                let config = serde_json::json!({ "architectures": [c] });
+                let found = declared_modules().iter().any(|(m, _)| m == c);
+                assert!(
+                    found,
+                    "GGUF `{arch}` loads as {c}, which no built-in script declares"
+                );
+                assert!(script_for_config(&config).is_ok(), "{arch}: {c}");
+            }
+        }
+    }
+
     #[test]
     fn architectures_match_module_names_exactly() {
         let config = |arch: &str| serde_json::json!({ "architectures": [arch] });

@@ -1,44 +1,14 @@
 //! `hf_config`: a Hugging Face config.json-style object from GGUF metadata,
 //! generic over the architecture prefix (`{arch}.block_count`, ...), so the
 //! interpreter can configure a model script from a GGUF file alone. What
-//! one family adds (experts, NoPE layers, sliding windows) is in
-//! config_family.rs.
+//! one family adds (experts, NoPE layers, sliding windows) is in its file
+//! under family/.
 
 use serde_json::{json, Map, Value};
 
-use super::config_family::{self, Meta};
+use super::family::{self, Meta};
 use super::{GgufFile, MetaValue};
 use crate::error::{ConvertError, Result};
-
-/// GGUF architecture (llama.cpp's name) -> (transformers class, `model_type`).
-const ARCHITECTURES: &[(&str, &str, &str)] = &[
-    ("llama", "LlamaForCausalLM", "llama"),
-    ("qwen2", "Qwen2ForCausalLM", "qwen2"),
-    ("qwen3", "Qwen3ForCausalLM", "qwen3"),
-    ("qwen3moe", "Qwen3MoeForCausalLM", "qwen3_moe"),
-    ("smollm3", "SmolLM3ForCausalLM", "smollm3"),
-    ("gemma3", "Gemma3ForCausalLM", "gemma3_text"),
-    ("qwen35", "Qwen3_5ForCausalLM", "qwen3_5_text"),
-    ("qwen35moe", "Qwen3_5MoeForCausalLM", "qwen3_5_moe_text"),
-    // The text decoders alone (the vision tower is a separate mmproj file;
-    // with it, mmproj.rs makes the VL model): Qwen3's and Qwen3-MoE's, see
-    // config_family.rs.
-    ("qwen3vl", "Qwen3ForCausalLM", "qwen3"),
-    ("qwen3vlmoe", "Qwen3MoeForCausalLM", "qwen3_moe"),
-    // BERT-family encoders (embedders); see config_bert.rs.
-    ("bert", "BertModel", "bert"),
-    // DeepSeek-OCR 2's text decoder (vision in the mmproj file): the text
-    // entry of models/deepseek_ocr2.mdl, see config_deepseek.rs.
-    (
-        "deepseek2-ocr",
-        "DeepseekOcr2TextForCausalLM",
-        "deepseek_ocr2_text",
-    ),
-];
-
-/// Architectures whose files may lack `feed_forward_length`: every MLP of
-/// Qwen3.5-MoE is sparse.
-const NO_DENSE_FFN_ARCHS: &[&str] = &["qwen35moe"];
 
 impl Meta for GgufFile {
     fn arch_key(&self, key: &str) -> Option<&MetaValue> {
@@ -51,6 +21,10 @@ impl Meta for GgufFile {
 
     fn label(&self) -> String {
         self.path().display().to_string()
+    }
+
+    fn tensor_shape(&self, name: &str) -> Option<Vec<usize>> {
+        self.tensor_info(name).map(|t| t.shape.clone())
     }
 }
 
@@ -73,17 +47,14 @@ pub fn hf_config(g: &GgufFile) -> Result<Value> {
     let arch = g.architecture().ok_or_else(|| {
         ConvertError::Corrupt(format!("{path}: no general.architecture metadata"))
     })?;
-    let (class, model_type) = ARCHITECTURES
-        .iter()
-        .find(|(a, _, _)| *a == arch)
-        .map(|&(_, c, t)| (c, t))
-        .ok_or_else(|| {
-            let known: Vec<&str> = ARCHITECTURES.iter().map(|(a, _, _)| *a).collect();
-            ConvertError::Unsupported(format!(
-                "{path}: architecture `{arch}` is not supported (known: {})",
-                known.join(", ")
-            ))
-        })?;
+    let fam = family::family(arch).ok_or_else(|| {
+        let known: Vec<&str> = family::known().collect();
+        ConvertError::Unsupported(format!(
+            "{path}: architecture `{arch}` is not supported (known: {})",
+            known.join(", ")
+        ))
+    })?;
+    let (class, model_type) = (fam.class, fam.model_type);
 
     let mut c = Map::new();
     c.insert("architectures".into(), json!([class]));
@@ -112,9 +83,7 @@ pub fn hf_config(g: &GgufFile) -> Result<Value> {
                 })?;
                 c.insert(hf.into(), n);
             }
-            None if required
-                && !(hf == "intermediate_size" && NO_DENSE_FFN_ARCHS.contains(&arch)) =>
-            {
+            None if required && !(hf == "intermediate_size" && fam.sparse_only) => {
                 return Err(ConvertError::Corrupt(format!(
                     "{path}: metadata {arch}.{key} (the model's {hf}) is missing"
                 )))
@@ -160,9 +129,6 @@ pub fn hf_config(g: &GgufFile) -> Result<Value> {
             c.insert(hf.into(), json!(id));
         }
     }
-    if arch == "bert" {
-        super::config_bert::add(g, &mut c)?;
-    }
-    config_family::add(arch, g, &mut c)?;
+    family::add_config(arch, g, &mut c)?;
     Ok(Value::Object(c))
 }

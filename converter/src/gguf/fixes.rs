@@ -15,21 +15,29 @@
 //!   elements of `A_log` and `dt_bias`, columns of `out_proj`.
 //! * Any MoE with a gated shared expert: the gate stored 1-D (see `fix`).
 
-use super::names::QWEN35_ARCHS;
+use super::family::family;
 use super::{GgufFile, GgufTensorInfo};
 use crate::error::{ConvertError, Result};
 
-/// Architectures whose GGUF Q/K rows llama.cpp's converter permuted
-/// (`LlamaModel.permute`: per head, rows `[half 0 | half 1]` interleaved).
-/// (SmolLM3's converter is `LlamaModel`'s.)
-const PERMUTED_QK_ARCHS: &[&str] = &["llama", "smollm3"];
+/// Whether `arch`'s family says so (family/): q/k rows llama.cpp's
+/// converter permuted (`LlamaModel.permute`: per head, rows `[half 0 |
+/// half 1]` interleaved); norms stored as 1 + w (its converter adds 1 to
+/// every RMSNorm weight, `*norm.weight`, since their norms scale by
+/// `1 + w`: loading subtracts it. The f32 GGUF value is g = fl(1 + w);
+/// g - 1 is exact for g in [0.5, 2] (Sterbenz), so the script's
+/// `1 + (g - 1)` is g again, the very factor transformers computes; for
+/// w < -0.5 it is within 2^-25 of it); Gated DeltaNet tensors.
+fn permuted_qk(arch: &str) -> bool {
+    family(arch).is_some_and(|f| f.permuted_qk)
+}
 
-/// Architectures whose llama.cpp converter adds 1 to every RMSNorm weight
-/// (`*norm.weight`), since their norms scale by `1 + w`: loading subtracts
-/// it. The f32 GGUF value is g = fl(1 + w); g - 1 is exact for g in
-/// [0.5, 2] (Sterbenz), so the script's `1 + (g - 1)` is g again, the very
-/// factor transformers computes; for w < -0.5 it is within 2^-25 of it.
-const NORM_PLUS_ONE_ARCHS: &[&str] = &["gemma", "gemma2", "gemma3", "qwen35", "qwen35moe"];
+fn norm_plus_one(arch: &str) -> bool {
+    family(arch).is_some_and(|f| f.norm_plus_one)
+}
+
+fn delta_net(arch: &str) -> bool {
+    family(arch).is_some_and(|f| f.delta_net)
+}
 
 /// A value-wise correction.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -133,14 +141,14 @@ impl Fixer {
                 })? as usize),
             })
         };
-        let heads = if PERMUTED_QK_ARCHS.contains(&arch.as_str()) {
+        let heads = if permuted_qk(&arch) {
             let h = positive("attention.head_count")?;
             Some((h, positive("attention.head_count_kv")?.or(h)))
         } else {
             None
         };
         let mut deltanet = None;
-        if QWEN35_ARCHS.contains(&arch.as_str()) {
+        if delta_net(&arch) {
             let need = |key: &str| -> Result<usize> {
                 positive(key)?.ok_or_else(|| {
                     ConvertError::Corrupt(format!("{path}: metadata {arch}.{key} is missing"))
@@ -171,7 +179,7 @@ impl Fixer {
     pub fn fix(&self, t: &GgufTensorInfo) -> Result<Fix> {
         let mut fix = Fix::default();
         let part = block_part(&t.name);
-        if NORM_PLUS_ONE_ARCHS.contains(&self.arch.as_str())
+        if norm_plus_one(&self.arch)
             && t.name.ends_with("norm.weight")
             && part != Some("ssm_norm.weight")
         {
@@ -210,7 +218,7 @@ impl Fixer {
                 fix.rows = Some(llama_rows(rows, h));
             }
         }
-        if QWEN35_ARCHS.contains(&self.arch.as_str()) {
+        if delta_net(&self.arch) {
             self.qwen35(t, part, &mut fix)?;
         }
         Ok(fix)

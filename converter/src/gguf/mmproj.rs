@@ -14,28 +14,11 @@
 
 use serde_json::{json, Map, Value};
 
+use super::family;
 use super::mmproj_deepseek;
 use super::mmproj_weights::{MmprojWeights, VisionLanguageWeights};
 use super::{GgufFile, GgufWeights, MetaValue};
 use crate::error::{ConvertError, Result};
-
-/// Text architectures an mmproj joins: (llama.cpp arch, transformers class,
-/// model_type). Their decoders take Qwen3-VL's tower (Qwen3.5's without
-/// DeepStack mergers; llama.cpp's converter writes it the same way).
-const VL_FAMILIES: &[(&str, &str, &str)] = &[
-    ("qwen3vl", "Qwen3VLForConditionalGeneration", "qwen3_vl"),
-    (
-        "qwen3vlmoe",
-        "Qwen3VLMoeForConditionalGeneration",
-        "qwen3_vl_moe",
-    ),
-    ("qwen35", "Qwen3_5ForConditionalGeneration", "qwen3_5"),
-    (
-        "qwen35moe",
-        "Qwen3_5MoeForConditionalGeneration",
-        "qwen3_5_moe",
-    ),
-];
 
 /// The projector llama.cpp's converter names Qwen3-VL's merger.
 const QWEN3VL_PROJECTOR: &str = "qwen3vl_merger";
@@ -85,8 +68,8 @@ impl VisionLanguage {
                 )))
             }
         }
-        let Some(&(_, class, model_type)) = VL_FAMILIES.iter().find(|f| f.0 == arch) else {
-            let known: Vec<&str> = VL_FAMILIES.iter().map(|f| f.0).collect();
+        let Some((class, model_type)) = family::family(arch).and_then(|f| f.vision) else {
+            let known: Vec<&str> = family::with_vision().map(|f| f.arch).collect();
             return Err(ConvertError::Unsupported(format!(
                 "{tpath}: a `{arch}` text model takes no mmproj here (mmproj pairs are read for {}, {deepseek})",
                 known.join(", ")
@@ -155,7 +138,8 @@ fn vl_text_config(tf: &GgufFile, text_config: Value) -> Result<Value> {
     // Qwen3-VL's sections split every rotary pair; Qwen3.5's may name more
     // pairs than its partial rotary has (transformers' default [11, 11, 10]
     // with 2 pairs), which transformers and the script allow.
-    let fills = section.iter().sum::<u64>() * 2 == head_dim || arch.starts_with("qwen35");
+    let partial_rotary = family::family(arch).is_some_and(|f| f.delta_net);
+    let fills = section.iter().sum::<u64>() * 2 == head_dim || partial_rotary;
     if section.len() != 3 || !fills {
         return Err(ConvertError::Corrupt(format!(
             "{path}: {arch}.{key} is {sections:?}; the multimodal rope needs 3 sections of rotary pairs that fill the {head_dim}-wide heads"

@@ -1,5 +1,5 @@
 //! DeepSeek-OCR 2 as llama.cpp writes it: the text decoder (arch
-//! `deepseek2-ocr`, config_deepseek.rs) and an mmproj of projector type
+//! `deepseek2-ocr`, family/deepseek.rs) and an mmproj of projector type
 //! `deepseekocr2` (conversion/deepseek.py `DeepseekOCR2VisionModel`): the
 //! SAM encoder at `v.sam.*`, the Qwen2 encoder at `v.blk.N.*` / `v.post_ln`
 //! with its learned queries `v.resample_query_{768,1024}`, the projector

@@ -10,10 +10,7 @@
 //! mmproj_deepseek.rs, mmproj_weights.rs).
 
 mod config;
-mod config_bert;
-mod config_deepseek;
-mod config_family;
-mod config_qwen35;
+mod family;
 mod fixes;
 mod mmproj;
 mod mmproj_deepseek;
@@ -34,6 +31,7 @@ use crate::error::{ConvertError, Result};
 use crate::file_bytes::FileBytes;
 
 pub use config::hf_config;
+pub use family::gguf_families;
 pub use mmproj::VisionLanguage;
 pub use mmproj_weights::{MmprojWeights, VisionLanguageWeights};
 pub use names::{gguf_name, gguf_name_for, hf_name, hf_name_for};

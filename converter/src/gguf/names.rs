@@ -3,12 +3,13 @@
 //! `model.layers.N.self_attn.q_proj`, ...). It is the same for almost every
 //! architecture: llama.cpp gives a tensor role one GGUF name whatever the
 //! model, and the Llama-style HF families (Llama, Mistral, Qwen2, Qwen3,
-//! Qwen3-MoE, SmolLM3) name those roles alike. Gemma 2/3, with four norms
-//! per layer, override three entries (`GEMMA_BLOCK`); Qwen3.5's Gated
-//! DeltaNet layers reuse llama.cpp's SSM and attention names for
-//! transformers' `linear_attn.*` (`QWEN35_BLOCK`); DeepSeek-OCR 2 names its
-//! shared experts in the plural (`DEEPSEEK_BLOCK`). Names outside the
-//! tables keep their GGUF name.
+//! Qwen3-MoE, SmolLM3) name those roles alike. A family that names some
+//! otherwise says so in its file under family/ (`block_names`,
+//! `whole_names`: Gemma 3's four norms per layer, Qwen3.5's Gated DeltaNet,
+//! DeepSeek's plural shared experts; BERT's encoder names). Names outside
+//! the tables keep their GGUF name.
+
+use super::family::{bert, family, Layout};
 
 /// Tensors outside the decoder blocks: (GGUF stem, HF stem).
 const GLOBAL: &[(&str, &str)] = &[
@@ -45,78 +46,10 @@ const BLOCK: &[(&str, &str)] = &[
     ("ffn_gate_inp_shexp", "mlp.shared_expert_gate"),
 ];
 
-/// Block tensors of Gemma 2/3: llama.cpp's `ffn_norm` is the norm before
-/// the MLP as in Llama, where transformers' Gemma has a norm after
-/// attention too (`post_attention_layernorm`) and one after the MLP.
-const GEMMA_BLOCK: &[(&str, &str)] = &[
-    ("ffn_norm", "pre_feedforward_layernorm"),
-    ("post_attention_norm", "post_attention_layernorm"),
-    ("post_ffw_norm", "post_feedforward_layernorm"),
-];
-
-/// Architectures whose block names `GEMMA_BLOCK` overrides.
-const GEMMA_ARCHS: &[&str] = &["gemma2", "gemma3"];
-
-/// Block tensors of Qwen3.5 (dense and MoE): llama.cpp's converter names
-/// the DeltaNet's projections after its SSM and fused-QKV roles
-/// (conversion/qwen.py, `Qwen3NextModel`), and the norm before the MLP
-/// `post_attention_norm`. The values need more than a name (weights.rs,
-/// linear_attn.rs).
-const QWEN35_BLOCK: &[(&str, &str)] = &[
-    ("attn_qkv", "linear_attn.in_proj_qkv"),
-    ("attn_gate", "linear_attn.in_proj_z"),
-    ("ssm_alpha", "linear_attn.in_proj_a"),
-    ("ssm_beta", "linear_attn.in_proj_b"),
-    ("ssm_conv1d", "linear_attn.conv1d"),
-    ("ssm_norm", "linear_attn.norm"),
-    ("ssm_out", "linear_attn.out_proj"),
-    ("post_attention_norm", "post_attention_layernorm"),
-];
-
-/// Qwen3.5's DeltaNet parameters that are not `.weight`/`.bias` in one of
-/// the files: llama.cpp's `ssm_a` (no suffix) holds -exp(`A_log`), and
-/// transformers' `dt_bias` (no suffix) is llama.cpp's `ssm_dt.bias`.
-const QWEN35_WHOLE: &[(&str, &str)] = &[
-    ("ssm_a", "linear_attn.A_log"),
-    ("ssm_dt.bias", "linear_attn.dt_bias"),
-];
-
-/// Block tensors of DeepSeek-OCR 2 (`deepseek2-ocr`): DeepSeek names its
-/// shared experts `mlp.shared_experts` where Qwen says `mlp.shared_expert`.
-const DEEPSEEK_BLOCK: &[(&str, &str)] = &[
-    ("ffn_gate_shexp", "mlp.shared_experts.gate_proj"),
-    ("ffn_up_shexp", "mlp.shared_experts.up_proj"),
-    ("ffn_down_shexp", "mlp.shared_experts.down_proj"),
-];
-
-/// Architectures whose names the `QWEN35_*` tables override.
-pub(super) const QWEN35_ARCHS: &[&str] = &["qwen35", "qwen35moe"];
-
 /// llama.cpp's fused expert projection (`--fuse-gate-up-exps`), `[E, 2I, H]`
 /// with each expert's gate rows first: transformers 5's
 /// `mlp.experts.gate_up_proj`, a parameter without `.weight`.
 const FUSED_GATE_UP: (&str, &str) = ("ffn_gate_up_exps.weight", "mlp.experts.gate_up_proj");
-
-/// BERT encoders (`bert`): llama.cpp's names (gguf-py's `MODEL_ARCH.BERT`)
-/// against transformers' `BertModel`, whose blocks are `encoder.layer.N`.
-/// llama.cpp's converter drops the pooler, which embedders do not use.
-const BERT_GLOBAL: &[(&str, &str)] = &[
-    ("token_embd", "embeddings.word_embeddings"),
-    ("position_embd", "embeddings.position_embeddings"),
-    ("token_types", "embeddings.token_type_embeddings"),
-    ("token_embd_norm", "embeddings.LayerNorm"),
-];
-
-const BERT_BLOCK: &[(&str, &str)] = &[
-    ("attn_q", "attention.self.query"),
-    ("attn_k", "attention.self.key"),
-    ("attn_v", "attention.self.value"),
-    ("attn_output", "attention.output.dense"),
-    ("attn_output_norm", "attention.output.LayerNorm"),
-    ("ffn_up", "intermediate.dense"),
-    ("ffn_down", "output.dense"),
-    ("layer_output_norm", "output.LayerNorm"),
-];
 
 /// Splits `prefix.N.rest.{weight,bias}` into (N, rest, suffix).
 fn split_block<'a>(name: &'a str, prefix: &str) -> Option<(&'a str, &'a str)> {
@@ -138,31 +71,16 @@ fn lookup<'a>(table: &[(&'a str, &'a str)], key: &str, forward: bool) -> Option<
     })
 }
 
-/// (GGUF, HF) name pairs.
-type Table = &'static [(&'static str, &'static str)];
-
-/// The block names `arch` gives its own meaning: (with suffix, whole).
-fn overrides(arch: &str) -> (Table, Table) {
-    if GEMMA_ARCHS.contains(&arch) {
-        (GEMMA_BLOCK, &[])
-    } else if QWEN35_ARCHS.contains(&arch) {
-        (QWEN35_BLOCK, QWEN35_WHOLE)
-    } else if arch == "deepseek2-ocr" {
-        (DEEPSEEK_BLOCK, &[])
-    } else {
-        (&[], &[])
-    }
-}
-
 fn map(arch: &str, name: &str, forward: bool) -> Option<String> {
-    if arch == "bert" {
+    let fam = family(arch);
+    if fam.is_some_and(|f| f.layout == Layout::Encoder) {
         return map_bert(name, forward);
     }
     let (from, to) = match forward {
         true => ("blk.", "model.layers."),
         false => ("model.layers.", "blk."),
     };
-    let (special, whole) = overrides(arch);
+    let (special, whole) = fam.map_or((&[][..], &[][..]), |f| (f.block_names, f.whole_names));
     if let Some((n, part)) = split_block(name, from) {
         let fused: &[(&str, &str)] = &[FUSED_GATE_UP];
         if let Some(b) = lookup(whole, part, forward).or_else(|| lookup(fused, part, forward)) {
@@ -186,10 +104,10 @@ fn map_bert(name: &str, forward: bool) -> Option<String> {
     if let Some((n, part)) = split_block(stem, from) {
         return Some(format!(
             "{to}{n}.{}.{suffix}",
-            lookup(BERT_BLOCK, part, forward)?
+            lookup(bert::BLOCK, part, forward)?
         ));
     }
-    Some(format!("{}.{suffix}", lookup(BERT_GLOBAL, stem, forward)?))
+    Some(format!("{}.{suffix}", lookup(bert::GLOBAL, stem, forward)?))
 }
 
 /// The Hugging Face name of a GGUF tensor, if the table knows it.

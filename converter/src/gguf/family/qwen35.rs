@@ -1,5 +1,5 @@
-//! Qwen3.5 (`qwen35`) and Qwen3.5-MoE (`qwen35moe`) metadata as the
-//! config.json keys of models/qwen3_5.mdl and qwen3_5_moe.mdl. llama.cpp
+//! Qwen3.5 (`qwen35`) and Qwen3.5-MoE (`qwen35moe`): names, value fixes
+//! and metadata as the config.json keys of models/qwen3_5.mdl and qwen3_5_moe.mdl. llama.cpp
 //! stores the Gated DeltaNet's sizes under its SSM keys
 //! (conversion/qwen.py, `Qwen3NextModel.set_gguf_parameters`):
 //!
@@ -20,20 +20,56 @@
 
 use serde_json::{json, Value};
 
-use super::config_family::Family;
-use super::MetaValue;
+use super::{Family, Keys, DECODER};
 use crate::error::Result;
+use crate::gguf::MetaValue;
 
-impl Family<'_> {
+pub(super) const QWEN35: Family = Family {
+    arch: "qwen35",
+    class: "Qwen3_5ForCausalLM",
+    model_type: "qwen3_5_text",
+    vision: Some(("Qwen3_5ForConditionalGeneration", "qwen3_5")),
+    config: |k| k.qwen35(false),
+    // llama.cpp's converter names the DeltaNet's projections after its SSM
+    // and fused-QKV roles (conversion/qwen.py, `Qwen3NextModel`), and the
+    // norm before the MLP `post_attention_norm`. The values need more than
+    // a name (weights.rs, linear_attn.rs).
+    block_names: &[
+        ("attn_qkv", "linear_attn.in_proj_qkv"),
+        ("attn_gate", "linear_attn.in_proj_z"),
+        ("ssm_alpha", "linear_attn.in_proj_a"),
+        ("ssm_beta", "linear_attn.in_proj_b"),
+        ("ssm_conv1d", "linear_attn.conv1d"),
+        ("ssm_norm", "linear_attn.norm"),
+        ("ssm_out", "linear_attn.out_proj"),
+        ("post_attention_norm", "post_attention_layernorm"),
+    ],
+    // llama.cpp's `ssm_a` (no suffix) holds -exp(`A_log`), and
+    // transformers' `dt_bias` (no suffix) is llama.cpp's `ssm_dt.bias`.
+    whole_names: &[
+        ("ssm_a", "linear_attn.A_log"),
+        ("ssm_dt.bias", "linear_attn.dt_bias"),
+    ],
+    norm_plus_one: true,
+    delta_net: true,
+    ..DECODER
+};
+
+pub(super) const QWEN35MOE: Family = Family {
+    arch: "qwen35moe",
+    class: "Qwen3_5MoeForCausalLM",
+    model_type: "qwen3_5_moe_text",
+    vision: Some(("Qwen3_5MoeForConditionalGeneration", "qwen3_5_moe")),
+    config: |k| k.qwen35(true),
+    sparse_only: true,
+    ..QWEN35
+};
+
+impl Keys<'_> {
     /// Qwen3.5, dense or (`moe`) with a sparse MLP in every layer.
     pub(super) fn qwen35(&mut self, moe: bool) -> Result<()> {
         let layers = self.config_u64("num_hidden_layers");
-        let hidden = self.config_u64("hidden_size");
-        let heads = self.config_u64("num_attention_heads").max(1);
-        if !self.c.contains_key("head_dim") {
-            self.c.insert("head_dim".into(), json!(hidden / heads));
-        }
-        let head_dim = self.config_u64("head_dim");
+        let head_dim = self.head_dim();
         let kernel = self.need_u64("ssm.conv_kernel")?;
         let dk = self.need_u64("ssm.state_size")?;
         let hk = self.need_u64("ssm.group_count")?;

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 
-use super::{add, Meta};
+use super::{add_config as add, Meta};
 use crate::gguf::MetaValue;
 
 struct Table {
@@ -23,6 +23,10 @@ impl Meta for Table {
     }
     fn label(&self) -> String {
         "t.gguf".into()
+    }
+
+    fn tensor_shape(&self, name: &str) -> Option<Vec<usize>> {
+        self.has_tensor(name).then(Vec::new)
     }
 }
 

@@ -28,15 +28,32 @@
 
 use serde_json::json;
 
-use super::config_family::Family;
-use super::MetaValue;
+use super::{Family, Keys, DECODER};
 use crate::error::Result;
+use crate::gguf::MetaValue;
+
+/// The text entry of models/deepseek_ocr2.mdl (vision in the mmproj file,
+/// mmproj_deepseek.rs).
+pub(super) const DEEPSEEK2_OCR: Family = Family {
+    arch: "deepseek2-ocr",
+    class: "DeepseekOcr2TextForCausalLM",
+    model_type: "deepseek_ocr2_text",
+    config: |k| k.deepseek2ocr(),
+    // DeepSeek names its shared experts `mlp.shared_experts` where Qwen
+    // says `mlp.shared_expert`.
+    block_names: &[
+        ("ffn_gate_shexp", "mlp.shared_experts.gate_proj"),
+        ("ffn_up_shexp", "mlp.shared_experts.up_proj"),
+        ("ffn_down_shexp", "mlp.shared_experts.down_proj"),
+    ],
+    ..DECODER
+};
 
 /// llama.cpp's `LLAMA_EXPERT_GATING_FUNC_TYPE_{NONE,SOFTMAX}`: both mean
 /// softmax for deepseek2-ocr.
 const SOFTMAX_GATING: &[u64] = &[0, 1];
 
-impl Family<'_> {
+impl Keys<'_> {
     pub(super) fn deepseek2ocr(&mut self) -> Result<()> {
         let layers = self.config_u64("num_hidden_layers");
         let hidden = self.config_u64("hidden_size");
