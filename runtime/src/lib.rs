@@ -15,6 +15,7 @@ pub mod embeddings;
 pub mod engine;
 mod error;
 pub mod export;
+pub mod families;
 pub mod generation;
 pub mod image_prompt;
 pub mod images;

@@ -29,10 +29,10 @@ pub struct TiledViews {
     pub tokens: Vec<usize>,
 }
 
-/// Whether the model in `config` takes tiled views (its processor is
-/// DeepSeek-OCR 2's).
+/// Whether the model in `config` takes tiled views (its family's processor
+/// is DeepSeek-OCR 2's, families.rs).
 pub fn is_tiled(config: &Json) -> bool {
-    config.get("model_type").and_then(|m| m.as_str()) == Some("deepseek_ocr2")
+    crate::families::image_processor(config) == crate::families::ImageProcessor::Tiles
 }
 
 /// The processor settings: the model's image processor object (which
