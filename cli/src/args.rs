@@ -211,6 +211,12 @@ pub(crate) enum Cmd {
         /// Requests that may wait for a slot, per model; more get 503.
         #[arg(long, default_value_t = 64)]
         queue: usize,
+        /// MiB of prompt prefixes each model keeps after their slot moves on
+        /// (a shared system prompt, a conversation coming back), reused by
+        /// any request that begins with one; 0 keeps none (default: a
+        /// quarter of the memory available at start).
+        #[arg(long, value_name = "MiB")]
+        cache_ram: Option<usize>,
         /// Require `Authorization: Bearer KEY` (all endpoints but /health).
         #[arg(long)]
         api_key: Option<String>,

@@ -144,3 +144,105 @@ fn a_prompt_prefix_computed_in_one_slot_is_shared_by_another_without_changing_an
         assert_eq!(text, want[k], "request {i}: {}", questions[k]);
     }
 }
+
+/// Another system prompt of several hundred tokens.
+fn other_system_prompt() -> String {
+    let mut s = String::from("You answer questions about the Hartley bus timetable. ");
+    for i in 1..=24 {
+        s.push_str(&format!(
+            "Route {i} leaves the station every {} minutes from {} o'clock and stops at {} villages. ",
+            i % 4 * 5 + 10,
+            i % 6 + 5,
+            i % 9 + 3
+        ));
+    }
+    s
+}
+
+fn cached_tokens(v: &serde_json::Value) -> u64 {
+    v["usage"]["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap_or(0)
+}
+
+/// With one slot, a conversation whose slot another prompt took comes back
+/// to its prefix in the prefix cache (`--cache-ram`) instead of computing it
+/// again, with the answer `mllm run` gives alone; a cache too small for one
+/// prompt chunk keeps nothing, and the same prompt is computed again.
+#[test]
+fn prefixes_outlive_their_slot_in_the_prefix_cache() {
+    let model = smollm2();
+    let (library, buses) = (system_prompt(), other_system_prompt());
+    let (q1, q2) = ("What does rule 4 say?", "How often does route 2 leave?");
+    let want_library = run_answer(&model, &library, q1, 16);
+    let want_buses = run_answer(&model, &buses, q2, 16);
+
+    let srv = Server::start(&[
+        "--model",
+        &model,
+        "--parallel",
+        "1",
+        "-t",
+        "2",
+        "--cache-ram",
+        "256",
+    ]);
+    let addr = srv.addr.as_str();
+    let ask = |sys: &str, q: &str| {
+        let r = post(addr, "/v1/chat/completions", &body(sys, q, 16));
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.json()
+    };
+    let content = |v: &serde_json::Value| v["choices"][0]["message"]["content"].clone();
+    // The library's prompt, then the buses' in the same (only) slot.
+    assert_eq!(content(&ask(&library, q1)), want_library.as_str());
+    assert_eq!(cached_tokens(&ask(&buses, q2)), 0);
+    assert_eq!(
+        metric(addr, "mllm_prompt_tokens_from_prefix_cache_total"),
+        0
+    );
+    assert!(metric(addr, "mllm_prefix_cache_entries") >= 1);
+    assert!(metric(addr, "mllm_prefix_cache_bytes") > 0);
+    // Back to the library: its chunks come from the prefix cache.
+    let v = ask(&library, q1);
+    assert_eq!(content(&v), want_library.as_str());
+    let from_cache = metric(addr, "mllm_prompt_tokens_from_prefix_cache_total");
+    assert!(
+        from_cache >= 256,
+        "{from_cache} tokens from the prefix cache"
+    );
+    assert_eq!(cached_tokens(&v), from_cache);
+    // And the buses' prompt, kept when the library's took the slot back.
+    let v = ask(&buses, q2);
+    assert_eq!(content(&v), want_buses.as_str());
+    assert!(cached_tokens(&v) >= 256, "{}", cached_tokens(&v));
+    drop(srv);
+
+    // 1 MiB holds no 128-token chunk of this model's cache (~5.6 MiB).
+    let srv = Server::start(&[
+        "--model",
+        &model,
+        "--parallel",
+        "1",
+        "-t",
+        "2",
+        "--cache-ram",
+        "1",
+    ]);
+    let addr = srv.addr.as_str();
+    for (sys, q, want) in [
+        (&library, q1, &want_library),
+        (&buses, q2, &want_buses),
+        (&library, q1, &want_library),
+    ] {
+        let r = post(addr, "/v1/chat/completions", &body(sys, q, 16));
+        let v = r.json();
+        assert_eq!(v["choices"][0]["message"]["content"], want.as_str());
+        assert_eq!(cached_tokens(&v), 0);
+    }
+    assert_eq!(metric(addr, "mllm_prefix_cache_entries"), 0);
+    assert_eq!(
+        metric(addr, "mllm_prompt_tokens_from_prefix_cache_total"),
+        0
+    );
+}

@@ -134,6 +134,31 @@ impl Sequence {
         n - n % PREFILL_CHUNK
     }
 
+    /// The leading positions this cache can give any prompt that begins
+    /// with them: the whole chunks of `aligned` (none with images).
+    pub fn shareable_len(&self) -> usize {
+        if self.has_images {
+            return 0;
+        }
+        let n = self.aligned.min(self.cached.len());
+        n - n % PREFILL_CHUNK
+    }
+
+    /// Whether the cache can give all of `prefix` (`shareable_len`
+    /// positions at least, holding those ids).
+    pub fn holds(&self, prefix: &[u32]) -> bool {
+        prefix.len() <= self.shareable_len() && self.cached.starts_with(prefix)
+    }
+
+    /// A new sequence with this one's settings holding a copy of its first
+    /// `n` positions (`shareable_len` at most); `None` where the cache
+    /// cannot be copied (see `adopt_prefix`).
+    pub fn copy_prefix(&self, n: usize) -> Option<Sequence> {
+        let mut s = Sequence::new(self.max_context);
+        s.kv_dtype = self.kv_dtype;
+        s.adopt_prefix(self, n).then_some(s)
+    }
+
     /// Starts over from a copy of the first `n` positions of `donor`'s
     /// cache (`donor.shareable` of the prompt that follows, at most):
     /// another slot's computed prefix instead of computing it again. False

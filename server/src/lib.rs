@@ -175,6 +175,9 @@ pub struct ServerConfig {
     /// `--spec-type` (with `--draft-max` and the rest): every generation
     /// model's slots decode speculatively.
     pub spec: Option<mllm_runtime::speculative::SpecSettings>,
+    /// `--cache-ram`: MiB of prompt prefixes each generation model keeps
+    /// after their slot moves on (0: none).
+    pub cache_ram_mib: usize,
 }
 
 /// Loads every model, then serves until SIGINT/SIGTERM. `on_listen`
@@ -246,6 +249,7 @@ pub fn run(cfg: ServerConfig, on_listen: impl FnOnce(&str)) -> Result<(), String
                 queue: cfg.queue,
                 load: cfg.load,
                 spec: cfg.spec.clone(),
+                cache_ram: cfg.cache_ram_mib.saturating_mul(1 << 20),
             },
         )
         .map_err(|e| format!("cannot serve {}: {e}", spec.path))?;

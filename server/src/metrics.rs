@@ -15,6 +15,11 @@ pub struct ModelMetrics {
     pub prompt_computed: AtomicU64,
     /// Prompt tokens copied from another slot's cache (a shared prefix).
     pub prompt_shared: AtomicU64,
+    /// Of those, tokens copied from the prefix cache (`--cache-ram`), and
+    /// what that cache holds now.
+    pub prompt_from_cache: AtomicU64,
+    pub prefix_cache_bytes: AtomicUsize,
+    pub prefix_cache_entries: AtomicUsize,
     pub generated: AtomicU64,
     /// Seconds spent on prompts and on decoding, in microseconds.
     prompt_us: AtomicU64,
@@ -37,6 +42,9 @@ impl ModelMetrics {
             prompt_tokens: AtomicU64::new(0),
             prompt_computed: AtomicU64::new(0),
             prompt_shared: AtomicU64::new(0),
+            prompt_from_cache: AtomicU64::new(0),
+            prefix_cache_bytes: AtomicUsize::new(0),
+            prefix_cache_entries: AtomicUsize::new(0),
             generated: AtomicU64::new(0),
             prompt_us: AtomicU64::new(0),
             decode_us: AtomicU64::new(0),
@@ -126,8 +134,36 @@ pub fn render(models: &[Sample], http_requests: u64) -> String {
     family(
         "prompt_tokens_shared_total",
         "counter",
-        "Prompt tokens copied from another slot's cache (whole prompt chunks the two prompts share).",
+        "Prompt tokens copied from another slot's cache or the prefix cache (whole prompt chunks the two prompts share).",
         &|m| load(&m.metrics.prompt_shared).to_string(),
+    );
+    family(
+        "prompt_tokens_from_prefix_cache_total",
+        "counter",
+        "Of the shared prompt tokens, those copied from the prefix cache (--cache-ram): prefixes kept after their slot moved on.",
+        &|m| load(&m.metrics.prompt_from_cache).to_string(),
+    );
+    family(
+        "prefix_cache_bytes",
+        "gauge",
+        "Bytes of KV cache the prefix cache holds (at most --cache-ram).",
+        &|m| {
+            m.metrics
+                .prefix_cache_bytes
+                .load(Ordering::Relaxed)
+                .to_string()
+        },
+    );
+    family(
+        "prefix_cache_entries",
+        "gauge",
+        "Prompt prefixes the prefix cache holds.",
+        &|m| {
+            m.metrics
+                .prefix_cache_entries
+                .load(Ordering::Relaxed)
+                .to_string()
+        },
     );
     family(
         "generated_tokens_total",

@@ -9,6 +9,8 @@
 //! talk to it through `Job`s and receive `Event`s.
 
 pub mod embed;
+pub use prefix_store::default_budget_mib;
+mod prefix_store;
 mod prepare;
 mod schedule;
 mod slot;
@@ -145,6 +147,8 @@ pub struct WorkerConfig {
     pub load: LoadOptions,
     /// `--spec-type` and its settings.
     pub spec: Option<mllm_runtime::speculative::SpecSettings>,
+    /// `--cache-ram`: bytes the prefix cache may hold (0: none).
+    pub cache_ram: usize,
 }
 
 impl ModelHandle {

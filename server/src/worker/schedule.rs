@@ -11,6 +11,7 @@ use mllm_runtime::model_files;
 use mllm_runtime::tool_calls::ToolFormat;
 use mllm_runtime::{Runner, Sequence};
 
+use super::prefix_store::PrefixStore;
 use super::slot::{self, Active};
 use super::speculate::{self, Speculation};
 use super::{prepare, Event, Job, ModelInfo, PreparedPrompt, WorkerConfig};
@@ -34,6 +35,8 @@ pub(super) struct Worker {
     fault: Option<String>,
     /// `--spec-type`: slots propose tokens and verify them in one step.
     spec: Option<Speculation>,
+    /// Prompt prefixes kept after their slot moved on (`--cache-ram`).
+    store: PrefixStore,
 }
 
 /// Tokens per slot when `--ctx-size` does not say: a phone has no memory
@@ -121,6 +124,7 @@ impl Worker {
                 .ok()
                 .filter(|t| !t.is_empty()),
             spec,
+            store: PrefixStore::new(cfg.cache_ram),
         })
     }
 
@@ -239,8 +243,9 @@ impl Worker {
             let Some((i, reuse)) = best else {
                 break;
             };
-            // Another slot (busy or not) may hold more of this prompt:
-            // its whole computed chunks are copied instead of recomputed.
+            // Another slot (busy or not), or the prefix cache, may hold
+            // more of this prompt: its whole computed chunks are copied
+            // instead of recomputed.
             let donor = self
                 .slots
                 .iter()
@@ -249,7 +254,42 @@ impl Worker {
                 .map(|(j, s)| (s.seq.shareable(ids), j))
                 .max()
                 .filter(|&(n, _)| n > reuse);
-            if let Some((n, j)) = donor {
+            let stored = self
+                .store
+                .best(ids)
+                .filter(|&(n, _)| n > reuse.max(donor.map_or(0, |d| d.0)));
+            // What only slot i holds is kept before its cache changes.
+            let own = self.slots[i].seq.shareable_len();
+            let kept = if donor.is_some() || stored.is_some() {
+                0
+            } else {
+                reuse
+            };
+            if own > kept {
+                let prefix = &self.slots[i].seq.cached[..own];
+                let elsewhere = self
+                    .slots
+                    .iter()
+                    .enumerate()
+                    .any(|(j, s)| j != i && s.seq.holds(prefix));
+                if !elsewhere {
+                    self.store.keep(&self.slots[i].seq);
+                }
+            }
+            if let Some((n, e)) = stored {
+                let adopted = match self.store.take_use(e) {
+                    Some(from) => self.slots[i].seq.adopt_prefix(from, n),
+                    None => false,
+                };
+                if adopted {
+                    self.metrics
+                        .prompt_shared
+                        .fetch_add(n as u64, Ordering::Relaxed);
+                    self.metrics
+                        .prompt_from_cache
+                        .fetch_add(n as u64, Ordering::Relaxed);
+                }
+            } else if let Some((n, j)) = donor {
                 let (to, from) = if i < j {
                     let (a, b) = self.slots.split_at_mut(j);
                     (&mut a[i], &b[0])
@@ -263,6 +303,12 @@ impl Worker {
                         .fetch_add(n as u64, Ordering::Relaxed);
                 }
             }
+            self.metrics
+                .prefix_cache_bytes
+                .store(self.store.bytes(), Ordering::Relaxed);
+            self.metrics
+                .prefix_cache_entries
+                .store(self.store.len(), Ordering::Relaxed);
             let Some(pending) = self.waiting.pop_front() else {
                 break;
             };
