@@ -2,7 +2,9 @@
 //! request whose prompt starts like one another slot has computed (a long
 //! system prompt) copies that slot's whole prompt chunks instead of
 //! computing them, and its answer is still `mllm run --temp 0`'s, bit for
-//! bit: the chunks copied were computed exactly as its own would be.
+//! bit: the chunks copied were computed exactly as its own would be (64
+//! shuffled, staggered requests over 4 slots with two system prompts; a
+//! prefix cache that outlives the slots, `--cache-ram`).
 
 mod common;
 
@@ -117,32 +119,72 @@ fn a_prompt_prefix_computed_in_one_slot_is_shared_by_another_without_changing_an
             .unwrap_or(0);
         assert!(cached >= 256, "{q}: {cached} cached");
     }
-    // 16 at once over 4 slots, questions interleaved: every answer is the
-    // one its prompt gets alone, whatever was shared or ran beside it.
+    // 64 requests over 4 slots in a shuffled order, sent at staggered
+    // moments, two system prompts interleaved (so slots, the prefix cache
+    // and fresh prompts all serve some): every answer is the one its prompt
+    // gets alone, whatever was shared or ran beside it.
+    let buses = other_system_prompt();
+    let bus_questions = [
+        "How often does route 5 leave?",
+        "Which route stops at most villages?",
+    ];
+    let bus_want: Vec<String> = bus_questions
+        .iter()
+        .map(|q| run_answer(&model, &buses, q, 24))
+        .collect();
+    let mut cases: Vec<(&str, &str, &str)> = vec![];
+    for (q, w) in questions.iter().zip(&want) {
+        cases.push((sys.as_str(), q, w));
+    }
+    for (q, w) in bus_questions.iter().zip(&bus_want) {
+        cases.push((buses.as_str(), q, w));
+    }
+    // A seeded shuffle (an LCG) of 64 picks.
+    let mut state = 0x2545_f491_u64;
+    let mut next = || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 33) as usize
+    };
+    let order: Vec<(usize, u64)> = (0..64)
+        .map(|_| (next() % cases.len(), (next() % 40) as u64))
+        .collect();
+    let shared_before = metric(addr, "mllm_prompt_tokens_shared_total");
     let got: Vec<(usize, String)> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..16)
-            .map(|i| {
-                let q = questions[(i * 7) % questions.len()];
-                let b = body(&sys, q, 24);
-                s.spawn(move || (i, post(addr, "/v1/chat/completions", &b).json()))
+        let handles: Vec<_> = order
+            .iter()
+            .enumerate()
+            .map(|(i, &(k, delay))| {
+                let (system, q, _) = cases[k];
+                let b = body(system, q, 24);
+                s.spawn(move || {
+                    std::thread::sleep(Duration::from_millis(delay * (i as u64 % 8)));
+                    (k, post(addr, "/v1/chat/completions", &b).json())
+                })
             })
             .collect();
         handles
             .into_iter()
             .map(|h| {
-                let (i, v) = h.join().expect("client");
+                let (k, v) = h.join().expect("client");
                 let text = v["choices"][0]["message"]["content"]
                     .as_str()
                     .unwrap_or_default()
                     .to_string();
-                (i, text)
+                (k, text)
             })
             .collect()
     });
-    for (i, text) in got {
-        let k = (i * 7) % questions.len();
-        assert_eq!(text, want[k], "request {i}: {}", questions[k]);
+    for (i, (k, text)) in got.iter().enumerate() {
+        assert_eq!(text, cases[*k].2, "request {i}: {}", cases[*k].1);
     }
+    let shared = metric(addr, "mllm_prompt_tokens_shared_total") - shared_before;
+    eprintln!("64 requests: {shared} prompt tokens shared");
+    assert!(
+        shared >= 48 * 256,
+        "{shared} prompt tokens shared: prompts were computed again"
+    );
 }
 
 /// Another system prompt of several hundred tokens.
