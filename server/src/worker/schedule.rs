@@ -254,7 +254,7 @@ impl Worker {
                 .map(|(j, s)| (s.seq.shareable(ids), j))
                 .max()
                 .filter(|&(n, _)| n > reuse);
-            let stored = self
+            let mut stored = self
                 .store
                 .best(ids)
                 .filter(|&(n, _)| n > reuse.max(donor.map_or(0, |d| d.0)));
@@ -272,8 +272,12 @@ impl Worker {
                     .iter()
                     .enumerate()
                     .any(|(j, s)| j != i && s.seq.holds(prefix));
-                if !elsewhere {
-                    self.store.keep(&self.slots[i].seq);
+                if !elsewhere && self.store.keep(&self.slots[i].seq) {
+                    // Keeping may have dropped or evicted entries: look again.
+                    stored = self
+                        .store
+                        .best(ids)
+                        .filter(|&(n, _)| n > reuse.max(donor.map_or(0, |d| d.0)));
                 }
             }
             if let Some((n, e)) = stored {
