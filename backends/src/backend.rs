@@ -16,6 +16,15 @@ use crate::tensor::Tensor;
 pub trait Backend: Send + Sync {
     fn name(&self) -> &'static str;
 
+    /// Whether a step's rows get the bits they would get in a step of any
+    /// other size (a prompt cut into other chunks, other sequences beside
+    /// it): what lets a cache share any prefix with another prompt without
+    /// changing an answer. `cpu::chunk_invariant` for the CPU; no device
+    /// backend promises it yet.
+    fn chunk_invariant(&self) -> bool {
+        false
+    }
+
     /// Whether this backend has a kernel for `op`.
     fn supports(&self, op: &Op) -> bool {
         let _ = op;
@@ -102,6 +111,9 @@ pub type SharedBackend = std::sync::Arc<dyn Backend>;
 impl<T: Backend + ?Sized> Backend for std::sync::Arc<T> {
     fn name(&self) -> &'static str {
         (**self).name()
+    }
+    fn chunk_invariant(&self) -> bool {
+        (**self).chunk_invariant()
     }
     fn supports(&self, op: &Op) -> bool {
         (**self).supports(op)

@@ -115,6 +115,10 @@ impl<B: Backend> Backend for CpuFallback<B> {
         self.inner.name()
     }
 
+    fn chunk_invariant(&self) -> bool {
+        self.inner.chunk_invariant()
+    }
+
     /// Every op: those without a kernel run on the CPU.
     fn supports(&self, _op: &Op) -> bool {
         true

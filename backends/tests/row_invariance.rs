@@ -8,7 +8,9 @@
 //! the interleaved layouts the backend repacks into), the float linears
 //! (f32, f16, bf16 weights) and attention over a cache (f32, f16, q8_0
 //! keys and values) with the causal mask aligned to the end, up to
-//! `MAX_ROWS` rows (`cpu::ROW_INVARIANT_STEP`; `--draft-max 16` makes 17).
+//! `MAX_ROWS` rows (`cpu::ROW_INVARIANT_STEP`; `--draft-max 16` makes 17)
+//! everywhere, and up to `DRAWN_ROWS` where `cpu::chunk_invariant()` (prompt
+//! chunks: issue #31).
 
 mod common;
 use common::{assert_finite, vals};
@@ -22,8 +24,22 @@ use mllm_backends::quant::{self, packed, QuantType};
 use mllm_backends::tensor::FloatSlice;
 use proptest::prelude::*;
 
-/// The most rows a step may have and keep each row's bits.
+/// The most rows a step may have and keep each row's bits everywhere.
 const MAX_ROWS: usize = mllm_backends::cpu::ROW_INVARIANT_STEP;
+/// Rows the tests draw: prompt chunks too, beyond `MAX_ROWS` (tiled
+/// attention over several query and key blocks, the linears' prefill
+/// tiles), kept where `cpu::chunk_invariant()` says this CPU keeps them.
+const DRAWN_ROWS: usize = 150;
+
+/// `m` rows, or `MAX_ROWS` at most where this CPU is row-invariant only
+/// up to that (Arm's i8mm, no SIMD attention path).
+fn rows(m: usize) -> usize {
+    if mllm_backends::cpu::chunk_invariant() {
+        m
+    } else {
+        m.min(MAX_ROWS)
+    }
+}
 
 /// Asserts `many[r]` (rows of `n`) equals `one` bit for bit.
 fn same_row(what: &str, many: &[f32], r: usize, one: &[f32]) -> Result<(), TestCaseError> {
@@ -227,7 +243,7 @@ proptest! {
     #[test]
     fn quantized_linear_rows_are_invariant(
         kind in 0usize..QuantType::ALL.len(),
-        m in 2usize..=MAX_ROWS,
+        m in 2usize..=DRAWN_ROWS,
         n16 in 1usize..4,
         odd in any::<bool>(),
         blocks in 1usize..12,
@@ -237,29 +253,29 @@ proptest! {
         let k = ty.block_size() * blocks;
         // 16-row groups for the interleaved layouts, or an odd count.
         let n = if odd { 16 * n16 + 3 } else { 16 * n16 };
-        check_qlinear(ty, m, n, k, seed)?;
+        check_qlinear(ty, rows(m), n, k, seed)?;
     }
 
     #[test]
     fn float_linear_rows_are_invariant(
-        m in 2usize..=MAX_ROWS,
+        m in 2usize..=DRAWN_ROWS,
         n in 1usize..40,
         k in 1usize..300,
         seed in any::<u64>(),
     ) {
-        check_float_linear(m, n, k, seed)?;
+        check_float_linear(rows(m), n, k, seed)?;
     }
 
     #[test]
     fn attention_rows_are_invariant(
-        sq in 2usize..=MAX_ROWS,
-        extra in 0usize..70,
+        sq in 2usize..=DRAWN_ROWS,
+        extra in 0usize..140,
         hk in 1usize..3,
         group in 1usize..4,
         d in prop_oneof![1usize..90, Just(32usize), Just(64usize), Just(128usize)],
         window in prop_oneof![Just(0usize), 1usize..40],
         seed in any::<u64>(),
     ) {
-        check_attention(sq, sq + extra, hk, group, d, window, seed)?;
+        check_attention(rows(sq), rows(sq) + extra, hk, group, d, window, seed)?;
     }
 }

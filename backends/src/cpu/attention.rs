@@ -51,7 +51,7 @@ impl<'a> Rows<'a> {
         match self {
             Rows::F32(s) => &s[r * width..][..width],
             Rows::F16(s) => {
-                super::attend::widen_f16(&s[r * width..][..width], &mut scratch[..width]);
+                super::attn_simd::widen_f16(&s[r * width..][..width], &mut scratch[..width]);
                 &scratch[..width]
             }
             Rows::Q8_0(b) => {
@@ -72,7 +72,7 @@ impl<'a> Rows<'a> {
     pub fn row_into(&self, r: usize, width: usize, dst: &mut [f32]) {
         match self {
             Rows::F32(s) => dst.copy_from_slice(&s[r * width..][..width]),
-            Rows::F16(s) => super::attend::widen_f16(&s[r * width..][..width], dst),
+            Rows::F16(s) => super::attn_simd::widen_f16(&s[r * width..][..width], dst),
             Rows::Q8_0(b) => {
                 let rb = width / 32 * 34;
                 let _ = quant::dequantize_into(QuantType::Q8_0, &b[r * rb..][..rb], dst);
@@ -161,11 +161,11 @@ pub fn sdpa_ref(
     out
 }
 
-/// Queries above which attention runs as matrix products per head
-/// (`sdpa_gemm`, or tiled); up to it (decode, verification of proposed
-/// tokens, short chunks) per-query dots, which read each cached key once
-/// per query anyway and give each query exactly what it gets alone
-/// (`ROW_INVARIANT_STEP`).
+/// Queries from which attention runs tiled (`attn_tiled`, or matrix
+/// products per head where the CPU has no tiled path); below it (decode,
+/// verification of proposed tokens, short chunks) one task per query
+/// (`attn_one`), which reads each cached key once per query anyway. Both
+/// kernels sum in `attn_order`'s order, so the choice is speed only.
 const GEMM_MIN_QUERIES: usize = super::ROW_INVARIANT_STEP + 1;
 /// Queries per block of `sdpa_gemm`: bounds the score matrix to
 /// `QUERY_BLOCK x sk` floats.
@@ -173,7 +173,8 @@ const QUERY_BLOCK: usize = 256;
 
 /// Fast path: for many queries (prefill, vision towers) the tiled online
 /// softmax of `attn_tiled` (or matrix products per head where the CPU has
-/// no tiled path), else one task per (query, head) with SIMD dots.
+/// no tiled path), else one task per (query, key head) in the same order
+/// (`attn_one`; the generic `sdpa_rows` where the CPU has neither).
 pub fn sdpa(
     q: &[f32],
     k: Rows,
@@ -204,7 +205,7 @@ pub fn sdpa_into(
         if !super::attn_tiled::sdpa_tiled_into(q, k, v, sh, causal, window, scale, out) {
             sdpa_gemm_into(q, k, v, sh, causal, window, scale, out);
         }
-    } else {
+    } else if !super::attn_one::sdpa_one_into(q, k, v, sh, causal, window, scale, out) {
         sdpa_rows_into(q, k, v, sh, causal, window, scale, out);
     }
 }
@@ -416,15 +417,12 @@ fn sdpa_rows_into(
                 Rows::F32(_) => refill(&mut sc.wide, 0, 0.0),
                 _ => refill(&mut sc.wide, sh.d.max(sh.dv), 0.0),
             };
-            let qg = &q[(i * sh.hq + kh * group) * sh.d..][..group * sh.d];
-            if !super::attend::group_scores(qg, k, kh, sh.hk, sh.d, n, scale, scores, mx) {
-                for j in 0..n {
-                    let kj = k.row(j * sh.hk + kh, sh.d, wide);
-                    for g in 0..group {
-                        let s = dot(qrow(g), kj) * scale;
-                        mx[g] = mx[g].max(s);
-                        scores[g * n + j] = s;
-                    }
+            for j in 0..n {
+                let kj = k.row(j * sh.hk + kh, sh.d, wide);
+                for g in 0..group {
+                    let s = dot(qrow(g), kj) * scale;
+                    mx[g] = mx[g].max(s);
+                    scores[g * n + j] = s;
                 }
             }
             // e^(s - max) per head, vectorised where the CPU allows.
@@ -441,12 +439,10 @@ fn sdpa_rows_into(
                 }
                 inv[g] = 1.0 / eg.iter().sum::<f32>();
             }
-            if !super::attend::group_values(exps, inv, v, kh, sh.hk, sh.dv, n, o) {
-                for j in 0..n {
-                    let vj = v.row(j * sh.hk + kh, sh.dv, wide);
-                    for (g, og) in o.chunks_mut(sh.dv).enumerate() {
-                        axpy(og, exps[g * n + j] * inv[g], vj);
-                    }
+            for j in 0..n {
+                let vj = v.row(j * sh.hk + kh, sh.dv, wide);
+                for (g, og) in o.chunks_mut(sh.dv).enumerate() {
+                    axpy(og, exps[g * n + j] * inv[g], vj);
                 }
             }
         });

@@ -53,10 +53,60 @@ pub(super) unsafe fn exp_neg<V: Vf>(x: V) -> V {
     V::mul(y, V::pow2i(n))
 }
 
+/// `exp_neg` in scalar code, lane for lane the same operations (the twin
+/// of the vector kernels in `attn_order::sdpa_ordered_ref`).
+pub(super) fn exp_neg_scalar(x: f32) -> f32 {
+    const MAGIC: f32 = 12_582_912.0;
+    let x = x.max(-87.3);
+    let n = x.mul_add(std::f32::consts::LOG2_E, MAGIC) - MAGIC;
+    let r = n.mul_add(-0.693_359_4, x);
+    let r = n.mul_add(2.121_944_4e-4, r);
+    let mut p = 1.987_569_1e-4f32;
+    for c in [
+        1.398_2e-3,
+        8.333_452e-3,
+        4.166_579_6e-2,
+        1.666_666_5e-1,
+        0.5,
+    ] {
+        p = p.mul_add(r, c);
+    }
+    let y = (p * r).mul_add(r, r + 1.0);
+    y * f32::from_bits(((n as i32 + 127) as u32) << 23)
+}
+
+/// `dst = src` widened, with F16C in registers where the CPU has it (the
+/// `half` crate's slice conversion calls out per 8 values).
+pub(super) fn widen_f16(src: &[half::f16], dst: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if super::qlinear::Isa::allows_avx2() && src.len() == dst.len() {
+        // SAFETY: AVX2 implies F16C here (`Isa::allows_avx2`); equal lengths.
+        unsafe { x86::widen(src, dst) };
+        return;
+    }
+    half::slice::HalfFloatSliceExt::convert_to_f32_slice(src, dst);
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::Vf;
     use std::arch::x86_64::*;
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn widen(src: &[half::f16], dst: &mut [f32]) {
+        let n = src.len();
+        let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
+        let mut i = 0;
+        while i + 8 <= n {
+            let x = _mm256_cvtph_ps(_mm_loadu_si128(s.add(i) as *const __m128i));
+            _mm256_storeu_ps(d.add(i), x);
+            i += 8;
+        }
+        while i < n {
+            *d.add(i) = (*s.add(i)).to_f32();
+            i += 1;
+        }
+    }
 
     impl Vf for __m512 {
         const N: usize = 16;
@@ -207,9 +257,14 @@ mod tests {
     /// Checks `exp_neg` lane 0 against libm over -90..0 (below -87.3: the
     /// clamp's tiny normal value, as `vmath`'s exp gives).
     fn check(exp: impl Fn(f32) -> f32) {
+        for x in [0.0, -0.0, f32::NEG_INFINITY, -87.3, -88.0] {
+            assert_eq!(exp(x).to_bits(), exp_neg_scalar(x).to_bits(), "{x}");
+        }
         for i in 0..20_000 {
             let x = -(i as f32) * 0.0045;
             let (got, want) = (exp(x), x.exp());
+            // The scalar twin gives the very bits (attention's order).
+            assert_eq!(got.to_bits(), exp_neg_scalar(x).to_bits(), "{x}");
             if x >= -87.3 {
                 assert!((got - want).abs() <= 2e-7 * want, "{x}: {got} vs {want}");
             } else {

@@ -21,7 +21,11 @@
 //! The kernels are portable Rust over fixed-size arrays, compiled per ISA
 //! through `#[target_feature]` wrappers (AVX-512, AVX2 + FMA, and NEON,
 //! which aarch64 always has); x86 without FMA keeps the GEMM path.
-//! `attention::sdpa_ref` is the oracle (property test below).
+//! Scores and sums follow `attn_order`, the order the per-query kernel
+//! (`attn_one`) follows too, so a query's bits do not depend on the
+//! number of queries in its step; `attention::sdpa_ref` is the oracle of
+//! the arithmetic (property test below), `attn_order::sdpa_ordered_ref` of
+//! the order (`attn_one`'s test).
 
 // The kernels index small register tiles by row and column on purpose.
 #![allow(clippy::needless_range_loop)]
@@ -29,15 +33,13 @@
 use std::cell::RefCell;
 
 use super::attention::{visible, Rows, SdpaShape};
+use super::attn_order::{block_end, KB, PARTS};
 use super::attn_simd::{exp_neg, Vf};
 use super::qlinear::SendPtr;
 use super::refill;
 
 /// Queries per task (the vector width of the score tile).
 const QB: usize = 32;
-/// Keys per block of the online softmax: the block's widened keys and
-/// values and its `KB x QB` scores stay in L1/L2.
-const KB: usize = 64;
 
 #[derive(Default)]
 struct Scratch {
@@ -72,7 +74,7 @@ struct Ctx<'a> {
 
 /// Which compiled variant runs here, if any.
 #[derive(Clone, Copy, PartialEq)]
-enum Path {
+pub(super) enum Path {
     #[cfg(target_arch = "x86_64")]
     Avx512,
     #[cfg(target_arch = "x86_64")]
@@ -81,7 +83,7 @@ enum Path {
     Neon,
 }
 
-fn path() -> Option<Path> {
+pub(super) fn path() -> Option<Path> {
     #[cfg(target_arch = "x86_64")]
     {
         use std::sync::OnceLock;
@@ -110,7 +112,7 @@ fn path() -> Option<Path> {
 
 /// Every tiled path this CPU can run (the tests run each).
 #[cfg(test)]
-fn paths() -> Vec<Path> {
+pub(super) fn paths() -> Vec<Path> {
     #[cfg(target_arch = "x86_64")]
     {
         let mut v = Vec::new();
@@ -150,7 +152,7 @@ pub fn sdpa_tiled_into(
 
 /// `sdpa_tiled_into` on path `p` (which the CPU must have).
 #[allow(clippy::too_many_arguments)]
-fn run_path(
+pub(super) fn run_path(
     p: Path,
     q: &[f32],
     k: Rows,
@@ -271,7 +273,9 @@ unsafe fn task<V: Vf, const QV: usize, const JR: usize, const IR: usize, const C
     let mut seen = [(0usize, 0usize); KB];
     let mut j0 = first;
     while j0 < last {
-        let nk = KB.min(last - j0);
+        // Blocks end at multiples of KB whatever the step's first key
+        // (`attn_order`).
+        let nk = block_end(j0, last) - j0;
         for jj in 0..nk {
             let j = j0 + jj;
             let a = hi[..qn].iter().take_while(|&&h| h <= j).count();
@@ -326,8 +330,8 @@ unsafe fn task<V: Vf, const QV: usize, const JR: usize, const IR: usize, const C
 }
 
 /// `s[j][i] = k[j] . qt[.][i]` for the block's keys (key `j` at `j * ks`
-/// in `kf`), `JR` keys at a time (`JR x QV` vector accumulators: a
-/// broadcast key value times a row of `qt`).
+/// in `kf`), `JR` keys at a time, each score the canonical order's eight
+/// chains and pairwise sum (`chains`).
 #[inline(always)]
 unsafe fn scores<V: Vf, const QV: usize, const JR: usize>(
     kf: &[f32],
@@ -341,19 +345,7 @@ unsafe fn scores<V: Vf, const QV: usize, const JR: usize>(
     let (kp, qp, sp) = (kf.as_ptr(), qt.as_ptr(), s.as_mut_ptr());
     let mut j = 0;
     while j + JR <= nk {
-        let mut acc = [[V::zero(); QV]; JR];
-        for dd in 0..d {
-            let mut q = [V::zero(); QV];
-            for v in 0..QV {
-                q[v] = V::load(qp.add(dd * QB + v * V::N));
-            }
-            for r in 0..JR {
-                let kv = V::splat(*kp.add((j + r) * ks + dd));
-                for v in 0..QV {
-                    acc[r][v] = V::fma(kv, q[v], acc[r][v]);
-                }
-            }
-        }
+        let acc = chains::<V, QV, JR>(kp.add(j * ks), ks, d, qp);
         for r in 0..JR {
             for v in 0..QV {
                 acc[r][v].store(sp.add((j + r) * QB + v * V::N));
@@ -362,18 +354,83 @@ unsafe fn scores<V: Vf, const QV: usize, const JR: usize>(
         j += JR;
     }
     while j < nk {
-        let mut acc = [V::zero(); QV];
-        for dd in 0..d {
-            let kv = V::splat(*kp.add(j * ks + dd));
-            for v in 0..QV {
-                acc[v] = V::fma(kv, V::load(qp.add(dd * QB + v * V::N)), acc[v]);
-            }
-        }
+        let acc = chains::<V, QV, 1>(kp.add(j * ks), ks, d, qp);
         for v in 0..QV {
-            acc[v].store(sp.add(j * QB + v * V::N));
+            acc[0][v].store(sp.add(j * QB + v * V::N));
         }
         j += 1;
     }
+}
+
+/// `R` keys' scores against the `QB` queries: chain `l` multiplies and
+/// adds dimensions `l, l + 8, ...` (a broadcast key value times a row of
+/// `qt`; +0 added past `d`), and the chains are summed
+/// `((P0 + P1) + (P2 + P3)) + ((P4 + P5) + (P6 + P7))` (`attn_order`).
+/// Functions, not closures: a closure would not inherit the caller's
+/// target features, and every vector operation would become a call.
+#[inline(always)]
+unsafe fn chains<V: Vf, const QV: usize, const R: usize>(
+    kp: *const f32,
+    ks: usize,
+    d: usize,
+    qp: *const f32,
+) -> [[V; QV]; R] {
+    let t01 = add(chain(kp, ks, d, qp, 0), chain(kp, ks, d, qp, 1));
+    let t23 = add(chain(kp, ks, d, qp, 2), chain(kp, ks, d, qp, 3));
+    let u0: [[V; QV]; R] = add(t01, t23);
+    let t45 = add(chain(kp, ks, d, qp, 4), chain(kp, ks, d, qp, 5));
+    let t67 = add(chain(kp, ks, d, qp, 6), chain(kp, ks, d, qp, 7));
+    add(u0, add(t45, t67))
+}
+
+/// Chain `l` of `chains`.
+#[inline(always)]
+unsafe fn chain<V: Vf, const QV: usize, const R: usize>(
+    kp: *const f32,
+    ks: usize,
+    d: usize,
+    qp: *const f32,
+    l: usize,
+) -> [[V; QV]; R] {
+    let mut acc = [[V::zero(); QV]; R];
+    let mut dd = l;
+    while dd < d {
+        let mut q = [V::zero(); QV];
+        for v in 0..QV {
+            q[v] = V::load(qp.add(dd * QB + v * V::N));
+        }
+        for r in 0..R {
+            let kv = V::splat(*kp.add(r * ks + dd));
+            for v in 0..QV {
+                acc[r][v] = V::fma(kv, q[v], acc[r][v]);
+            }
+        }
+        dd += PARTS;
+    }
+    // Past `d`, up to the next multiple of PARTS: +0 (the per-query
+    // kernel's zero padding gives `0 * 0 + acc`).
+    if dd < d.div_ceil(PARTS) * PARTS {
+        for r in 0..R {
+            for v in 0..QV {
+                acc[r][v] = V::add(acc[r][v], V::zero());
+            }
+        }
+    }
+    acc
+}
+
+/// `a + b`, tile by tile.
+#[inline(always)]
+unsafe fn add<V: Vf, const QV: usize, const R: usize>(
+    mut a: [[V; QV]; R],
+    b: [[V; QV]; R],
+) -> [[V; QV]; R] {
+    for r in 0..R {
+        for v in 0..QV {
+            a[r][v] = V::add(a[r][v], b[r][v]);
+        }
+    }
+    a
 }
 
 /// The online softmax step of one key block for one head: masks what each

@@ -8,13 +8,23 @@
 /// of that row alone gives (quantized and float linears, attention over a
 /// cache): what lets speculative decoding verify up to `ROW_INVARIANT_STEP
 /// - 1` proposed tokens in one step without changing any answer, and a
-/// server batch its slots. Larger steps (prompt chunks) may take tiles that
-/// sum in another order (Arm's i8mm, tiled attention).
-/// `backends/tests/row_invariance.rs` holds it to this.
+/// server batch its slots. Larger steps keep that where `chunk_invariant`
+/// says so. `backends/tests/row_invariance.rs` holds it to this.
 pub const ROW_INVARIANT_STEP: usize = 32;
 
-mod attend;
+/// Whether steps of any number of rows give every row the bits a one-row
+/// step gives on this CPU, so that a prompt's logits do not depend on how
+/// it was cut into chunks: attention runs its SIMD kernels, which sum in
+/// one order for any number of queries (`attn_order`), and Arm's i8mm
+/// tiles (which take steps above `ROW_INVARIANT_STEP` rows and sum in
+/// another order) do not run. Linears compute each row alone otherwise.
+pub fn chunk_invariant() -> bool {
+    attn_tiled::path().is_some() && qlinear::Isa::best() != qlinear::Isa::NeonI8mm
+}
+
 pub mod attention;
+mod attn_one;
+pub mod attn_order;
 mod attn_simd;
 mod attn_tiled;
 mod compute;
@@ -145,6 +155,10 @@ fn f32_of<'a>(op: &'static str, t: &'a Tensor) -> Result<&'a [f32]> {
 impl Backend for CpuBackend {
     fn name(&self) -> &'static str {
         "cpu"
+    }
+
+    fn chunk_invariant(&self) -> bool {
+        chunk_invariant()
     }
 
     fn writes_into(&self, op: &Op, out: &TensorMeta) -> bool {
