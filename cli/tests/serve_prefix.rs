@@ -210,7 +210,8 @@ fn cached_tokens(v: &serde_json::Value) -> u64 {
 /// With one slot, a conversation whose slot another prompt took comes back
 /// to its prefix in the prefix cache (`--cache-ram`) instead of computing it
 /// again, with the answer `mllm run` gives alone; a cache too small for one
-/// prompt chunk keeps nothing, and the same prompt is computed again.
+/// prompt keeps nothing, and the same prompt is computed again (but for the
+/// chat template's opening tokens, which the slot holds).
 #[test]
 fn prefixes_outlive_their_slot_in_the_prefix_cache() {
     let model = smollm2();
@@ -238,7 +239,11 @@ fn prefixes_outlive_their_slot_in_the_prefix_cache() {
     let content = |v: &serde_json::Value| v["choices"][0]["message"]["content"].clone();
     // The library's prompt, then the buses' in the same (only) slot.
     assert_eq!(content(&ask(&library, q1)), want_library.as_str());
-    assert_eq!(cached_tokens(&ask(&buses, q2)), 0);
+    // Only the chat template's opening tokens are common to the two
+    // prompts (their system prompts differ from the first word); the slot
+    // keeps them (any computed prefix is exact on the CPU).
+    let template = cached_tokens(&ask(&buses, q2));
+    assert!(template < 8, "{template} tokens shared");
     assert_eq!(
         metric(addr, "mllm_prompt_tokens_from_prefix_cache_total"),
         0
@@ -260,7 +265,7 @@ fn prefixes_outlive_their_slot_in_the_prefix_cache() {
     assert!(cached_tokens(&v) >= 256, "{}", cached_tokens(&v));
     drop(srv);
 
-    // 1 MiB holds no 128-token chunk of this model's cache (~5.6 MiB).
+    // 1 MiB holds neither prompt (this model's cache takes ~44 KiB a token).
     let srv = Server::start(&[
         "--model",
         &model,
@@ -280,7 +285,7 @@ fn prefixes_outlive_their_slot_in_the_prefix_cache() {
         let r = post(addr, "/v1/chat/completions", &body(sys, q, 16));
         let v = r.json();
         assert_eq!(v["choices"][0]["message"]["content"], want.as_str());
-        assert_eq!(cached_tokens(&v), 0);
+        assert!(cached_tokens(&v) <= template, "{}", cached_tokens(&v));
     }
     assert_eq!(metric(addr, "mllm_prefix_cache_entries"), 0);
     assert_eq!(

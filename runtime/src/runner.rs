@@ -56,6 +56,13 @@ impl Runner {
         self.unchecked = true;
     }
 
+    /// Whether this model's steps give each row the same bits whatever
+    /// the step's size (`Backend::chunk_invariant`): then any computed
+    /// prefix can be shared, not only whole `PREFILL_CHUNK` chunks.
+    pub fn chunk_invariant(&self) -> bool {
+        self.model.backend.chunk_invariant()
+    }
+
     /// Every step eager (`--eager`).
     pub fn eager_only(&mut self) {
         self.compiled = None;

@@ -37,10 +37,15 @@ pub struct Sequence {
     pub max_context: Option<usize>,
     /// Leading positions computed from an empty cache by steps of at most
     /// `PREFILL_CHUNK` tokens that each began at a multiple of it (a
-    /// prompt computed in chunks, as the server and `mllm run` do): whole
-    /// chunks of them have exactly the bits any prompt starting with the
-    /// same tokens gets, so they can be shared (`shareable`).
+    /// prompt computed in chunks, as the server and `mllm run` do), or by
+    /// any steps where `any_cut`: whole chunks of them (all of them where
+    /// `any_cut`) have exactly the bits any prompt starting with the same
+    /// tokens gets, so they can be shared (`shareable`).
     aligned: usize,
+    /// Whether the steps ran where rows do not depend on the step's size
+    /// (`Runner::chunk_invariant`): a prefix is then shareable at any
+    /// length.
+    any_cut: bool,
 }
 
 impl Sequence {
@@ -56,6 +61,7 @@ impl Sequence {
             kv_dtype: DType::F32,
             max_context,
             aligned: 0,
+            any_cut: false,
         }
     }
 
@@ -105,10 +111,10 @@ impl Sequence {
     /// How many leading ids of `ids` the cache can keep when `ids` is the
     /// next turn of the conversation the cache holds: `ids` must begin with
     /// the whole prompt last fed (its answer may re-tokenize differently, so
-    /// the match may end inside it), else 0. A server reuses only this:
-    /// sharing part of a different conversation (a common system prompt)
-    /// would compute the rest in other chunks than a fresh start does, so a
-    /// request's numbers would depend on what ran before it in its slot.
+    /// the match may end inside it), else 0. Other prompts share only
+    /// through `shareable`, which keeps a request's numbers independent of
+    /// what ran before it (where steps are not chunk-invariant, only
+    /// whole chunks computed from an empty cache are).
     pub fn continuation(&self, ids: &[u32]) -> usize {
         if self.prompt_len == 0 || ids.len() <= self.prompt_len {
             return 0;
@@ -122,8 +128,9 @@ impl Sequence {
 
     /// How many leading ids of `ids` this cache can give another prompt
     /// (or a later one in the same slot) without changing a bit of its
-    /// answer: whole prompt chunks computed from an empty cache (see
-    /// `aligned`), leaving at least one id to compute.
+    /// answer: the positions computed from an empty cache (see `aligned`;
+    /// whole prompt chunks of them where steps are not chunk-invariant),
+    /// leaving at least one id to compute.
     pub fn shareable(&self, ids: &[u32]) -> usize {
         if self.has_images || ids.is_empty() {
             return 0;
@@ -131,17 +138,39 @@ impl Sequence {
         let n = common_prefix(&self.cached, ids)
             .min(self.aligned)
             .min(ids.len() - 1);
-        n - n % PREFILL_CHUNK
+        self.whole(n)
+    }
+
+    /// `n` shareable positions: all of them where any cut gives the same
+    /// bits, else whole chunks.
+    fn whole(&self, n: usize) -> usize {
+        if self.any_cut {
+            n
+        } else {
+            n - n % PREFILL_CHUNK
+        }
+    }
+
+    /// Notes that `n` positions from `start` were computed by `runner` in
+    /// one step (see `aligned`).
+    fn computed(&mut self, runner: &Runner, start: usize, n: usize) {
+        // Recurrent layers (Gated DeltaNet) compute a chunk with sums that
+        // depend on its length.
+        self.any_cut = runner.chunk_invariant() && !self.has_state();
+        let chunked = start.is_multiple_of(PREFILL_CHUNK) && n <= PREFILL_CHUNK;
+        if start == self.aligned && !self.has_images && (self.any_cut || chunked) {
+            self.aligned = start + n;
+        }
     }
 
     /// The leading positions this cache can give any prompt that begins
-    /// with them: the whole chunks of `aligned` (none with images).
+    /// with them: `aligned`, in whole chunks where steps are not
+    /// chunk-invariant (none with images).
     pub fn shareable_len(&self) -> usize {
         if self.has_images {
             return 0;
         }
-        let n = self.aligned.min(self.cached.len());
-        n - n % PREFILL_CHUNK
+        self.whole(self.aligned.min(self.cached.len()))
     }
 
     /// Whether the cache can give all of `prefix` (`shareable_len`
@@ -179,6 +208,7 @@ impl Sequence {
         self.cache = Rc::new(RefCell::new(cache));
         self.cached = donor.cached[..n].to_vec();
         self.aligned = n;
+        self.any_cut = donor.any_cut;
         true
     }
 
@@ -243,13 +273,7 @@ impl Sequence {
         let pos = usize::try_from(start as i64 + self.pos_offset)
             .map_err(|_| Error::generate("a negative rotary position"))?;
         let t = runner.step(&self.cache, &ids32, pos, true)?;
-        if start == self.aligned
-            && start.is_multiple_of(PREFILL_CHUNK)
-            && ids.len() <= PREFILL_CHUNK
-            && !self.has_images
-        {
-            self.aligned = start + ids.len();
-        }
+        self.computed(runner, start, ids.len());
         self.cached.extend_from_slice(ids);
         let rows = t.shape()[0];
         Ok(t.narrow0(rows - 1, rows)?.to_f32_vec()?)
@@ -272,6 +296,7 @@ impl Sequence {
             .map_err(|_| Error::generate("a negative rotary position"))?;
         // One row: the decode step's own graph (every row is the last).
         let t = runner.step(&self.cache, &ids32, pos, ids.len() == 1)?;
+        self.computed(runner, start, ids.len());
         self.cached.extend_from_slice(ids);
         let flat = t.to_f32_vec()?;
         let rows = t.shape()[0];
@@ -415,6 +440,7 @@ impl Sequence {
         let mut row = 0;
         for (s, t) in seqs.iter_mut().zip(ids) {
             let t = t.as_ref();
+            s.computed(runner, s.cached.len(), t.len());
             s.cached.extend_from_slice(t);
             let mut rows = Vec::with_capacity(t.len());
             for _ in t {

@@ -134,7 +134,7 @@ pub fn render(models: &[Sample], http_requests: u64) -> String {
     family(
         "prompt_tokens_shared_total",
         "counter",
-        "Prompt tokens copied from another slot's cache or the prefix cache (whole prompt chunks the two prompts share).",
+        "Prompt tokens copied from another slot's cache or the prefix cache (the computed prefix the two prompts share).",
         &|m| load(&m.metrics.prompt_shared).to_string(),
     );
     family(

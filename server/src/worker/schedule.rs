@@ -244,8 +244,8 @@ impl Worker {
                 break;
             };
             // Another slot (busy or not), or the prefix cache, may hold
-            // more of this prompt: its whole computed chunks are copied
-            // instead of recomputed.
+            // more of this prompt: its shareable prefix is copied instead
+            // of recomputed (`Sequence::shareable`).
             let donor = self
                 .slots
                 .iter()
