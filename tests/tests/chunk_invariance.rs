@@ -41,7 +41,7 @@ fn cuts(n: usize, seed: u64, most: usize) -> Vec<usize> {
             .wrapping_add(1442695040888963407);
         // Mostly short chunks, some long ones.
         let pick = (x >> 33) as usize;
-        let size = if pick % 3 == 0 {
+        let size = if pick.is_multiple_of(3) {
             1 + pick % 90
         } else {
             1 + pick % 12

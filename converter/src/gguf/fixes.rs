@@ -15,28 +15,20 @@
 //!   elements of `A_log` and `dt_bias`, columns of `out_proj`.
 //! * Any MoE with a gated shared expert: the gate stored 1-D (see `fix`).
 
-use super::family::family;
+use super::family::{family, Family};
 use super::{GgufFile, GgufTensorInfo};
 use crate::error::{ConvertError, Result};
 
-/// Whether `arch`'s family says so (family/): q/k rows llama.cpp's
-/// converter permuted (`LlamaModel.permute`: per head, rows `[half 0 |
-/// half 1]` interleaved); norms stored as 1 + w (its converter adds 1 to
-/// every RMSNorm weight, `*norm.weight`, since their norms scale by
-/// `1 + w`: loading subtracts it. The f32 GGUF value is g = fl(1 + w);
-/// g - 1 is exact for g in [0.5, 2] (Sterbenz), so the script's
-/// `1 + (g - 1)` is g again, the very factor transformers computes; for
-/// w < -0.5 it is within 2^-25 of it); Gated DeltaNet tensors.
-fn permuted_qk(arch: &str) -> bool {
-    family(arch).is_some_and(|f| f.permuted_qk)
-}
-
-fn norm_plus_one(arch: &str) -> bool {
-    family(arch).is_some_and(|f| f.norm_plus_one)
-}
-
-fn delta_net(arch: &str) -> bool {
-    family(arch).is_some_and(|f| f.delta_net)
+/// What the file's family says (family/): q/k rows llama.cpp's converter
+/// permuted (`LlamaModel.permute`: per head, rows `[half 0 | half 1]`
+/// interleaved); norms stored as 1 + w (its converter adds 1 to every
+/// RMSNorm weight, `*norm.weight`, since their norms scale by `1 + w`:
+/// loading subtracts it. The f32 GGUF value is g = fl(1 + w); g - 1 is
+/// exact for g in [0.5, 2] (Sterbenz), so the script's `1 + (g - 1)` is g
+/// again, the very factor transformers computes; for w < -0.5 it is
+/// within 2^-25 of it); Gated DeltaNet tensors.
+fn says(fam: Option<&Family>, flag: fn(&Family) -> bool) -> bool {
+    fam.is_some_and(flag)
 }
 
 /// A value-wise correction.
@@ -119,6 +111,8 @@ fn tiled_to_grouped(hk: usize, r: usize, d: usize) -> Vec<usize> {
 /// The metadata `Fixer` works from, read once per file.
 pub(super) struct Fixer {
     arch: String,
+    /// The registry's entry for `arch`, if any.
+    family: Option<&'static Family>,
     path: String,
     /// (query heads, key/value heads), for Llama's Q/K permutation.
     heads: Option<(Option<usize>, Option<usize>)>,
@@ -130,6 +124,7 @@ pub(super) struct Fixer {
 impl Fixer {
     pub fn new(file: &GgufFile) -> Result<Fixer> {
         let arch = file.architecture().unwrap_or("").to_string();
+        let fam = family(&arch);
         let path = file.path().display().to_string();
         let positive = |key: &str| -> Result<Option<usize>> {
             Ok(match file.arch_meta(key) {
@@ -141,14 +136,14 @@ impl Fixer {
                 })? as usize),
             })
         };
-        let heads = if permuted_qk(&arch) {
+        let heads = if says(fam, |f| f.permuted_qk) {
             let h = positive("attention.head_count")?;
             Some((h, positive("attention.head_count_kv")?.or(h)))
         } else {
             None
         };
         let mut deltanet = None;
-        if delta_net(&arch) {
+        if says(fam, |f| f.delta_net) {
             let need = |key: &str| -> Result<usize> {
                 positive(key)?.ok_or_else(|| {
                     ConvertError::Corrupt(format!("{path}: metadata {arch}.{key} is missing"))
@@ -169,6 +164,7 @@ impl Fixer {
         }
         Ok(Fixer {
             arch,
+            family: fam,
             path,
             heads,
             deltanet,
@@ -179,7 +175,7 @@ impl Fixer {
     pub fn fix(&self, t: &GgufTensorInfo) -> Result<Fix> {
         let mut fix = Fix::default();
         let part = block_part(&t.name);
-        if norm_plus_one(&self.arch)
+        if says(self.family, |f| f.norm_plus_one)
             && t.name.ends_with("norm.weight")
             && part != Some("ssm_norm.weight")
         {
@@ -218,7 +214,7 @@ impl Fixer {
                 fix.rows = Some(llama_rows(rows, h));
             }
         }
-        if delta_net(&self.arch) {
+        if says(self.family, |f| f.delta_net) {
             self.qwen35(t, part, &mut fix)?;
         }
         Ok(fix)
@@ -297,6 +293,7 @@ mod tests {
     fn a_one_dimensional_shared_expert_gate_gets_its_row_back() {
         let fixer = Fixer {
             arch: "qwen35moe".into(),
+            family: family("qwen35moe"),
             path: "f.gguf".into(),
             heads: None,
             deltanet: None,

@@ -138,7 +138,7 @@ fn vl_text_config(tf: &GgufFile, text_config: Value) -> Result<Value> {
     // Qwen3-VL's sections split every rotary pair; Qwen3.5's may name more
     // pairs than its partial rotary has (transformers' default [11, 11, 10]
     // with 2 pairs), which transformers and the script allow.
-    let partial_rotary = family::family(arch).is_some_and(|f| f.delta_net);
+    let partial_rotary = family::family(arch).is_some_and(|f| f.partial_rotary);
     let fills = section.iter().sum::<u64>() * 2 == head_dim || partial_rotary;
     if section.len() != 3 || !fills {
         return Err(ConvertError::Corrupt(format!(

@@ -254,10 +254,10 @@ impl Worker {
                 .map(|(j, s)| (s.seq.shareable(ids), j))
                 .max()
                 .filter(|&(n, _)| n > reuse);
-            let mut stored = self
-                .store
-                .best(ids)
-                .filter(|&(n, _)| n > reuse.max(donor.map_or(0, |d| d.0)));
+            // A prefix-cache entry is worth taking where it gives more
+            // than the slot and the donor.
+            let better = |&(n, _): &(usize, usize)| n > reuse.max(donor.map_or(0, |d| d.0));
+            let mut stored = self.store.best(ids).filter(better);
             // What only slot i holds is kept before its cache changes.
             let own = self.slots[i].seq.shareable_len();
             let kept = if donor.is_some() || stored.is_some() {
@@ -274,10 +274,7 @@ impl Worker {
                     .any(|(j, s)| j != i && s.seq.holds(prefix));
                 if !elsewhere && self.store.keep(&self.slots[i].seq) {
                     // Keeping may have dropped or evicted entries: look again.
-                    stored = self
-                        .store
-                        .best(ids)
-                        .filter(|&(n, _)| n > reuse.max(donor.map_or(0, |d| d.0)));
+                    stored = self.store.best(ids).filter(better);
                 }
             }
             if let Some((n, e)) = stored {

@@ -69,6 +69,9 @@ pub(crate) struct Family {
     pub norm_plus_one: bool,
     /// Gated DeltaNet layers whose tensors need more than a name (Qwen3.5).
     pub delta_net: bool,
+    /// Rotary embedding on part of each head only, so a multimodal rope's
+    /// sections may name more pairs than the head rotates (Qwen3.5).
+    pub partial_rotary: bool,
     /// Every MLP is sparse: the file may lack `feed_forward_length`.
     pub sparse_only: bool,
 }
@@ -86,6 +89,7 @@ pub(crate) const DECODER: Family = Family {
     permuted_qk: false,
     norm_plus_one: false,
     delta_net: false,
+    partial_rotary: false,
     sparse_only: false,
 };
 

@@ -52,6 +52,7 @@ pub(super) const QWEN35: Family = Family {
     ],
     norm_plus_one: true,
     delta_net: true,
+    partial_rotary: true,
     ..DECODER
 };
 
