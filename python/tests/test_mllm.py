@@ -55,9 +55,11 @@ def test_streamed_pieces_join_to_the_whole_answer(model):
     assert "".join(pieces) == whole
     assert model.last_stats["stop_reason"] == "length"
     assert model.last_stats["generated_tokens"] == 40
-    # A prompt that does not continue the cache is computed afresh, so an
-    # answer does not depend on the calls before it.
-    assert model.last_stats["prompt_computed"] == model.last_stats["prompt_tokens"]
+    # The same prompt again takes all but its last token from the cache:
+    # on the CPU a token's numbers do not depend on how its prompt was cut
+    # into steps, so the answer is the same (checked above).
+    assert model.last_stats["prompt_computed"] == 1
+    assert model.last_stats["prompt_tokens"] > 1
 
 
 def test_a_seed_repeats_a_sampled_answer(model):
