@@ -238,6 +238,43 @@ impl<B: Backend> Compiled<B> {
         inputs: &[(&str, Tensor)],
         kv: &mut KvCache,
     ) -> Result<Vec<(String, Tensor)>> {
+        self.run_steps(inputs, &mut [kv], &[])
+    }
+
+    /// One step over several sequences at once (a server's busy slots):
+    /// the graph's rows are split into consecutive runs, `rows[c]` of them
+    /// for the sequence cached in `kvs[c]`. Every op but attention sees all
+    /// rows together (one pass over the weights); `CachedSdpa` appends each
+    /// run's keys and values to its own cache and attends over that cache
+    /// alone, as the sequence's own step would. The `positions` input holds
+    /// each row's position in its sequence. A graph with recurrent state
+    /// runs one sequence only.
+    pub fn run_batch(
+        &self,
+        inputs: &[(&str, Tensor)],
+        kvs: &mut [&mut KvCache],
+        rows: &[usize],
+    ) -> Result<Vec<(String, Tensor)>> {
+        if kvs.len() != rows.len() || kvs.is_empty() || rows.contains(&0) {
+            return err(format!(
+                "a batched step needs one cache per run of rows, each of at least one row: {} caches, runs {rows:?}",
+                kvs.len()
+            ));
+        }
+        if kvs.len() > 1 && !self.graph.states.is_empty() {
+            return err("a graph with recurrent state steps one sequence at a time");
+        }
+        self.run_steps(inputs, kvs, rows)
+    }
+
+    /// `run_batch`, where no runs (`rows` empty) means every row is the
+    /// one sequence of `kvs[0]`.
+    fn run_steps(
+        &self,
+        inputs: &[(&str, Tensor)],
+        kvs: &mut [&mut KvCache],
+        rows: &[usize],
+    ) -> Result<Vec<(String, Tensor)>> {
         let g = &self.graph;
         // Step values only; parameters and constants are read from `fixed`
         // (no per-step clones of ~hundreds of bound weights).
@@ -245,7 +282,7 @@ impl<B: Backend> Compiled<B> {
         let slots = &mut *guard;
         slots.clear();
         slots.resize(g.values.len(), None);
-        let r = self.step(inputs, kv, slots);
+        let r = self.step(inputs, kvs, rows, slots);
         slots.clear();
         r
     }
@@ -253,22 +290,28 @@ impl<B: Backend> Compiled<B> {
     fn step(
         &self,
         inputs: &[(&str, Tensor)],
-        kv: &mut KvCache,
+        kvs: &mut [&mut KvCache],
+        rows: &[usize],
         slots: &mut [Option<Tensor>],
     ) -> Result<Vec<(String, Tensor)>> {
         let g = &self.graph;
         let fixed = &self.fixed;
-        // Appends up to the captured context never regrow the cache.
-        kv.reserve(g.context);
-        let past = g.kv.first().map_or(0, |l| kv.len(l.layer));
+        // Appends up to the captured context never regrow the caches.
+        let mut past = Vec::with_capacity(kvs.len());
+        for kv in kvs.iter_mut() {
+            kv.reserve(g.context);
+            past.push(g.kv.first().map_or(0, |l| kv.len(l.layer)));
+        }
         for (name, id) in g.inputs() {
             let t = if name == "past_len" {
+                // Read by CachedSdpa alone, which takes each cache's own
+                // length from the cache; the input is the first one's.
                 self.backend
-                    .upload(Tensor::from_i32(vec![past as i32], vec![1])?)?
+                    .upload(Tensor::from_i32(vec![past[0] as i32], vec![1])?)?
             } else if name.starts_with("past_key.") || name.starts_with("past_value.") {
                 continue; // read by CachedSdpa through `kv`
             } else if let Some(&(layer, k)) = self.state_of.get(&id) {
-                self.state_input(kv, id, layer, k)?
+                self.state_input(kvs[0], id, layer, k)?
             } else {
                 let Some((_, t)) = inputs.iter().find(|(n, _)| *n == name) else {
                     return err(format!("the graph's input `{name}` was not given"));
@@ -298,25 +341,17 @@ impl<B: Backend> Compiled<B> {
                     window,
                 } => {
                     let layer = self.layer_of[&inputs[3]];
-                    if kv.len(layer) != past {
-                        return err(format!(
-                            "layer {layer} caches {} positions, layer 0 {past}",
-                            kv.len(layer)
-                        ));
-                    }
                     let (q, k, v) = (
                         get(slots, fixed, inputs[0])?,
                         get(slots, fixed, inputs[1])?,
                         get(slots, fixed, inputs[2])?,
                     );
-                    // The backend keeps the cache where its kernels read it.
-                    let (keys, values) = self.backend.kv_append(kv, layer, k, v)?;
                     let sdpa = Op::Sdpa {
                         causal: *causal,
                         scale: *scale,
                         window: *window,
                     };
-                    self.compute(i, &sdpa, &[q, &keys, &values])?
+                    self.cached_sdpa(i, &sdpa, layer, [q, k, v], kvs, rows, &past)?
                 }
                 _ => {
                     let args: Vec<&Tensor> = inputs
@@ -342,7 +377,8 @@ impl<B: Backend> Compiled<B> {
                 .iter()
                 .map(|&o| get(slots, fixed, o).cloned())
                 .collect::<Result<Vec<_>>>()?;
-            kv.set_state(s.layer, states, s.tokens)
+            kvs[0]
+                .set_state(s.layer, states, s.tokens)
                 .map_err(crate::GraphError)?;
         }
         let kv_rows = |id: ValueId| {
@@ -365,6 +401,73 @@ impl<B: Backend> Compiled<B> {
 }
 
 impl<B: Backend> Compiled<B> {
+    /// `CachedSdpa` (value `i`) of `layer`: each run of rows appends its
+    /// keys and values to its own cache (the backend keeps the cache where
+    /// its kernels read it) and attends over that cache. One sequence is
+    /// one `Sdpa` into the arena; several runs' results are concatenated
+    /// into it.
+    #[allow(clippy::too_many_arguments)]
+    fn cached_sdpa(
+        &self,
+        i: ValueId,
+        sdpa: &Op,
+        layer: usize,
+        [q, k, v]: [&Tensor; 3],
+        kvs: &mut [&mut KvCache],
+        rows: &[usize],
+        past: &[usize],
+    ) -> Result<Tensor> {
+        if rows.is_empty() {
+            let kv = &mut *kvs[0];
+            if kv.len(layer) != past[0] {
+                return err(format!(
+                    "layer {layer} caches {} positions, layer 0 {}",
+                    kv.len(layer),
+                    past[0]
+                ));
+            }
+            let (keys, values) = self.backend.kv_append(kv, layer, k, v)?;
+            return self.compute(i, sdpa, &[q, &keys, &values]);
+        }
+        let total: usize = rows.iter().sum();
+        if q.shape().first() != Some(&total) || k.shape().first() != Some(&total) {
+            return err(format!(
+                "attention of layer {layer} has {:?} query rows; the step's runs hold {total}",
+                q.shape().first()
+            ));
+        }
+        let causal = matches!(sdpa, Op::Sdpa { causal: true, .. });
+        let mut outs = Vec::with_capacity(rows.len());
+        let mut at = 0;
+        for ((kv, &n), &p) in kvs.iter_mut().zip(rows).zip(past) {
+            if kv.len(layer) != p {
+                return err(format!(
+                    "layer {layer} caches {} positions, layer 0 {p}",
+                    kv.len(layer)
+                ));
+            }
+            let (kr, vr) = (k.narrow0(at, at + n)?, v.narrow0(at, at + n)?);
+            let (keys, values) = self.backend.kv_append(kv, layer, &kr, &vr)?;
+            if causal || n == 1 {
+                outs.push(self.backend.run(sdpa, &[&q.narrow0(at, at + n)?, &keys, &values])?);
+            } else {
+                // Without the causal mask, a run's rows would see each
+                // other's keys; a row sees the keys up to its own, as its
+                // own one-row step would.
+                let len = keys.shape()[0];
+                for j in 0..n {
+                    let upto = len - n + j + 1;
+                    let qr = q.narrow0(at + j, at + j + 1)?;
+                    let args = [&qr, &keys.narrow0(0, upto)?, &values.narrow0(0, upto)?];
+                    outs.push(self.backend.run(sdpa, &args)?);
+                }
+            }
+            at += n;
+        }
+        let refs: Vec<&Tensor> = outs.iter().collect();
+        self.compute(i, &Op::Concat { dim: 0 }, &refs)
+    }
+
     /// Input `state.L.K`: what the cache stores for layer L, or zeros
     /// before the layer's first step (what the script starts from).
     fn state_input(&self, kv: &KvCache, id: ValueId, layer: usize, k: usize) -> Result<Tensor> {

@@ -183,6 +183,58 @@ impl<B: Backend + Clone> CompiledModel<B> {
             .map(|(_, t)| t)
             .ok_or_else(|| "the graph has no logits output".to_string())
     }
+
+    /// One step for several sequences (a server's busy slots): `rows[c]`
+    /// consecutive ids of `ids` continue the sequence cached in `kvs[c]`,
+    /// at rotary positions `positions` (one per id). Replays the graph a
+    /// step of `ids.len()` rows with every row's logits uses (the same one
+    /// a speculative verification of that many rows replays), with each
+    /// run's attention over its own cache; returns every row's logits.
+    pub fn forward_batch(
+        &mut self,
+        model: &Model,
+        ids: &[i32],
+        positions: &[i32],
+        kvs: &mut [&mut KvCache],
+        rows: &[usize],
+    ) -> Result<Tensor, String> {
+        let n = ids.len();
+        if positions.len() != n || rows.iter().sum::<usize>() != n {
+            return Err(format!(
+                "a batched step of {n} ids has {} positions and runs {rows:?}",
+                positions.len()
+            ));
+        }
+        let Some(dtype) = kvs.first().map(|kv| kv.dtype()) else {
+            return Err("a batched step needs at least one sequence".into());
+        };
+        for (kv, &r) in kvs.iter().zip(rows) {
+            if kv.dtype() != dtype {
+                return Err(format!(
+                    "the sequences of a batched step cache {dtype} and {} keys; one graph takes one cache type",
+                    kv.dtype()
+                ));
+            }
+            if kv.len(0) + r > self.context {
+                return Err(format!(
+                    "{} cached + {r} new tokens exceed the compiled context of {}",
+                    kv.len(0),
+                    self.context
+                ));
+            }
+        }
+        let g = self.graph(model, n, false, dtype)?;
+        let e = |e: mllm_backends::BackendError| e.to_string();
+        let input = Tensor::from_i32(ids.to_vec(), vec![n]).map_err(e)?;
+        let positions = Tensor::from_i32(positions.to_vec(), vec![n]).map_err(e)?;
+        let outs = g
+            .run_batch(&[("input_ids", input), ("positions", positions)], kvs, rows)
+            .map_err(|e| e.to_string())?;
+        outs.into_iter()
+            .find(|(name, _)| name == "logits")
+            .map(|(_, t)| t)
+            .ok_or_else(|| "the graph has no logits output".to_string())
+    }
 }
 
 /// The next step's length for `left` tokens: a whole chunk while one fits,

@@ -112,20 +112,7 @@ impl Runner {
         start: usize,
         last_only: bool,
     ) -> Result<Tensor> {
-        if self.unchecked && self.compiled.is_some() {
-            // Learn once whether the script captures, before a step
-            // touches the cache.
-            let dtype = cache.borrow().dtype();
-            if let Some(Err(e)) = self
-                .compiled
-                .as_mut()
-                .map(|c| c.prepare(&self.model, 1, true, dtype))
-            {
-                eprintln!("warning: running eagerly: the script's steps cannot be captured: {e}");
-                self.compiled = None;
-            }
-            self.unchecked = false;
-        }
+        self.learn_capture(cache.borrow().dtype());
         let err = |e: String| Error::generate(format!("compiled step: {e}"));
         if let Some(c) = self.compiled.as_mut() {
             // Every row's logits for a few rows: a speculative decoding
@@ -165,18 +152,49 @@ impl Runner {
         crate::engine::run_forward(&self.model, &mut self.exec, cache, ids, start, last_only)
     }
 
+    /// In the lenient mode, learns once whether the script captures
+    /// (before a step touches a cache); if not, steps run eagerly.
+    fn learn_capture(&mut self, dtype: mllm_backends::DType) {
+        if !self.unchecked {
+            return;
+        }
+        self.unchecked = false;
+        if let Some(Err(e)) = self
+            .compiled
+            .as_mut()
+            .map(|c| c.prepare(&self.model, 1, true, dtype))
+        {
+            eprintln!("warning: running eagerly: the script's steps cannot be captured: {e}");
+            self.compiled = None;
+        }
+    }
+
     /// One decode step for several sequences at once: `ids[b]` at rotary
-    /// position `positions[b]` of the sequence cached in `caches[b]`.
-    /// Every row's logits come back `[batch, vocab]` on the host. The
-    /// matmuls see all rows together (one pass over the weights for the
-    /// whole batch); attention runs per sequence, as its own step would.
-    /// Always eager: a captured graph has one cache.
+    /// position `positions[b]` of the sequence cached in `caches[b]` (a
+    /// sequence's rows consecutive). Every row's logits come back
+    /// `[batch, vocab]` on the host. The matmuls see all rows together (one
+    /// pass over the weights for the whole batch); attention runs per
+    /// sequence, as its own step would. With captured graphs, the step
+    /// replays the graph of its row count (one per count, captured once);
+    /// sequences with recurrent state or of different cache types step
+    /// eagerly.
     pub fn step_batch(
         &mut self,
         caches: Vec<Rc<RefCell<KvCache>>>,
         ids: &[i32],
         positions: &[i32],
     ) -> Result<Tensor> {
+        if let Some(first) = caches.first() {
+            self.learn_capture(first.borrow().dtype());
+        }
+        if let (Some(c), Some((runs, rows))) = (self.compiled.as_mut(), graph_runs(&caches)) {
+            let mut borrowed: Vec<_> = runs.iter().map(|k| k.borrow_mut()).collect();
+            let mut kvs: Vec<&mut KvCache> = borrowed.iter_mut().map(|b| &mut **b).collect();
+            let logits = c
+                .forward_batch(&self.model, ids, positions, &mut kvs, &rows)
+                .map_err(|e| Error::generate(format!("compiled batched step: {e}")))?;
+            return Ok(self.model.backend.download(&logits)?);
+        }
         let inputs = mllm_interpreter::ForwardInputs::batch(ids, positions, caches)?;
         let out = self.model.run(&mut self.exec, inputs).map_err(|e| {
             let sources = &self.model.program.sources;
@@ -230,4 +248,33 @@ impl Runner {
         let idx = self.exec.run(&Op::Argmax { dim: 1 }, &[&last])?;
         Ok(self.exec.read(&idx)?.i32s()?[0])
     }
+}
+
+/// The caches of a batched step as runs of consecutive rows (each
+/// sequence's cache once, with its row count), if a captured graph can run
+/// the step: every cache distinct between runs, none with recurrent state,
+/// all of one cache type.
+#[allow(clippy::type_complexity)]
+fn graph_runs(
+    caches: &[Rc<RefCell<KvCache>>],
+) -> Option<(Vec<Rc<RefCell<KvCache>>>, Vec<usize>)> {
+    let (mut runs, mut rows): (Vec<Rc<RefCell<KvCache>>>, Vec<usize>) = (vec![], vec![]);
+    for c in caches {
+        match runs.last() {
+            Some(last) if Rc::ptr_eq(last, c) => *rows.last_mut()? += 1,
+            _ => {
+                if runs.iter().any(|r| Rc::ptr_eq(r, c)) {
+                    return None;
+                }
+                runs.push(c.clone());
+                rows.push(1);
+            }
+        }
+    }
+    let first = runs.first()?.borrow().dtype();
+    let plain = runs.iter().all(|c| {
+        let c = c.borrow();
+        !c.has_state() && c.dtype() == first
+    });
+    plain.then_some((runs, rows))
 }

@@ -4,7 +4,9 @@
 //! bit for bit, on float and quantized weights alike: every kernel computes
 //! a row the same way whatever else is in the step
 //! (`mllm_backends::cpu::ROW_INVARIANT_STEP`). Greedy continuations in a
-//! batch equal each sequence's alone.
+//! batch equal each sequence's alone, eager or through captured graphs
+//! (one graph per row count, each run of rows attending over its own
+//! cache).
 
 mod common;
 
@@ -49,7 +51,10 @@ fn check(runner: &mut Runner, prompts: &[Vec<u32>], n: usize, tol: f32, case: &s
         }
         alone.push(rows);
     }
-    // Together: prompts fed one by one, then batched steps.
+    // Together: prompts fed one by one, then batched steps (with captured
+    // graphs: a graph per batch size, captured at the first such step).
+    let graphs = |r: &Runner| r.compiled.as_ref().map(|c| c.graph_count());
+    let before = graphs(runner);
     let mut seqs: Vec<Sequence> = prompts.iter().map(|_| Sequence::new(None)).collect();
     let mut logits: Vec<Vec<f32>> = seqs
         .iter_mut()
@@ -74,6 +79,13 @@ fn check(runner: &mut Runner, prompts: &[Vec<u32>], n: usize, tol: f32, case: &s
         let mut refs: Vec<&mut Sequence> = seqs.iter_mut().collect();
         logits = Sequence::step_batch(runner, &mut refs, &tokens)
             .unwrap_or_else(|e| panic!("{case}: {}", e.render(false)));
+    }
+    if let (Some(before), Some(after)) = (before, graphs(runner)) {
+        let recurrent = seqs.iter().any(|s| s.has_state());
+        assert!(
+            recurrent || after > before,
+            "{case}: the batched steps captured no graph ({before} before, {after} after): they ran eagerly"
+        );
     }
 }
 
