@@ -449,7 +449,10 @@ impl<B: Backend> Compiled<B> {
             let (kr, vr) = (k.narrow0(at, at + n)?, v.narrow0(at, at + n)?);
             let (keys, values) = self.backend.kv_append(kv, layer, &kr, &vr)?;
             if causal || n == 1 {
-                outs.push(self.backend.run(sdpa, &[&q.narrow0(at, at + n)?, &keys, &values])?);
+                outs.push(
+                    self.backend
+                        .run(sdpa, &[&q.narrow0(at, at + n)?, &keys, &values])?,
+                );
             } else {
                 // Without the causal mask, a run's rows would see each
                 // other's keys; a row sees the keys up to its own, as its

@@ -255,9 +255,7 @@ impl Runner {
 /// the step: every cache distinct between runs, none with recurrent state,
 /// all of one cache type.
 #[allow(clippy::type_complexity)]
-fn graph_runs(
-    caches: &[Rc<RefCell<KvCache>>],
-) -> Option<(Vec<Rc<RefCell<KvCache>>>, Vec<usize>)> {
+fn graph_runs(caches: &[Rc<RefCell<KvCache>>]) -> Option<(Vec<Rc<RefCell<KvCache>>>, Vec<usize>)> {
     let (mut runs, mut rows): (Vec<Rc<RefCell<KvCache>>>, Vec<usize>) = (vec![], vec![]);
     for c in caches {
         match runs.last() {
