@@ -204,8 +204,38 @@ pub fn run_forward_images(
     spec: &ImageTokens,
     last_only: bool,
 ) -> Result<(Tensor, i64)> {
+    run_forward_images_from(model, exec, cache, ids, 0, images, spec, last_only)
+}
+
+/// `run_forward_images` for `ids[start..]` after a cache holding the
+/// first `start` ids (text before the first image, shared from another
+/// sequence): every placeholder lies at or after `start`; positions are the
+/// whole prompt's. Not for tiled images.
+#[allow(clippy::too_many_arguments)]
+pub fn run_forward_images_from(
+    model: &Model,
+    exec: &mut dyn Executor,
+    cache: &Rc<RefCell<KvCache>>,
+    ids: &[i32],
+    start: usize,
+    images: &Images,
+    spec: &ImageTokens,
+    last_only: bool,
+) -> Result<(Tensor, i64)> {
     if let Some(views) = &images.tiled {
+        if start > 0 {
+            return Err(Error::invalid(
+                "tiled images start their prompt: no cached text before them",
+            ));
+        }
         return run_forward_tiled(model, exec, cache, ids, images, views, last_only);
+    }
+    let held = if start > 0 { cache.borrow().len(0) } else { 0 };
+    if start >= ids.len().max(1) || held != start {
+        return Err(Error::invalid(format!(
+            "a prompt of {} ids with images continues a cache of {held} positions from {start}",
+            ids.len()
+        )));
     }
     let frames = images
         .videos
@@ -229,8 +259,9 @@ pub fn run_forward_images(
             "image/video tokens and image_grid_thw/video_grid_thw disagree: {e}"
         ))
     })?;
-    let n = ids.len();
-    let rows: Vec<i32> = p.rows.concat();
+    // The positions of the part computed now: row r of `p.rows` from `start`.
+    let n = ids.len() - start;
+    let rows: Vec<i32> = p.rows.iter().flat_map(|r| r[start..].to_vec()).collect();
     let grid_tensor = |g: &[[i64; 3]]| {
         let flat: Vec<i32> = g
             .iter()
@@ -252,7 +283,7 @@ pub fn run_forward_images(
     };
     let inputs = ForwardInputs {
         batch: vec![],
-        input_ids: Tensor::from_i32(ids.to_vec(), vec![n])?,
+        input_ids: Tensor::from_i32(ids[start..].to_vec(), vec![n])?,
         positions: Tensor::from_i32(rows, vec![3, n])?,
         cache: cache.clone(),
         images: image_inputs,

@@ -82,7 +82,7 @@ impl Loaded {
     ) -> Result<(Tensor, i64)> {
         let spec = ImageTokens::from_config(&self.config)?;
         self.runner
-            .prefill_images(cache, ids, images, &spec, last_only)
+            .prefill_images(cache, ids, 0, images, &spec, last_only)
     }
 
     pub fn argmax_last(&mut self, logits: &Tensor) -> Result<i32> {

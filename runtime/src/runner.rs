@@ -9,7 +9,7 @@ use std::rc::Rc;
 use mllm_backends::{Backend, Op, SharedBackend, Tensor};
 use mllm_interpreter::{CompiledModel, Eager, Executor, KvCache, Model};
 
-use crate::images::{run_forward_images, ImageTokens, Images};
+use crate::images::{run_forward_images_from, ImageTokens, Images};
 use crate::{Error, Result};
 
 /// Tokens per captured prefill graph.
@@ -211,21 +211,25 @@ impl Runner {
     }
 
     /// Prefills a prompt with images (ids already hold each image's
-    /// placeholder tokens), always eagerly; returns the logits and the
-    /// offset at which decoding continues (token `i` sits at `i + delta`).
+    /// placeholder tokens), always eagerly, from `start` (the cache holds
+    /// the text before: `images::run_forward_images_from`); returns the
+    /// logits and the offset at which decoding continues (token `i` sits at
+    /// `i + delta`).
     pub fn prefill_images(
         &mut self,
         cache: &Rc<RefCell<KvCache>>,
         ids: &[i32],
+        start: usize,
         images: &Images,
         spec: &ImageTokens,
         last_only: bool,
     ) -> Result<(Tensor, i64)> {
-        let (logits, delta) = run_forward_images(
+        let (logits, delta) = run_forward_images_from(
             &self.model,
             &mut self.exec,
             cache,
             ids,
+            start,
             images,
             spec,
             last_only,

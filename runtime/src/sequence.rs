@@ -26,8 +26,13 @@ pub struct Sequence {
     /// Whether the cache holds a prompt with images.
     has_images: bool,
     /// What identifies those images (the caller's hash of their pixels);
-    /// a later prompt reuses the cache only with the same key.
+    /// a later prompt reuses the cache past them only with the same key.
     image_key: Option<u64>,
+    /// With images: where their placeholders lie in `cached`, the first
+    /// and one past the last. Positions before the first are plain text
+    /// (shareable with any prompt); past the last, with prompts of the same
+    /// images. Tiled images (1-D positions): (0, usize::MAX), nothing.
+    image_span: (usize, usize),
     /// Length of the prompt last fed through `rewind_for_continuation` or
     /// `feed_images` (0: none), which a next turn must begin with.
     prompt_len: usize,
@@ -57,6 +62,7 @@ impl Sequence {
             pos_offset: 0,
             has_images: false,
             image_key: None,
+            image_span: (0, 0),
             prompt_len: 0,
             kv_dtype: DType::F32,
             max_context,
@@ -87,6 +93,7 @@ impl Sequence {
         self.pos_offset = 0;
         self.has_images = false;
         self.image_key = None;
+        self.image_span = (0, 0);
         self.prompt_len = 0;
         self.aligned = 0;
     }
@@ -132,12 +139,26 @@ impl Sequence {
     /// whole prompt chunks of them where steps are not chunk-invariant),
     /// leaving at least one id to compute.
     pub fn shareable(&self, ids: &[u32]) -> usize {
-        if self.has_images || ids.is_empty() {
+        self.shareable_with(ids, None)
+    }
+
+    /// `shareable` for a prompt with the images `key` identifies (`None`:
+    /// a text prompt): a cache holding images gives the text before them
+    /// to any prompt, and past them only to a prompt with the same images
+    /// whose ids hold all of their placeholders in the shared part.
+    pub fn shareable_with(&self, ids: &[u32], key: Option<u64>) -> usize {
+        if ids.is_empty() {
             return 0;
         }
-        let n = common_prefix(&self.cached, ids)
+        let mut n = common_prefix(&self.cached, ids)
             .min(self.aligned)
             .min(ids.len() - 1);
+        if self.has_images {
+            let same = key.is_some() && key == self.image_key;
+            if !(same && n >= self.image_span.1) {
+                n = n.min(self.image_span.0);
+            }
+        }
         self.whole(n)
     }
 
@@ -158,7 +179,7 @@ impl Sequence {
         // depend on its length.
         self.any_cut = runner.chunk_invariant() && !self.has_state();
         let chunked = start.is_multiple_of(PREFILL_CHUNK) && n <= PREFILL_CHUNK;
-        if start == self.aligned && !self.has_images && (self.any_cut || chunked) {
+        if start == self.aligned && (self.any_cut || (chunked && !self.has_images)) {
             self.aligned = start + n;
         }
     }
@@ -167,10 +188,12 @@ impl Sequence {
     /// with them: `aligned`, in whole chunks where steps are not
     /// chunk-invariant (none with images).
     pub fn shareable_len(&self) -> usize {
+        let n = self.aligned.min(self.cached.len());
         if self.has_images {
-            return 0;
+            // What any prompt can take (the prefix store keeps text).
+            return self.whole(n.min(self.image_span.0));
         }
-        self.whole(self.aligned.min(self.cached.len()))
+        self.whole(n)
     }
 
     /// Whether the cache can give all of `prefix` (`shareable_len`
@@ -194,8 +217,10 @@ impl Sequence {
     /// (nothing changed) where that cache cannot be copied: in device
     /// memory, with a recurrent state, or not `n` shareable positions.
     pub fn adopt_prefix(&mut self, donor: &Sequence, n: usize) -> bool {
+        // From a cache with images: the text before them, or all of them.
+        let images = donor.has_images && n > donor.image_span.0;
         if n == 0
-            || donor.has_images
+            || (images && (n < donor.image_span.1 || !donor.any_cut))
             || n > donor.aligned.min(donor.cached.len())
             || donor.kv_dtype != self.kv_dtype
         {
@@ -209,6 +234,12 @@ impl Sequence {
         self.cached = donor.cached[..n].to_vec();
         self.aligned = n;
         self.any_cut = donor.any_cut;
+        if images {
+            self.has_images = true;
+            self.image_key = donor.image_key;
+            self.image_span = donor.image_span;
+            self.pos_offset = donor.pos_offset;
+        }
         true
     }
 
@@ -220,7 +251,8 @@ impl Sequence {
         }
         self.check_context(ids.len())?;
         let keep = if self.has_images {
-            0
+            // The text before the images, where shareable.
+            self.shareable(ids)
         } else {
             self.continuation(ids).max(self.shareable(ids))
         };
@@ -261,6 +293,14 @@ impl Sequence {
         }
         self.cached.truncate(kept);
         self.aligned = self.aligned.min(kept);
+        if self.has_images && kept <= self.image_span.0 {
+            // Only text before the images is left.
+            self.has_images = false;
+            self.image_key = None;
+            self.image_span = (0, 0);
+            self.pos_offset = 0;
+            self.prompt_len = self.prompt_len.min(kept);
+        }
         kept
     }
 
@@ -469,32 +509,60 @@ impl Sequence {
             return Err(Error::generate("empty prompt"));
         }
         self.check_context(ids.len())?;
-        // A next turn with the same images continues the cache (as text:
-        // the images are in it already).
-        let keep = self.continuation(ids);
-        if self.has_images
-            && key.is_some()
-            && key == self.image_key
-            && keep > 0
-            && self.keep(keep) == keep
-        {
+        let span = if spec.tiled {
+            Some((0, usize::MAX))
+        } else {
+            placeholder_span(ids, spec)
+        };
+        let Some(span) = span else {
+            return Err(Error::invalid(
+                "a prompt with images holds none of their placeholder tokens",
+            ));
+        };
+        // A next turn with the same images (or another prompt with them,
+        // whose cache was adopted) continues the cache as text: the images
+        // are in it already.
+        let keep = self.continuation(ids).max(self.shareable_with(ids, key));
+        let same = self.has_images && key.is_some() && key == self.image_key;
+        if same && keep >= self.image_span.1 && keep >= span.1 && self.keep(keep) == keep {
             self.prompt_len = ids.len();
             let logits = self.extend(runner, &ids[keep..])?;
             self.last_computed = ids.len() - keep;
             return Ok(logits);
         }
-        self.reset();
+        // Else the text before the images, where the cache shares it (and
+        // the images are not tiled: their positions start at 0).
+        let text = if spec.tiled {
+            0
+        } else {
+            self.shareable_with(ids, None).min(span.0)
+        };
+        let start = if text > 0 { self.keep(text) } else { 0 };
+        if start == 0 {
+            self.reset();
+        }
         let ids32: Vec<i32> = ids.iter().map(|&t| t as i32).collect();
-        let (t, delta) = runner.prefill_images(&self.cache, &ids32, images, spec, true)?;
+        let (t, delta) = runner.prefill_images(&self.cache, &ids32, start, images, spec, true)?;
         self.pos_offset = delta;
         self.has_images = true;
         self.image_key = key;
+        self.image_span = span;
+        self.computed(runner, start, ids.len() - start);
         self.prompt_len = ids.len();
         self.cached = ids.to_vec();
-        self.last_computed = ids.len();
+        self.last_computed = ids.len() - start;
         let rows = t.shape()[0];
         Ok(t.narrow0(rows - 1, rows)?.to_f32_vec()?)
     }
+}
+
+/// Where a prompt's image and video placeholders lie: the first and one
+/// past the last.
+fn placeholder_span(ids: &[u32], spec: &ImageTokens) -> Option<(usize, usize)> {
+    let is = |&t: &u32| t as i32 == spec.image || Some(t as i32) == spec.video;
+    let first = ids.iter().position(is)?;
+    let last = ids.iter().rposition(is)?;
+    Some((first, last + 1))
 }
 
 fn common_prefix(a: &[u32], b: &[u32]) -> usize {

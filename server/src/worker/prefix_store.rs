@@ -1,6 +1,6 @@
 //! Prompt prefixes kept after their slot moves on (issue #31): when a slot
 //! takes a request that does not continue what its cache holds, the whole
-//! prompt chunks it computed from an empty cache (`Sequence::shareable_len`,
+//! positions it computed from an empty cache (`Sequence::shareable_len`,
 //! the part any prompt beginning with those tokens gets bit for bit) are
 //! copied here first, unless another slot or an entry here holds them
 //! already. A later request that begins with them (a shared system prompt,
@@ -14,9 +14,10 @@
 //! sharing itself in `cli/tests/serve_prefix.rs`.
 //!
 //! Not paged: two entries that share a beginning but then differ each hold
-//! a copy of it. Prompts with images are not kept (their positions depend
-//! on the images), nor caches in device memory or with recurrent state
-//! (`Sequence::copy_prefix` refuses them).
+//! a copy of it. Of a conversation with images only the text before them
+//! is kept here (slots share past the images with prompts of the same
+//! images: `Sequence::shareable_with`); caches in device memory or with
+//! recurrent state are not kept (`Sequence::copy_prefix` refuses them).
 
 use mllm_runtime::Sequence;
 

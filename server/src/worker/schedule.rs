@@ -232,7 +232,10 @@ impl Worker {
                 continue;
             }
             let ids = &pending.prompt.ids;
-            let own = |s: &Slot| s.seq.continuation(ids).max(s.seq.shareable(ids));
+            // Images are keyed by their pixels: a cache holding the same
+            // ones shares past them, any other the text before them.
+            let key = pending.prompt.images.as_ref().map(|i| i.2);
+            let own = |s: &Slot| s.seq.continuation(ids).max(s.seq.shareable_with(ids, key));
             let best = self
                 .slots
                 .iter()
@@ -251,7 +254,7 @@ impl Worker {
                 .iter()
                 .enumerate()
                 .filter(|&(j, _)| j != i)
-                .map(|(j, s)| (s.seq.shareable(ids), j))
+                .map(|(j, s)| (s.seq.shareable_with(ids, key), j))
                 .max()
                 .filter(|&(n, _)| n > reuse);
             // A prefix-cache entry is worth taking where it gives more
