@@ -9,8 +9,9 @@ use common::{mllm, text};
 use serde_json::{json, Value};
 
 /// A vision-language model: an image as a data URI or a local path gives
-/// `mllm run --image`'s answer; the conversation's next turn with the same
-/// image computes only its new text; a broken image is a 400.
+/// `mllm run --image`'s answer; the same image again (keyed by its pixels)
+/// and the conversation's next turn with it compute only their new text; a
+/// broken image is a 400.
 #[test]
 fn serve_takes_images_as_data_uris_and_paths() {
     use base64::Engine as _;
@@ -65,7 +66,7 @@ fn serve_takes_images_as_data_uris_and_paths() {
             &json!({ "messages": messages, "temperature": 0, "max_tokens": 6 }).to_string(),
         )
     };
-    for url in [uri.as_str(), img] {
+    for (k, url) in [uri.as_str(), img].into_iter().enumerate() {
         let r = ask(url, vec![]);
         assert_eq!(r.status, 200, "{}", r.body);
         let v = r.json();
@@ -75,6 +76,14 @@ fn serve_takes_images_as_data_uris_and_paths() {
             "image from {}",
             &url[..url.len().min(30)]
         );
+        // The same pixels again (from a path this time): the prompt, image
+        // included, comes from the cache but for its last token.
+        let u = &v["usage"];
+        let cached = u["prompt_tokens_details"]["cached_tokens"].as_u64();
+        let total = u["prompt_tokens"].as_u64().unwrap_or(0);
+        if k == 1 {
+            assert_eq!(cached, Some(total - 1), "the same image again: of {total}");
+        }
     }
     // The next turn of that conversation: the image and the first turn
     // come from the slot's cache.
