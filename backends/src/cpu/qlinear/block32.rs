@@ -106,6 +106,8 @@ pub(super) struct Ctx {
     pub(super) asum: *const i32,
     pub(super) out: *mut f32,
     pub(super) nr: usize,
+    /// Activation rows of the whole step (how often a weight is read).
+    pub(super) m: usize,
 }
 
 type TileFn = super::Tile<Ctx>;
@@ -148,6 +150,7 @@ pub(super) fn gemm<B: Block32>(isa: Isa, w: &[u8], nr: usize, act: &ActQ8, out: 
         asum: act.sum.as_ptr(),
         out: out.as_mut_ptr(),
         nr,
+        m,
     };
     // SAFETY (all arms): the tiles read rows j..j+R < nr of `w`, rows
     // i..i+C < m of the activations and write those cells of `out`, whose

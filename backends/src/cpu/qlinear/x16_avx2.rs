@@ -43,8 +43,14 @@ unsafe fn tile<const KIND: u8, const C: usize, const H: usize>(
     let mask = _mm256_set1_epi8(0x0F);
     let mut facc = [[_mm256_setzero_ps(); C]; H];
     let mut fmin = [[_mm256_setzero_ps(); C]; H];
-    // Decode tiles take both halves of a group (see `run`).
-    let ahead = if H == 2 { PREFETCH_AHEAD } else { 0 };
+    // Decode tiles (both halves, see `run`) and the group's first tile in
+    // a small batch stream their weights from memory (blocks prefetched
+    // whole: the second half's tile finds them in cache).
+    let ahead = if H == 2 || (i == 0 && h0 == 0 && ctx.m <= 8) {
+        PREFETCH_AHEAD
+    } else {
+        0
+    };
     for b in 0..nb {
         let p = base.add(b * gb);
         prefetch_block(p, gb, ahead);
