@@ -31,7 +31,8 @@ pub struct Sequence {
     /// With images: where their placeholders lie in `cached`, the first
     /// and one past the last. Positions before the first are plain text
     /// (shareable with any prompt); past the last, with prompts of the same
-    /// images. Tiled images (1-D positions): (0, usize::MAX), nothing.
+    /// images. Tiled images (1-D positions): (0, usize::MAX), nothing
+    /// (their own next turn still continues the cache).
     image_span: (usize, usize),
     /// Length of the prompt last fed through `rewind_for_continuation` or
     /// `feed_images` (0: none), which a next turn must begin with.
@@ -509,33 +510,35 @@ impl Sequence {
             return Err(Error::generate("empty prompt"));
         }
         self.check_context(ids.len())?;
-        let span = if spec.tiled {
-            Some((0, usize::MAX))
-        } else {
-            placeholder_span(ids, spec)
-        };
-        let Some(span) = span else {
-            return Err(Error::invalid(
-                "a prompt with images holds none of their placeholder tokens",
-            ));
-        };
-        // A next turn with the same images (or another prompt with them,
-        // whose cache was adopted) continues the cache as text: the images
-        // are in it already.
-        let keep = self.continuation(ids).max(self.shareable_with(ids, key));
+        // Tiled images (1-D positions from 0) share nothing with other
+        // prompts; neither does a prompt whose placeholders are not found
+        // (the forward says what is wrong with it).
+        let span = match spec.tiled {
+            true => None,
+            false => placeholder_span(ids, spec),
+        }
+        .unwrap_or((0, usize::MAX));
+        // A next turn with the same images continues the cache as text
+        // (the images are in it already), and so does another prompt with
+        // them whose ids hold all of their placeholders in what the cache
+        // shares (a cache adopted from another sequence, say).
+        let turn = self.continuation(ids);
+        let keep = turn.max(self.shareable_with(ids, key));
         let same = self.has_images && key.is_some() && key == self.image_key;
-        if same && keep >= self.image_span.1 && keep >= span.1 && self.keep(keep) == keep {
+        let past_images = keep == turn || keep >= self.image_span.1.max(span.1);
+        if same && keep > 0 && past_images && self.keep(keep) == keep {
             self.prompt_len = ids.len();
             let logits = self.extend(runner, &ids[keep..])?;
             self.last_computed = ids.len() - keep;
             return Ok(logits);
         }
-        // Else the text before the images, where the cache shares it (and
-        // the images are not tiled: their positions start at 0).
-        let text = if spec.tiled {
-            0
-        } else {
+        // Else the text before the images, where the cache shares it and
+        // the rest computed from there gets the bits of one step over the
+        // whole prompt (chunk-invariant steps).
+        let text = if runner.chunk_invariant() && self.any_cut {
             self.shareable_with(ids, None).min(span.0)
+        } else {
+            0
         };
         let start = if text > 0 { self.keep(text) } else { 0 };
         if start == 0 {
