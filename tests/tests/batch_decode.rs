@@ -279,4 +279,13 @@ fn batched_steps_equal_single_steps_on_opencl() {
         1e-5,
         "OpenCL gqa_tied_f32",
     );
+    // Batched steps replaying captured graphs on the device.
+    runner.compile_default(256);
+    check(
+        &mut runner,
+        &prompts(&r.input_ids),
+        3,
+        1e-5,
+        "OpenCL gqa_tied_f32, compiled",
+    );
 }
