@@ -265,7 +265,9 @@ fn prefixes_outlive_their_slot_in_the_prefix_cache() {
     assert!(cached_tokens(&v) >= 256, "{}", cached_tokens(&v));
     drop(srv);
 
-    // 1 MiB holds neither prompt (this model's cache takes ~44 KiB a token).
+    // 1 MiB holds neither prompt (this model's cache takes ~44 KiB a token),
+    // only the first page (16 positions, ~704 KiB) of one: a prompt takes at
+    // most that from the cache, and its answer is the same.
     let srv = Server::start(&[
         "--model",
         &model,
@@ -285,11 +287,9 @@ fn prefixes_outlive_their_slot_in_the_prefix_cache() {
         let r = post(addr, "/v1/chat/completions", &body(sys, q, 16));
         let v = r.json();
         assert_eq!(v["choices"][0]["message"]["content"], want.as_str());
-        assert!(cached_tokens(&v) <= template, "{}", cached_tokens(&v));
+        assert!(cached_tokens(&v) <= 16, "{}", cached_tokens(&v));
+        assert!(metric(addr, "mllm_prefix_cache_bytes") <= 1 << 20);
+        assert!(metric(addr, "mllm_prefix_cache_pages") <= 1);
     }
-    assert_eq!(metric(addr, "mllm_prefix_cache_entries"), 0);
-    assert_eq!(
-        metric(addr, "mllm_prompt_tokens_from_prefix_cache_total"),
-        0
-    );
+    assert!(metric(addr, "mllm_prompt_tokens_from_prefix_cache_total") <= 16);
 }

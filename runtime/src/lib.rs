@@ -38,6 +38,7 @@ pub use engine::{generate, generate_with, Engine, GenRequest, GenStats, Speculat
 pub use error::{Error, ErrorKind};
 pub use generation::{Generation, GenerationConfig, SamplerConfig, StopReason};
 pub use loaded::{load, load_with, Loaded};
+pub use mllm_backends::kv::KvPage;
 pub use mllm_backends::Tensor;
 pub use mllm_interpreter::{ForwardInputs, KvCache};
 pub use runner::{Runner, PREFILL_CHUNK};

@@ -7,6 +7,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use mllm_backends::kv::KvPage;
 use mllm_backends::DType;
 use mllm_interpreter::KvCache;
 
@@ -203,13 +204,40 @@ impl Sequence {
         prefix.len() <= self.shareable_len() && self.cached.starts_with(prefix)
     }
 
-    /// A new sequence with this one's settings holding a copy of its first
-    /// `n` positions (`shareable_len` at most); `None` where the cache
-    /// cannot be copied (see `adopt_prefix`).
-    pub fn copy_prefix(&self, n: usize) -> Option<Sequence> {
-        let mut s = Sequence::new(self.max_context);
-        s.kv_dtype = self.kv_dtype;
-        s.adopt_prefix(self, n).then_some(s)
+    /// Whether any cut of the prompt into steps gives the same bits (see
+    /// `any_cut`): its shareable positions need not be whole chunks.
+    pub fn any_cut(&self) -> bool {
+        self.any_cut
+    }
+
+    /// A copy of positions `[start, end)` of every layer, `end` within
+    /// `shareable_len` (a server's prefix store keeps prefixes as pages);
+    /// `None` past that or where the cache cannot be cut (in device memory,
+    /// with a recurrent state).
+    pub fn kv_page(&self, start: usize, end: usize) -> Option<KvPage> {
+        if end > self.shareable_len() {
+            return None;
+        }
+        self.cache.borrow().page(start, end)
+    }
+
+    /// Starts over from `pages` (`kv_page`s of other sequences, laid end to
+    /// end) holding the text prefix `ids`, computed where any cut gives the
+    /// same bits or not (`any_cut`). False (nothing changed) where the pages
+    /// do not hold `ids.len()` positions of this sequence's cache type.
+    pub fn adopt_pages(&mut self, ids: &[u32], pages: &[&KvPage], any_cut: bool) -> bool {
+        if ids.is_empty() || pages.iter().any(|p| p.dtype() != self.kv_dtype) {
+            return false;
+        }
+        let Some(cache) = KvCache::from_pages(pages, ids.len()) else {
+            return false;
+        };
+        self.reset();
+        self.cache = Rc::new(RefCell::new(cache));
+        self.cached = ids.to_vec();
+        self.aligned = ids.len();
+        self.any_cut = any_cut;
+        true
     }
 
     /// Starts over from a copy of the first `n` positions of `donor`'s

@@ -20,6 +20,7 @@ pub struct ModelMetrics {
     pub prompt_from_cache: AtomicU64,
     pub prefix_cache_bytes: AtomicUsize,
     pub prefix_cache_entries: AtomicUsize,
+    pub prefix_cache_pages: AtomicUsize,
     pub generated: AtomicU64,
     /// Seconds spent on prompts and on decoding, in microseconds.
     prompt_us: AtomicU64,
@@ -45,6 +46,7 @@ impl ModelMetrics {
             prompt_from_cache: AtomicU64::new(0),
             prefix_cache_bytes: AtomicUsize::new(0),
             prefix_cache_entries: AtomicUsize::new(0),
+            prefix_cache_pages: AtomicUsize::new(0),
             generated: AtomicU64::new(0),
             prompt_us: AtomicU64::new(0),
             decode_us: AtomicU64::new(0),
@@ -157,10 +159,21 @@ pub fn render(models: &[Sample], http_requests: u64) -> String {
     family(
         "prefix_cache_entries",
         "gauge",
-        "Prompt prefixes the prefix cache holds.",
+        "Distinct prompt prefixes the prefix cache holds (its tree's leaves).",
         &|m| {
             m.metrics
                 .prefix_cache_entries
+                .load(Ordering::Relaxed)
+                .to_string()
+        },
+    );
+    family(
+        "prefix_cache_pages",
+        "gauge",
+        "Pages of 16 positions the prefix cache holds (prefixes that begin alike share theirs).",
+        &|m| {
+            m.metrics
+                .prefix_cache_pages
                 .load(Ordering::Relaxed)
                 .to_string()
         },

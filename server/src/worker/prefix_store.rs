@@ -1,155 +1,358 @@
-//! Prompt prefixes kept after their slot moves on (issue #31): when a slot
-//! takes a request that does not continue what its cache holds, the whole
-//! positions it computed from an empty cache (`Sequence::shareable_len`,
-//! the part any prompt beginning with those tokens gets bit for bit) are
-//! copied here first, unless another slot or an entry here holds them
-//! already. A later request that begins with them (a shared system prompt,
-//! a conversation coming back after other requests took its slot) copies
-//! them into its slot instead of computing them. Entries are evicted least
-//! recently used first to stay within `--cache-ram`; an entry whose tokens
-//! begin another one's is dropped (the longer serves every prompt the
-//! shorter could).
+//! Prompt prefixes kept after their slot moves on (issue #31), as pages of
+//! `PAGE` positions in a radix tree over token ids (as SGLang's
+//! RadixAttention, with vLLM's fixed-size blocks): a path from a root spells
+//! a prefix, and prefixes that begin alike share the pages of their common
+//! part. When a slot takes a request that does not continue what its cache
+//! holds, the whole positions it computed from an empty cache
+//! (`Sequence::shareable_len`, the part any prompt beginning with those
+//! tokens gets bit for bit) are added here first, page by page, where the
+//! tree lacks them. A later request that begins with a stored prefix (a
+//! shared system prompt, a document asked about again, a conversation
+//! coming back after other requests took its slot) gets its pages laid end
+//! to end in its slot (`Sequence::adopt_pages`) instead of computing them.
 //!
-//! Tests: the eviction rules over fake caches (`tests` below); the
-//! sharing itself in `cli/tests/serve_prefix.rs`.
+//! Pages are reference-counted (`Rc`): the tree holds one count, each
+//! lookup's `Hit` another, so a page evicted while a hit is being adopted
+//! stays alive until the copy is made. Eviction takes least recently used
+//! leaves first (a page is evicted only after every page below it) to stay
+//! within `--cache-ram`; a use refreshes every page of its path. The last
+//! page of a prefix may hold fewer than `PAGE` positions; such a page is
+//! always a leaf, and a longer prefix replaces it with a whole one.
 //!
-//! Not paged: two entries that share a beginning but then differ each hold
-//! a copy of it. Of a conversation with images only the text before them
-//! is kept here (slots share past the images with prompts of the same
-//! images: `Sequence::shareable_with`); caches in device memory or with
-//! recurrent state are not kept (`Sequence::copy_prefix` refuses them).
+//! Tests: the tree's rules over fake pages (`tests` below); the sharing
+//! itself in `cli/tests/serve_prefix.rs`.
+//!
+//! Slots' own caches stay contiguous (attention reads one buffer of rows),
+//! so adopting a hit copies its pages once. Of a conversation with images
+//! only the text before them is kept here (slots share past the images with
+//! prompts of the same images: `Sequence::shareable_with`); caches in
+//! device memory or with recurrent state are not kept (`Sequence::kv_page`
+//! refuses them).
 
-use mllm_runtime::Sequence;
+use std::rc::Rc;
 
-/// What the store keeps: a sequence's computed prefix (a trait so the
-/// eviction rules are tested without a model).
-pub(super) trait Stored: Sized {
+use mllm_runtime::{KvPage, Sequence, PREFILL_CHUNK};
+
+/// Positions a page holds (the last of a prefix may hold fewer).
+pub(super) const PAGE: usize = 16;
+
+/// What the store keeps pages of: a sequence's computed prefix (a trait so
+/// the tree's rules are tested without a model).
+pub(super) trait Source {
+    type Page: Paged;
     /// The ids the cache holds.
     fn ids(&self) -> &[u32];
     /// See `Sequence::shareable_len`.
     fn shareable_len(&self) -> usize;
-    /// See `Sequence::shareable`.
-    fn shareable(&self, ids: &[u32]) -> usize;
-    /// See `Sequence::copy_prefix`.
-    fn copy_prefix(&self, n: usize) -> Option<Self>;
-    /// Bytes the cache holds.
-    fn kv_bytes(&self) -> usize;
-    /// Whether the cache gives all of `prefix`.
-    fn holds(&self, prefix: &[u32]) -> bool {
-        prefix.len() <= self.shareable_len() && self.ids().starts_with(prefix)
-    }
+    /// See `Sequence::any_cut`.
+    fn any_cut(&self) -> bool;
+    /// See `Sequence::kv_page`.
+    fn page(&self, start: usize, end: usize) -> Option<Self::Page>;
 }
 
-impl Stored for Sequence {
+pub(super) trait Paged {
+    /// Bytes the page holds.
+    fn bytes(&self) -> usize;
+}
+
+impl Source for Sequence {
+    type Page = KvPage;
     fn ids(&self) -> &[u32] {
         &self.cached
     }
     fn shareable_len(&self) -> usize {
         Sequence::shareable_len(self)
     }
-    fn shareable(&self, ids: &[u32]) -> usize {
-        Sequence::shareable(self, ids)
+    fn any_cut(&self) -> bool {
+        Sequence::any_cut(self)
     }
-    fn copy_prefix(&self, n: usize) -> Option<Self> {
-        Sequence::copy_prefix(self, n)
-    }
-    fn kv_bytes(&self) -> usize {
-        Sequence::kv_bytes(self)
+    fn page(&self, start: usize, end: usize) -> Option<KvPage> {
+        self.kv_page(start, end)
     }
 }
 
-pub(super) struct PrefixStore<S: Stored = Sequence> {
-    /// Bytes the entries may hold together (0: keep nothing).
+impl Paged for KvPage {
+    fn bytes(&self) -> usize {
+        KvPage::bytes(self)
+    }
+}
+
+pub(super) struct PrefixStore<P: Paged = KvPage> {
+    /// Bytes the pages may hold together (0: keep nothing).
     budget: usize,
-    entries: Vec<Entry<S>>,
+    /// Where steps are not chunk-invariant, a prompt takes whole chunks of
+    /// this many positions (`PREFILL_CHUNK`).
+    chunk: usize,
+    /// The tree's pages; `None` marks a free slot (listed in `free`).
+    nodes: Vec<Option<Node<P>>>,
+    free: Vec<usize>,
+    /// The first pages of the stored prefixes.
+    roots: Vec<usize>,
+    bytes: usize,
     /// Counts uses, for least-recently-used eviction.
     clock: u64,
 }
 
-struct Entry<S> {
-    seq: S,
-    bytes: usize,
+struct Node<P> {
+    /// The ids of the positions the page holds.
+    ids: Vec<u32>,
+    page: Rc<P>,
+    parent: Option<usize>,
+    children: Vec<usize>,
     last_used: u64,
+    /// Whether the page's positions were computed where any cut of a
+    /// prompt gives the same bits.
+    any_cut: bool,
 }
 
-impl<S: Stored> PrefixStore<S> {
-    pub(super) fn new(budget: usize) -> PrefixStore<S> {
+/// A stored prefix of a prompt: its first `n` ids, held by `pages` laid end
+/// to end (the last may hold more than is taken).
+pub(super) struct Hit<P> {
+    pub(super) n: usize,
+    pub(super) pages: Vec<Rc<P>>,
+    pub(super) any_cut: bool,
+}
+
+/// How far the tree spells `ids`: the pages matched whole, then a page
+/// matched in part (page, ids in common).
+struct Walk {
+    path: Vec<usize>,
+    partial: Option<(usize, usize)>,
+    matched: usize,
+}
+
+impl<P: Paged> PrefixStore<P> {
+    pub(super) fn new(budget: usize) -> PrefixStore<P> {
+        PrefixStore::with_chunk(budget, PREFILL_CHUNK)
+    }
+
+    fn with_chunk(budget: usize, chunk: usize) -> PrefixStore<P> {
         PrefixStore {
             budget,
-            entries: vec![],
+            chunk,
+            nodes: vec![],
+            free: vec![],
+            roots: vec![],
+            bytes: 0,
             clock: 0,
         }
     }
 
-    /// Bytes the entries hold.
+    /// Bytes the pages hold.
     pub(super) fn bytes(&self) -> usize {
-        self.entries.iter().map(|e| e.bytes).sum()
+        self.bytes
     }
 
-    pub(super) fn len(&self) -> usize {
-        self.entries.len()
+    /// Pages held.
+    pub(super) fn pages(&self) -> usize {
+        self.nodes.len() - self.free.len()
     }
 
-    /// Whether an entry holds all of `prefix`.
-    pub(super) fn holds(&self, prefix: &[u32]) -> bool {
-        self.entries.iter().any(|e| e.seq.holds(prefix))
+    /// Distinct prefixes held (the tree's leaves).
+    pub(super) fn prefixes(&self) -> usize {
+        self.nodes
+            .iter()
+            .flatten()
+            .filter(|n| n.children.is_empty())
+            .count()
     }
 
-    /// Keeps a copy of `seq`'s shareable prefix; false where there is
-    /// nothing to keep, it does not fit the budget or cannot be copied.
-    /// The caller checks that no slot holds it already.
-    pub(super) fn keep(&mut self, seq: &S) -> bool {
-        let n = seq.shareable_len();
-        if n == 0 || self.budget == 0 || self.holds(&seq.ids()[..n]) {
-            return false;
+    fn node(&self, i: usize) -> &Node<P> {
+        self.nodes[i].as_ref().expect("a live page")
+    }
+
+    fn node_mut(&mut self, i: usize) -> &mut Node<P> {
+        self.nodes[i].as_mut().expect("a live page")
+    }
+
+    fn children(&self, parent: Option<usize>) -> &[usize] {
+        match parent {
+            Some(p) => &self.node(p).children,
+            None => &self.roots,
         }
-        let Some(copy) = seq.copy_prefix(n) else {
-            return false;
+    }
+
+    fn walk(&self, ids: &[u32]) -> Walk {
+        let mut w = Walk {
+            path: vec![],
+            partial: None,
+            matched: 0,
         };
-        let bytes = copy.kv_bytes();
-        if bytes > self.budget {
+        loop {
+            let rest = &ids[w.matched..];
+            let parent = w.path.last().copied();
+            let children = self.children(parent);
+            if let Some(&c) = children
+                .iter()
+                .find(|&&c| rest.starts_with(&self.node(c).ids))
+            {
+                w.path.push(c);
+                w.matched += self.node(c).ids.len();
+                if self.node(c).ids.len() == PAGE {
+                    continue;
+                }
+                return w;
+            }
+            w.partial = children
+                .iter()
+                .map(|&c| (c, common_prefix(&self.node(c).ids, rest)))
+                .filter(|&(_, n)| n > 0)
+                .max_by_key(|&(_, n)| n);
+            w.matched += w.partial.map_or(0, |p| p.1);
+            return w;
+        }
+    }
+
+    /// The longest stored prefix `ids` may take: at least one id is left to
+    /// compute (its logits are needed), and whole chunks only where a page
+    /// on the way was computed by steps that are not chunk-invariant.
+    pub(super) fn best(&self, ids: &[u32]) -> Option<Hit<P>> {
+        let w = self.walk(ids);
+        let nodes: Vec<usize> = w
+            .path
+            .iter()
+            .copied()
+            .chain(w.partial.map(|p| p.0))
+            .collect();
+        let any_cut = nodes.iter().all(|&i| self.node(i).any_cut);
+        let m = w.matched.min(ids.len().saturating_sub(1));
+        let n = if any_cut { m } else { m - m % self.chunk };
+        if n == 0 {
+            return None;
+        }
+        let mut pages = vec![];
+        let mut covered = 0;
+        for i in nodes {
+            if covered >= n {
+                break;
+            }
+            covered += self.node(i).ids.len();
+            pages.push(self.node(i).page.clone());
+        }
+        Some(Hit { n, pages, any_cut })
+    }
+
+    /// Marks the pages that spell `prefix` as just used.
+    pub(super) fn touch(&mut self, prefix: &[u32]) {
+        self.clock += 1;
+        let w = self.walk(prefix);
+        for i in w.path.into_iter().chain(w.partial.map(|p| p.0)) {
+            let clock = self.clock;
+            self.node_mut(i).last_used = clock;
+        }
+    }
+
+    /// Adds the pages of `seq`'s shareable prefix the tree lacks, then
+    /// evicts to stay within the budget (this prefix's own pages last, its
+    /// first ones kept where it does not fit whole); true where a page was
+    /// added.
+    pub(super) fn keep<S: Source<Page = P>>(&mut self, seq: &S) -> bool {
+        let n = seq.shareable_len().min(seq.ids().len());
+        if n == 0 || self.budget == 0 {
             return false;
         }
-        // Entries this one extends serve no prompt it cannot.
-        self.entries.retain(|e| !copy.holds(e.seq.ids()));
+        let ids = &seq.ids()[..n];
         self.clock += 1;
-        self.entries.push(Entry {
-            seq: copy,
-            bytes,
-            last_used: self.clock,
-        });
-        while self.bytes() > self.budget {
-            let Some(oldest) = self
-                .entries
+        let clock = self.clock;
+        let mut parent = None;
+        let mut pos = 0;
+        let mut added = false;
+        while pos < n {
+            let end = (pos + PAGE).min(n);
+            let want = &ids[pos..end];
+            let children = self.children(parent);
+            // A page that holds these ids (the same, or a whole page that
+            // begins with a last page's ids).
+            if let Some(&c) = children
                 .iter()
-                .enumerate()
-                .min_by_key(|(_, e)| e.last_used)
-                .map(|(i, _)| i)
-            else {
+                .find(|&&c| self.node(c).ids.starts_with(want))
+            {
+                let node = self.node_mut(c);
+                node.last_used = clock;
+                node.any_cut |= seq.any_cut();
+                parent = Some(c);
+                pos = end;
+                continue;
+            }
+            // A shorter last page these ids extend serves nothing they
+            // do not: replaced (it is a leaf).
+            if let Some(&c) = children
+                .iter()
+                .find(|&&c| want.starts_with(&self.node(c).ids))
+            {
+                self.remove(c);
+            }
+            let Some(page) = seq.page(pos, end) else {
                 break;
             };
-            self.entries.swap_remove(oldest);
+            let bytes = page.bytes();
+            let node = Node {
+                ids: want.to_vec(),
+                page: Rc::new(page),
+                parent,
+                children: vec![],
+                last_used: clock,
+                any_cut: seq.any_cut(),
+            };
+            let i = match self.free.pop() {
+                Some(i) => {
+                    self.nodes[i] = Some(node);
+                    i
+                }
+                None => {
+                    self.nodes.push(Some(node));
+                    self.nodes.len() - 1
+                }
+            };
+            match parent {
+                Some(p) => self.node_mut(p).children.push(i),
+                None => self.roots.push(i),
+            }
+            self.bytes += bytes;
+            added = true;
+            parent = Some(i);
+            pos = end;
         }
-        true
+        self.evict();
+        added
     }
 
-    /// The entry that gives `ids` the most positions: (positions, entry).
-    pub(super) fn best(&self, ids: &[u32]) -> Option<(usize, usize)> {
-        self.entries
-            .iter()
-            .enumerate()
-            .map(|(i, e)| (e.seq.shareable(ids), i))
-            .filter(|&(n, _)| n > 0)
-            .max()
+    /// Removes least recently used leaves until the pages fit the budget.
+    fn evict(&mut self) {
+        while self.bytes > self.budget {
+            let leaf = self
+                .nodes
+                .iter()
+                .enumerate()
+                .filter_map(|(i, n)| n.as_ref().map(|n| (i, n)))
+                .filter(|(_, n)| n.children.is_empty())
+                .min_by_key(|(_, n)| n.last_used)
+                .map(|(i, _)| i);
+            match leaf {
+                Some(i) => self.remove(i),
+                None => break,
+            }
+        }
     }
 
-    /// Entry `i`, marked as just used.
-    pub(super) fn take_use(&mut self, i: usize) -> Option<&S> {
-        self.clock += 1;
-        let e = self.entries.get_mut(i)?;
-        e.last_used = self.clock;
-        Some(&e.seq)
+    /// Removes leaf `i`.
+    fn remove(&mut self, i: usize) {
+        let Some(node) = self.nodes[i].take() else {
+            return;
+        };
+        debug_assert!(node.children.is_empty(), "only leaves are removed");
+        let siblings = match node.parent {
+            Some(p) => &mut self.node_mut(p).children,
+            None => &mut self.roots,
+        };
+        siblings.retain(|&c| c != i);
+        self.bytes -= node.page.bytes();
+        self.free.push(i);
     }
+}
+
+fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 /// `--cache-ram` when not given: a quarter of the memory available now
@@ -164,87 +367,4 @@ pub fn default_budget_mib() -> usize {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::{PrefixStore, Stored};
-
-    /// A cache of `ids`, every position shareable, 10 bytes a position.
-    #[derive(Clone, Debug)]
-    struct Fake(Vec<u32>);
-
-    impl Stored for Fake {
-        fn ids(&self) -> &[u32] {
-            &self.0
-        }
-        fn shareable_len(&self) -> usize {
-            self.0.len()
-        }
-        fn shareable(&self, ids: &[u32]) -> usize {
-            let common = self.0.iter().zip(ids).take_while(|(a, b)| a == b).count();
-            common.min(ids.len().saturating_sub(1))
-        }
-        fn copy_prefix(&self, n: usize) -> Option<Self> {
-            Some(Fake(self.0[..n].to_vec()))
-        }
-        fn kv_bytes(&self) -> usize {
-            10 * self.0.len()
-        }
-    }
-
-    fn fake(first: u32, n: u32) -> Fake {
-        Fake((first..first + n).collect())
-    }
-
-    fn kept(store: &PrefixStore<Fake>) -> Vec<u32> {
-        let mut v: Vec<u32> = store.entries.iter().map(|e| e.seq.0[0]).collect();
-        v.sort();
-        v
-    }
-
-    #[test]
-    fn evicts_the_least_recently_used_within_the_budget() {
-        // 100 bytes: three 3-position entries fit, a fourth evicts one.
-        let mut store = PrefixStore::new(100);
-        for first in [0, 100, 200] {
-            assert!(store.keep(&fake(first, 3)));
-        }
-        assert_eq!((store.len(), store.bytes()), (3, 90));
-        // Entry 0 used: entry 100 is now the least recently used.
-        let (n, i) = store.best(&[0, 1, 2, 7]).expect("a hit");
-        assert_eq!(n, 3);
-        assert_eq!(store.take_use(i).map(|s| s.0[0]), Some(0));
-        assert!(store.keep(&fake(300, 3)));
-        assert_eq!(kept(&store), [0, 200, 300]);
-        assert!(store.bytes() <= 100);
-        // A prefix held already is not kept twice; one over the whole
-        // budget is not kept at all.
-        assert!(!store.keep(&fake(200, 2)));
-        assert!(!store.keep(&fake(500, 11)));
-        assert_eq!(kept(&store), [0, 200, 300]);
-        // A larger entry evicts as many as it needs, least recently used
-        // first: 200, then 0 (used before 300 was kept).
-        assert!(store.keep(&fake(400, 6)));
-        assert_eq!(kept(&store), [300, 400]);
-        // Nothing kept with a budget of 0.
-        let mut none = PrefixStore::new(0);
-        assert!(!none.keep(&fake(0, 3)));
-        assert_eq!(none.len(), 0);
-    }
-
-    #[test]
-    fn an_entry_that_extends_another_replaces_it_and_the_longest_match_wins() {
-        let mut store = PrefixStore::new(1000);
-        assert!(store.keep(&fake(0, 4)));
-        assert!(store.keep(&Fake(vec![0, 1, 9, 9, 9])));
-        // [0..8) extends [0..4): the shorter goes.
-        assert!(store.keep(&fake(0, 8)));
-        assert_eq!(store.len(), 2);
-        assert!(store.holds(&[0, 1, 2, 3]));
-        // The prompt 0..6 gets 5 positions (one is left to compute) from
-        // the long entry, not 2 from the other.
-        let prompt: Vec<u32> = (0..6).collect();
-        let (n, i) = store.best(&prompt).expect("a hit");
-        assert_eq!(n, 5);
-        assert_eq!(store.take_use(i).map(|s| s.0.len()), Some(8));
-        assert_eq!(store.best(&[7, 7]), None);
-    }
-}
+mod tests;

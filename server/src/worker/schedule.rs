@@ -9,9 +9,9 @@ use std::time::Instant;
 
 use mllm_runtime::model_files;
 use mllm_runtime::tool_calls::ToolFormat;
-use mllm_runtime::{Runner, Sequence};
+use mllm_runtime::{KvPage, Runner, Sequence};
 
-use super::prefix_store::PrefixStore;
+use super::prefix_store::{Hit, PrefixStore};
 use super::slot::{self, Active};
 use super::speculate::{self, Speculation};
 use super::{prepare, Event, Job, ModelInfo, PreparedPrompt, WorkerConfig};
@@ -257,9 +257,9 @@ impl Worker {
                 .map(|(j, s)| (s.seq.shareable_with(ids, key), j))
                 .max()
                 .filter(|&(n, _)| n > reuse);
-            // A prefix-cache entry is worth taking where it gives more
-            // than the slot and the donor.
-            let better = |&(n, _): &(usize, usize)| n > reuse.max(donor.map_or(0, |d| d.0));
+            // A prefix-cache hit is worth taking where it gives more than
+            // the slot and the donor.
+            let better = |h: &Hit<KvPage>| h.n > reuse.max(donor.map_or(0, |d| d.0));
             let mut stored = self.store.best(ids).filter(better);
             // What only slot i holds is kept before its cache changes.
             let own = self.slots[i].seq.shareable_len();
@@ -276,16 +276,18 @@ impl Worker {
                     .enumerate()
                     .any(|(j, s)| j != i && s.seq.holds(prefix));
                 if !elsewhere && self.store.keep(&self.slots[i].seq) {
-                    // Keeping may have dropped or evicted entries: look again.
+                    // The slot's pages may give this prompt more.
                     stored = self.store.best(ids).filter(better);
                 }
             }
-            if let Some((n, e)) = stored {
-                let adopted = match self.store.take_use(e) {
-                    Some(from) => self.slots[i].seq.adopt_prefix(from, n),
-                    None => false,
-                };
-                if adopted {
+            if let Some(hit) = stored {
+                let pages: Vec<&KvPage> = hit.pages.iter().map(|p| &**p).collect();
+                let n = hit.n;
+                if self.slots[i]
+                    .seq
+                    .adopt_pages(&ids[..n], &pages, hit.any_cut)
+                {
+                    self.store.touch(&ids[..n]);
                     self.metrics
                         .prompt_shared
                         .fetch_add(n as u64, Ordering::Relaxed);
@@ -312,7 +314,10 @@ impl Worker {
                 .store(self.store.bytes(), Ordering::Relaxed);
             self.metrics
                 .prefix_cache_entries
-                .store(self.store.len(), Ordering::Relaxed);
+                .store(self.store.prefixes(), Ordering::Relaxed);
+            self.metrics
+                .prefix_cache_pages
+                .store(self.store.pages(), Ordering::Relaxed);
             let Some(pending) = self.waiting.pop_front() else {
                 break;
             };

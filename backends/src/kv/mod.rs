@@ -14,9 +14,13 @@
 //! seen and cannot be rewound: `truncate` below what a state covers empties
 //! the whole cache, and says so, so the caller recomputes from the start.
 
+mod page;
+
 use std::sync::Arc;
 
 use half::f16;
+
+pub use page::KvPage;
 
 use crate::dtype::DType;
 use crate::quant::{self, QuantType};
@@ -154,6 +158,13 @@ impl Store {
         }
     }
 
+    fn bytes(&self) -> usize {
+        match self {
+            Store::Float(b) => b.len() * b.dtype().size(),
+            Store::Blocks(b) => b.0.len(),
+        }
+    }
+
     fn view(&self, dtype: DType, shape: Vec<usize>) -> Result<Tensor, String> {
         match self {
             Store::Float(b) => Tensor::from_buffer(b.clone(), 0, shape),
@@ -242,14 +253,10 @@ impl KvCache {
 
     /// Bytes the cache holds, all layers.
     pub fn bytes(&self) -> usize {
-        let per = |s: &Store| match s {
-            Store::Float(b) => b.len() * b.dtype().size(),
-            Store::Blocks(b) => b.0.len(),
-        };
         self.layers
             .iter()
             .flatten()
-            .map(|l| per(&l.k) + per(&l.v))
+            .map(|l| l.k.bytes() + l.v.bytes())
             .sum::<usize>()
             + self
                 .device
