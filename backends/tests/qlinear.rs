@@ -258,8 +258,9 @@ fn every_type_on_the_parallel_path() {
 #[test]
 fn k_quant_prefill_tiles_match_the_twin() {
     // x86 unpacks four weight rows into a panel per block of 64 activation
-    // rows, two rows per tile: m past a block with an odd remainder, n with
-    // rows left over from the panels, on the serial and the parallel path.
+    // rows, two rows per tile (AVX-512 VNNI: sixteen rows per block of 128,
+    // four per tile): m past a block with an odd remainder, n with rows
+    // left over from the panels, on the serial and the parallel path.
     for ty in [
         QuantType::Q2_K,
         QuantType::Q3_K,
@@ -268,7 +269,13 @@ fn k_quant_prefill_tiles_match_the_twin() {
         QuantType::Q6_K,
         QuantType::IQ4_XS,
     ] {
-        for (m, n, k) in [(8, 4, 256), (67, 9, 768), (131, 70, 1024)] {
+        for (m, n, k) in [
+            (8, 4, 256),
+            (67, 9, 768),
+            (10, 16, 512),
+            (131, 70, 1024),
+            (259, 35, 256),
+        ] {
             check_case(ty, m, n, k, 7 + m as u64, m % 2 == 1).unwrap();
         }
     }

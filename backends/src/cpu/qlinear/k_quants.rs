@@ -344,15 +344,14 @@ pub(super) fn gemm(kind: Kind, isa: Isa, w: &[u8], nr: usize, act: &ActQ8K, out:
     // As in block32: one weight row per tile for decode, four for prefill.
     let rm = if m <= 4 { 1 } else { 4 };
     // Prefill on x86: weight rows unpacked once per block of activation
-    // rows (`panel`). The 512-bit Q6_K tiles keep their own path.
+    // rows, sixteen interleaved on AVX-512 VNNI (`panel16`), four on AVX2
+    // (`panel`).
     #[cfg(target_arch = "x86_64")]
     if m >= PANEL_MIN_ROWS {
-        match (isa, kind) {
-            // SAFETY: as below; `panel` reads the same rows and cells.
-            (Isa::Avx2, _) => return unsafe { panel::gemm(kind, false, &ctx, nr, m) },
-            (Isa::Avx512Vnni, Kind::Q4K | Kind::Q5K | Kind::IQ4XS | Kind::Q2K | Kind::Q3K) => {
-                return unsafe { panel::gemm(kind, true, &ctx, nr, m) }
-            }
+        match isa {
+            // SAFETY: as below; the panels read the same rows and cells.
+            Isa::Avx2 => return unsafe { panel::gemm(kind, false, &ctx, nr, m) },
+            Isa::Avx512Vnni => return unsafe { panel16::gemm(kind, &ctx, nr, m) },
             _ => {}
         }
     }
@@ -398,13 +397,20 @@ pub(super) fn gemm(kind: Kind, isa: Isa, w: &[u8], nr: usize, act: &ActQ8K, out:
     }
 }
 
+/// Whether a call of `m` activation rows on `isa` runs the 16-row panels
+/// (for most K-quants), so that tasks should hold whole panels.
+pub(super) fn sixteen_rows(isa: Isa, m: usize) -> bool {
+    cfg!(target_arch = "x86_64") && isa == Isa::Avx512Vnni && m >= PANEL_MIN_ROWS
+}
+
 /// Activation rows from which x86 runs the panel tiles: below, unpacking
 /// a panel costs about what it saves.
-#[cfg(target_arch = "x86_64")]
 const PANEL_MIN_ROWS: usize = 8;
 
 #[cfg(target_arch = "x86_64")]
 mod panel;
+#[cfg(target_arch = "x86_64")]
+mod panel16;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 

@@ -146,6 +146,9 @@ fn dispatch(
     let total: usize = parts.iter().map(|p| p.n).sum();
     let unit = if parts.iter().any(|p| p.ty.is_packed()) {
         crate::quant::packed::ROWS
+    } else if k_quants::sixteen_rows(isa, m) && parts.iter().any(|p| p.ty.has_super_blocks()) {
+        // Tasks of whole 16-row panels (`k_quants::panel16`).
+        16
     } else {
         4
     };

@@ -28,9 +28,9 @@ use super::{iq4xs_scales, q3k_scales, unpack_scales, Ctx, Kind};
 use crate::quant::QK_K;
 
 /// Weight rows per panel.
-const R: usize = 4;
+pub(super) const R: usize = 4;
 /// Activation rows per tile.
-const C: usize = 2;
+pub(super) const C: usize = 2;
 /// Activation rows per block: the panel is rebuilt once per block, and a
 /// block's activations (64 KiB at 1024 features) stay in L2 while every
 /// panel of the task passes over them.
@@ -38,22 +38,22 @@ const MB: usize = 64;
 
 /// One super-block of a panel's four rows.
 #[repr(C, align(32))]
-struct Sb {
+pub(super) struct Sb {
     /// The 256 codes of each row, unsigned, in element order (IQ4_XS:
     /// the table values' magnitudes).
-    codes: [[u8; QK_K]; R],
+    pub(super) codes: [[u8; QK_K]; R],
     /// IQ4_XS only: the signed table values.
-    signs: [[i8; QK_K]; R],
+    pub(super) signs: [[i8; QK_K]; R],
     /// Per row and 32-code chunk, the scale of each i16 pair lane of
     /// `vpmaddubsw`'s result (lanes 0-7: the chunk's first 16 codes).
-    scales: [[[i16; 16]; 8]; R],
+    pub(super) scales: [[[i16; 16]; 8]; R],
     /// Per row, the weight of each 16-code activation sum: Q4_K/Q5_K the
     /// sub-block's minimum, Q6_K the scale (times the code offset 32).
-    mins: [[i16; 16]; R],
+    pub(super) mins: [[i16; 16]; R],
     /// `d` and `dmin` of row `l / C` in lane `l`: the lanes of the tile's
     /// reduced sums.
-    d: [f32; R * C],
-    dmin: [f32; R * C],
+    pub(super) d: [f32; R * C],
+    pub(super) dmin: [f32; R * C],
 }
 
 /// Sums of each of eight vectors, lane `l` holding `v[l]`'s.
@@ -72,7 +72,7 @@ unsafe fn reduce8(v: &[__m256i; 8]) -> __m256i {
 
 /// Unpacks weight rows `j..j + R` into `panel` (one `Sb` per super-block).
 #[inline(always)]
-unsafe fn build(kind: Kind, ctx: &Ctx, j: usize, panel: &mut [Sb]) {
+pub(super) unsafe fn build(kind: Kind, ctx: &Ctx, j: usize, panel: &mut [Sb]) {
     let mask = _mm256_set1_epi8(0x0F);
     let size = kind.size();
     for (sb, p) in panel.iter_mut().enumerate() {
