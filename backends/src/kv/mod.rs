@@ -145,17 +145,7 @@ impl Store {
 
     /// A new store holding a copy of the first `elems` values.
     fn prefix(&self, dtype: DType, elems: usize) -> Store {
-        match self {
-            Store::Float(b) => Store::Float(Arc::new(match &**b {
-                Buffer::F16(v) => Buffer::F16(v[..elems.min(v.len())].to_vec()),
-                Buffer::F32(v) => Buffer::F32(v[..elems.min(v.len())].to_vec()),
-                _ => Buffer::F32(vec![]),
-            })),
-            Store::Blocks(b) => {
-                let bytes = (elems / dtype.block_size() * dtype.size()).min(b.0.len());
-                Store::Blocks(Arc::new(OwnedBytes(b.0[..bytes].to_vec())))
-            }
-        }
+        self.range(dtype, 0, elems)
     }
 
     fn bytes(&self) -> usize {

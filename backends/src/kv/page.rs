@@ -22,7 +22,7 @@ pub struct KvPage {
 
 impl Store {
     /// A copy of values `[a, b)`.
-    fn range(&self, dtype: DType, a: usize, b: usize) -> Store {
+    pub(super) fn range(&self, dtype: DType, a: usize, b: usize) -> Store {
         match self {
             Store::Float(buf) => Store::Float(Arc::new(match &**buf {
                 Buffer::F16(v) => Buffer::F16(v[a.min(v.len())..b.min(v.len())].to_vec()),
