@@ -42,7 +42,7 @@ pub use mllm_backends::kv::KvPage;
 pub use mllm_backends::Tensor;
 pub use mllm_interpreter::{ForwardInputs, KvCache};
 pub use runner::{Runner, PREFILL_CHUNK};
-pub use sequence::Sequence;
+pub use sequence::{Checkpoint, Sequence};
 
 /// The tokenizer, image decoding and the `.mllm` format (`convert` and its
 /// reader), for front ends that see only the runtime.

@@ -15,6 +15,11 @@ use crate::images::{ImageTokens, Images};
 use crate::runner::{Runner, PREFILL_CHUNK};
 use crate::{Error, Result};
 
+/// A sequence's recurrent states at one position (`Sequence::checkpoint`).
+pub struct Checkpoint {
+    states: mllm_backends::kv::StateSnapshot,
+}
+
 pub struct Sequence {
     cache: Rc<RefCell<KvCache>>,
     /// The tokens whose keys and values the cache holds, in order.
@@ -395,8 +400,32 @@ impl Sequence {
         Ok(())
     }
 
-    /// Whether the cache holds a recurrent layer's state (which cannot be
-    /// rewound: no speculative decoding).
+    /// Where this sequence stands now, to come back to with `restore`: the
+    /// recurrent layers' states (None for a model without them, whose
+    /// cache `truncate` rewinds as it is). A verification step takes one
+    /// before computing proposals a recurrent state would otherwise keep.
+    pub fn checkpoint(&self) -> Option<Checkpoint> {
+        let states = self.cache.borrow().snapshot_states()?;
+        (states.tokens() == self.cached.len()).then_some(Checkpoint { states })
+    }
+
+    /// Back to `cp` (taken on this sequence, which has only grown since):
+    /// the positions after it forgotten, the recurrent states as they were.
+    pub fn restore(&mut self, cp: Checkpoint) -> Result<()> {
+        let n = cp.states.tokens();
+        if n > self.cached.len() || !self.cache.borrow_mut().restore_states(cp.states) {
+            self.reset();
+            return Err(Error::generate(
+                "a speculative step's checkpoint does not fit the cache it came back to (the cache was emptied)",
+            ));
+        }
+        self.cached.truncate(n);
+        self.aligned = self.aligned.min(n);
+        Ok(())
+    }
+
+    /// Whether the cache holds a recurrent layer's state (which `truncate`
+    /// cannot rewind; `checkpoint` and `restore` can).
     pub fn has_state(&self) -> bool {
         self.cache.borrow().has_state()
     }

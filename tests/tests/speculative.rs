@@ -4,8 +4,8 @@
 //! with proposals (n-gram lookup, a draft model, proposers that are always
 //! right or always wrong) equal plain decoding's token for token, greedy
 //! and sampled; sampled answers fit the model's own distribution (a
-//! chi-square test). A model whose recurrent state cannot be rewound is
-//! refused.
+//! chi-square test). Recurrent models (Qwen3.5's Gated DeltaNet) go back
+//! to a checkpoint of their state where proposals are rejected.
 
 mod common;
 
@@ -27,6 +27,9 @@ const ARCHS: &[(&str, &str)] = &[
     ("gemma3", "gemma3/gemma3_f32"),
     ("qwen3_moe", "qwen3_moe/moe_f32"),
     ("smollm3", "smollm3/smollm3_f32"),
+    // Recurrent layers: a rejection restores a checkpoint of the state.
+    ("qwen3_5", "qwen3_5/qwen3_5_f32"),
+    ("qwen3_5_moe", "qwen3_5_moe/moe_f32"),
 ];
 
 fn runner_for(script_name: &str, case: &str) -> Runner {
@@ -73,6 +76,7 @@ fn check_rows(runner: &mut Runner, prompt: &[u32], case: &str) {
         let mut at = 0;
         while at < n {
             let to = (at + cut).min(n);
+            let (from, checkpoint) = (at, seq.checkpoint());
             let got = seq
                 .extend_rows(runner, &toks[at..to])
                 .unwrap_or_else(|e| panic!("{case}: {}", render(e)));
@@ -96,7 +100,15 @@ fn check_rows(runner: &mut Runner, prompt: &[u32], case: &str) {
             // Take back the last row and compute it again in the next
             // step, as a rejected proposal is.
             if at < n && cut > 1 {
-                seq.truncate(prompt.len() + at - 1).expect("truncate");
+                match checkpoint {
+                    // A recurrent state: back to before the step, and the
+                    // rows kept computed again.
+                    Some(cp) => {
+                        seq.restore(cp).expect("restore");
+                        seq.extend_rows(runner, &toks[from..at - 1]).expect("again");
+                    }
+                    None => seq.truncate(prompt.len() + at - 1).expect("truncate"),
+                }
                 at -= 1;
             }
         }
@@ -305,20 +317,18 @@ fn answers_with_proposals_equal_plain_answers() {
 }
 
 /// A draft model with the same vocabulary: the same fixture converted to
-/// q8_0 proposes (it mostly agrees with its f32 target), and the answer is
+/// q4_0 proposes (it mostly agrees with its f32 target), and the answer is
 /// still the target's.
-#[test]
-fn a_draft_model_changes_no_answer() {
-    let case = "gqa_tied_f32";
+fn draft_changes_no_answer(script_name: &str, case: &str) {
     let prompt = prompt_of(case);
     let dir = tempfile::tempdir().expect("tmp");
     let out = dir.path().join("draft.mllm");
     mllm_converter::mllm_format::convert(&fixture(case), &out, "q4_0", None, |_, _| {})
-        .unwrap_or_else(|e| panic!("{e}"));
-    let draft = mllm_runtime::load(&qwen3_script(), out.to_str().expect("utf-8"))
-        .unwrap_or_else(|e| panic!("{}", render(e)));
+        .unwrap_or_else(|e| panic!("{case}: {e}"));
+    let draft = mllm_runtime::load(&script(script_name), out.to_str().expect("utf-8"))
+        .unwrap_or_else(|e| panic!("{case}: {}", render(e)));
     let mut draft = DraftModel::new(draft.runner, None);
-    let mut runner = runner_for("qwen3", case);
+    let mut runner = runner_for(script_name, case);
     for (temp, seed) in [(0.0, 0), (0.8, 99)] {
         let mut none = SpecStats::default();
         let (plain, _, r) = answer(
@@ -345,47 +355,31 @@ fn a_draft_model_changes_no_answer() {
             &mut stats,
         );
         runner = r;
-        assert_eq!(got, plain, "temp {temp}: the draft changed the answer");
+        assert_eq!(
+            got, plain,
+            "{case} temp {temp}: the draft changed the answer"
+        );
         assert!(
             stats.proposed > 0,
-            "temp {temp}: the draft proposed nothing: {stats:?}"
+            "{case} temp {temp}: the draft proposed nothing: {stats:?}"
         );
         assert!(
             stats.accepted > 0,
-            "temp {temp}: a q4_0 copy of the target had nothing accepted: {stats:?}"
+            "{case} temp {temp}: a q4_0 copy of the target had nothing accepted: {stats:?}"
         );
     }
 }
 
 #[test]
-fn recurrent_models_are_refused_with_a_reason() {
-    let case = "qwen3_5/qwen3_5_f32";
-    let prompt = prompt_of(case);
-    let mut engine = Engine {
-        runner: runner_for("qwen3_5", case),
-        seq: Sequence::new(None),
-    };
-    let mut gen = Generation::new(config(0.0, 0, 8), Box::new(Ids));
-    let mut stats = SpecStats::default();
-    let mut p = NgramLookup::default();
-    let Err(err) = mllm_runtime::generate_with(
-        &mut engine,
-        &mut gen,
-        GenRequest {
-            prompt: &prompt,
-            images: None,
-        },
-        Some(Speculation {
-            proposer: &mut p,
-            config: SpecConfig::DEFAULT,
-            stats: &mut stats,
-        }),
-        &mut |_| {},
-        &AtomicBool::new(false),
-    ) else {
-        panic!("a recurrent model was not refused");
-    };
-    assert!(err.message().contains("recurrent"), "{}", err.message());
+fn a_draft_model_changes_no_answer() {
+    draft_changes_no_answer("qwen3", "gqa_tied_f32");
+}
+
+/// Both recurrent: the target goes back to a checkpoint where it rejects,
+/// the draft after every proposal.
+#[test]
+fn a_recurrent_draft_changes_no_answer_of_a_recurrent_model() {
+    draft_changes_no_answer("qwen3_5", "qwen3_5/qwen3_5_f32");
 }
 
 /// Softmax of `logits / temp` in f64.

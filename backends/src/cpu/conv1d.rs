@@ -65,7 +65,8 @@ pub fn causal_conv1d_on(
             }
             for (ch, o) in y.iter_mut().enumerate() {
                 let taps = &w[ch * kernel..(ch + 1) * kernel];
-                *o = (0..kernel).map(|j| taps[j] * row(i + j)[ch]).sum();
+                let tap = |j: usize| taps[j] * row(i + j)[ch];
+                *o = (1..kernel).fold(tap(0), |acc, j| acc + tap(j));
             }
         }
         return out;
@@ -92,11 +93,16 @@ pub fn causal_conv1d_on(
                     unsafe { conv_row(p, &src[..kernel], &taps, y.as_mut_ptr(), c) };
                 }
                 _ => {
+                    // The same order: the first tap's products, then the
+                    // others added.
                     for j in 0..kernel {
                         let (xr, tr) = (row(i + j), &taps[j * c..(j + 1) * c]);
-                        y.iter_mut()
-                            .zip(xr.iter().zip(tr))
-                            .for_each(|(o, (a, b))| *o += a * b);
+                        let rows = y.iter_mut().zip(xr.iter().zip(tr));
+                        if j == 0 {
+                            rows.for_each(|(o, (a, b))| *o = b * a);
+                        } else {
+                            rows.for_each(|(o, (a, b))| *o += b * a);
+                        }
                     }
                 }
             }
@@ -145,19 +151,19 @@ unsafe fn row_v<V: Vf>(src: &[*const f32], taps: &[f32], y: *mut f32, c: usize) 
     let tp = taps.as_ptr();
     let mut ch = 0;
     while ch + V::N <= c {
-        let mut acc = V::zero();
-        for (j, &s) in src.iter().enumerate() {
-            acc = V::fma(V::load(tp.add(j * c + ch)), V::load(s.add(ch)), acc);
+        // Products rounded, then added from the first tap on (no fused
+        // multiply-add): the order and roundings of the few-token path, so
+        // a token's row has the same bits in a step of any length.
+        let mut acc = V::mul(V::load(tp.add(ch)), V::load(src[0].add(ch)));
+        for (j, &s) in src.iter().enumerate().skip(1) {
+            acc = V::add(acc, V::mul(V::load(tp.add(j * c + ch)), V::load(s.add(ch))));
         }
         acc.store(y.add(ch));
         ch += V::N;
     }
     for ch in ch..c {
-        *y.add(ch) = src
-            .iter()
-            .enumerate()
-            .map(|(j, &s)| *tp.add(j * c + ch) * *s.add(ch))
-            .sum();
+        let tap = |j: usize| *tp.add(j * c + ch) * *src[j].add(ch);
+        *y.add(ch) = (1..src.len()).fold(tap(0), |acc, j| acc + tap(j));
     }
 }
 
@@ -214,6 +220,10 @@ mod tests {
         }
     }
 
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
 
@@ -235,15 +245,21 @@ mod tests {
             let want = causal_conv1d_ref(&x, &w, &st, c, kernel);
             assert_close(&whole, &want, 1e-5)?;
             // Each vector path and the scalar rows, against the twin.
+            // One summation order everywhere: every path gives the same
+            // bits.
             for p in super::super::delta_simd::paths().into_iter().map(Some).chain([None]) {
-                assert_close(&causal_conv1d_on(p, &x, &w, &st, c, kernel), &want, 1e-5)?;
+                let got = causal_conv1d_on(p, &x, &w, &st, c, kernel);
+                assert_close(&got, &want, 1e-5)?;
+                prop_assert!(bits(&got) == bits(&whole), "path {:?} differs from the best path", p);
             }
+            // Row-invariant: fed in two calls (the few-token path for a
+            // short one), the same bits as one call over the whole.
             let s = split.min(t);
             let a = causal_conv1d(&x[..s * c], &w, &st, c, kernel);
             let b = causal_conv1d(&x[s * c..], &w, &a[s * c..], c, kernel);
             let mut joined = a[..s * c].to_vec();
             joined.extend_from_slice(&b);
-            assert_close(&joined, &whole, 1e-5)?;
+            prop_assert!(bits(&joined) == bits(&whole), "split at {} differs", s);
         }
     }
 }

@@ -13,6 +13,10 @@
 //! (`set_state`), replaced on each call. A state summarizes every position
 //! seen and cannot be rewound: `truncate` below what a state covers empties
 //! the whole cache, and says so, so the caller recomputes from the start.
+//! What can be done is to keep the states as they are now
+//! (`snapshot_states`, cheap: states are replaced, never written in place)
+//! and put them back with the rows cut to the same position
+//! (`restore_states`): speculative decoding's way back.
 
 mod page;
 
@@ -42,8 +46,23 @@ pub struct KvCache {
     states: Vec<Option<LayerState>>,
 }
 
+/// The recurrent states of a cache at one position (`snapshot_states`).
+#[derive(Clone)]
+pub struct StateSnapshot {
+    states: Vec<Option<LayerState>>,
+    tokens: usize,
+}
+
+impl StateSnapshot {
+    /// The positions the states cover.
+    pub fn tokens(&self) -> usize {
+        self.tokens
+    }
+}
+
 /// One recurrent layer's state tensors (as its script packs them) and the
 /// positions they cover.
+#[derive(Clone)]
 struct LayerState {
     tensors: Vec<Tensor>,
     tokens: usize,
@@ -328,6 +347,40 @@ impl KvCache {
         })
     }
 
+    /// The recurrent layers' states as they are now, when they all cover
+    /// the same `tokens` positions (None without a state): what
+    /// `restore_states` puts back. A step replaces a state's tensors
+    /// rather than writing into them, so the snapshot shares them.
+    pub fn snapshot_states(&self) -> Option<StateSnapshot> {
+        let mut held = self.states.iter().flatten().map(|s| s.tokens);
+        let tokens = held.next()?;
+        if held.any(|t| t != tokens) {
+            return None;
+        }
+        Some(StateSnapshot {
+            states: self.states.clone(),
+            tokens,
+        })
+    }
+
+    /// Back to `snap`: every layer's rows cut to the positions the
+    /// snapshot's states cover, and those states in place of the present
+    /// ones. False (nothing changed) when the rows hold fewer positions
+    /// than that (the snapshot is of a later point, or of another cache).
+    pub fn restore_states(&mut self, snap: StateSnapshot) -> bool {
+        let tokens = snap.tokens;
+        let short = self.layers.iter().flatten().any(|l| l.tokens < tokens)
+            || self.device.iter().flatten().any(|d| d.tokens < tokens)
+            || self.states.iter().flatten().any(|s| s.tokens < tokens);
+        if short {
+            return false;
+        }
+        // The states first: with none covering more than `tokens`,
+        // `truncate` cuts the rows and keeps them.
+        self.states = snap.states;
+        self.truncate(tokens) == tokens
+    }
+
     /// Whether any layer holds a recurrent state (a model with linear
     /// attention layers, once it has run).
     pub fn has_state(&self) -> bool {
@@ -514,5 +567,38 @@ mod tests {
         assert_eq!(c.len(0), 6);
         assert_eq!(c.truncate(3), 0);
         assert!(c.state(0).is_none() && c.is_empty() && c.len(1) == 0);
+    }
+
+    #[test]
+    fn a_snapshot_of_the_states_takes_the_cache_back() {
+        let state = |v: f32| Tensor::from_f32(vec![v; 6], vec![2, 3]).expect("state");
+        let row = |v: f32| Tensor::from_f32(vec![v; 4], vec![1, 1, 4]).expect("row");
+        let mut c = KvCache::new();
+        assert!(c.snapshot_states().is_none(), "no state yet");
+        // Layer 0 recurrent, layer 1 attention: 3 positions.
+        c.set_state(0, vec![state(1.0)], 3).expect("set");
+        for v in [1.0, 2.0, 3.0] {
+            c.append(1, &row(v), &row(v)).expect("append");
+        }
+        let snap = c.snapshot_states().expect("a state");
+        assert_eq!(snap.tokens(), 3);
+        // A verification step of 2 positions, then back.
+        c.set_state(0, vec![state(9.0)], 2).expect("set");
+        c.append(1, &row(4.0), &row(4.0)).expect("append");
+        c.append(1, &row(5.0), &row(5.0)).expect("append");
+        assert!(c.restore_states(snap.clone()));
+        assert_eq!((c.len(0), c.len(1)), (3, 3));
+        let s0 = c.state(0).expect("state")[0].to_f32_vec().expect("f32");
+        assert_eq!(s0, vec![1.0; 6], "the snapshot's state is back");
+        let (k, _) = c.append(1, &row(6.0), &row(6.0)).expect("append");
+        let k = k.to_f32_vec().expect("f32");
+        assert_eq!(k[8..12], [3.0; 4]);
+        assert_eq!(k[12..], [6.0; 4], "the rows past the snapshot are gone");
+        // A snapshot of a later point than the rows hold is refused.
+        let mut d = KvCache::new();
+        d.set_state(0, vec![state(1.0)], 1).expect("set");
+        d.append(1, &row(1.0), &row(1.0)).expect("append");
+        assert!(!d.restore_states(snap));
+        assert_eq!((d.len(0), d.len(1)), (1, 1), "nothing changed");
     }
 }

@@ -65,6 +65,10 @@ pub fn draft_propose(
     }
     let err = |e: Error| Error::generate(format!("the draft model: {}", e.message()));
     let mut logits = seq.feed(runner, history).map_err(err)?;
+    // A recurrent draft cannot cut its proposals off its state: it goes
+    // back to the history afterwards, and the next call computes what the
+    // target kept.
+    let checkpoint = seq.checkpoint();
     while let Some((t, p)) = top(&logits) {
         if p < cfg.draft_p_min {
             break;
@@ -74,6 +78,9 @@ pub fn draft_propose(
             break;
         }
         logits = seq.step(runner, t).map_err(err)?;
+    }
+    if let Some(cp) = checkpoint {
+        seq.restore(cp).map_err(err)?;
     }
     Ok(out)
 }

@@ -308,17 +308,6 @@ pub fn check_backend(backend: &crate::model_files::Backend) -> Result<()> {
     Ok(())
 }
 
-/// Refuses a model whose cache cannot take proposals back (call after the
-/// prompt has run: a recurrent layer's state shows then).
-pub fn check_rewindable(engine: &Engine) -> Result<()> {
-    if engine.seq.has_state() {
-        return Err(Error::invalid(
-            "speculative decoding needs a cache it can rewind, and this model's recurrent (linear attention) layers keep a state that cannot be taken back yet; run without --spec-type",
-        ));
-    }
-    Ok(())
-}
-
 /// Drives `gen` after a prompt whose last logits are `logits`, verifying
 /// `proposer`'s guesses: each target step computes the pending token and
 /// the proposals after it, keeps what `gen` accepts and drops the rest of
@@ -336,7 +325,6 @@ pub(crate) fn decode_loop(
         config: cfg,
         stats,
     } = spec;
-    check_rewindable(engine)?;
     let step = gen.next(&mut logits, &engine.seq.cached)?;
     out(&step.text);
     let (Some(mut pending), None) = (step.token, step.done) else {
@@ -372,6 +360,13 @@ pub(crate) fn decode_loop(
         let mut ids = Vec::with_capacity(proposed.len() + 1);
         ids.push(pending);
         ids.extend_from_slice(&proposed);
+        // A recurrent layer's state would keep the rejected proposals:
+        // remember it before the step (see `take_back`).
+        let checkpoint = if proposed.is_empty() {
+            None
+        } else {
+            engine.seq.checkpoint()
+        };
         let mut rows = engine.seq.extend_rows(&mut engine.runner, &ids)?;
         let steps = gen.verify(&proposed, &mut rows, &history)?;
         let accepted = steps
@@ -387,7 +382,7 @@ pub(crate) fn decode_loop(
             out(&s.text);
         }
         // The cache keeps the pending token and the accepted proposals.
-        engine.seq.truncate(history.len() + accepted)?;
+        take_back(engine, checkpoint, held, &ids[..accepted + 1])?;
         let last = steps
             .last()
             .ok_or_else(|| Error::generate("verification chose no token"))?;
@@ -397,6 +392,30 @@ pub(crate) fn decode_loop(
         pending = last
             .token
             .ok_or_else(|| Error::generate("verification ended without a token"))?;
+    }
+}
+
+/// After a verification step of `ids` and more, makes the cache hold
+/// exactly `ids` past the position before the step: rows are cut; a
+/// recurrent state, which cannot be cut, goes back to `checkpoint` (taken
+/// before the step) and the kept tokens are computed again in one step,
+/// which gives them the bits they had (the delta rule runs token by token
+/// for steps this short). That extra step is what a rejection costs a
+/// recurrent model.
+pub(crate) fn take_back(
+    engine: &mut Engine,
+    checkpoint: Option<crate::sequence::Checkpoint>,
+    start: usize,
+    ids: &[u32],
+) -> Result<()> {
+    let keep = start + ids.len();
+    match checkpoint {
+        Some(cp) if engine.seq.cached.len() > keep => {
+            engine.seq.restore(cp)?;
+            engine.seq.extend_rows(&mut engine.runner, ids)?;
+            Ok(())
+        }
+        _ => engine.seq.truncate(keep),
     }
 }
 
