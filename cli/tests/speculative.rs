@@ -101,6 +101,85 @@ fn a_recurrent_model_speculates_with_the_plain_answers() {
     }
 }
 
+/// `serve` speculates on a recurrent model: slots take their states back
+/// where proposals are rejected, and completions equal `mllm run --raw`,
+/// greedy and sampled, 6 at once over 3 slots.
+#[test]
+fn serve_speculates_on_a_recurrent_model() {
+    use common::http::{get, post, Server};
+    let model = root().join("tests/fixtures/qwen3_5_vl/dense");
+    let model = model.to_str().expect("utf-8");
+    let prompts = [
+        "the cat sat on the mat and the cat sat on the mat",
+        "one two three four five six seven",
+        "a b c d e f g a b c d e f g a b c",
+    ];
+    let cases: Vec<(&str, f64, u64)> = (0..6)
+        .map(|i| (prompts[i % 3], if i < 3 { 0.0 } else { 0.9 }, i as u64))
+        .collect();
+    let want: Vec<String> = cases
+        .iter()
+        .map(|(p, temp, seed)| {
+            let (t, s) = (temp.to_string(), seed.to_string());
+            let args = [
+                "-m", model, "--raw", "-p", p, "-n", "24", "-t", "2", "--temp", &t, "-s", &s,
+            ];
+            let (out, _) = run_ok(&args);
+            out.strip_suffix('\n').unwrap_or(&out).to_string()
+        })
+        .collect();
+    let srv = Server::start(&[
+        "--model",
+        model,
+        "--parallel",
+        "3",
+        "-t",
+        "2",
+        "--model-draft",
+        model,
+        "--draft-p-min",
+        "0",
+        "--draft-max",
+        "4",
+    ]);
+    assert!(srv.log.contains("decodes speculatively"), "{}", srv.log);
+    let addr = srv.addr.as_str();
+    let got: Vec<String> = std::thread::scope(|s| {
+        let handles: Vec<_> = cases
+            .iter()
+            .map(|(p, temp, seed)| {
+                let b = serde_json::json!({
+                    "prompt": p, "temperature": temp, "seed": seed, "max_tokens": 24,
+                })
+                .to_string();
+                s.spawn(move || {
+                    let r = post(addr, "/v1/completions", &b);
+                    assert_eq!(r.status, 200, "{}", r.body);
+                    r.json()["choices"][0]["text"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("client"))
+            .collect()
+    });
+    for ((got, want), case) in got.iter().zip(&want).zip(&cases) {
+        assert_eq!(got, want, "{case:?}");
+    }
+    let m = get(addr, "/metrics").body;
+    let proposed = metric(&m, "mllm_speculative_proposed_tokens_total");
+    let accepted = metric(&m, "mllm_speculative_accepted_tokens_total");
+    // Sampled answers reject some of the draft's greedy proposals.
+    assert!(
+        accepted > 0 && accepted < proposed,
+        "{proposed} proposed, {accepted} accepted"
+    );
+}
+
 /// `mllm bench` timing speculation on `file` for `n` tokens, plus `extra`.
 fn bench(model: &str, file: &str, n: &str, extra: &[&str]) -> (String, String) {
     let mut args = vec![

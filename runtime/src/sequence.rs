@@ -424,6 +424,34 @@ impl Sequence {
         Ok(())
     }
 
+    /// Keeps the first `n` cached positions after a speculative step that
+    /// began at `checkpoint` (taken before it; None without a recurrent
+    /// state): rows are cut; a recurrent state, which cannot be cut, goes
+    /// back to the checkpoint and the kept tokens are computed again in
+    /// one step, which gives them the bits they had (the delta rule runs
+    /// token by token for steps this short). That extra step is what a
+    /// rejection costs a recurrent model.
+    pub fn take_back(
+        &mut self,
+        runner: &mut Runner,
+        checkpoint: Option<Checkpoint>,
+        n: usize,
+    ) -> Result<()> {
+        match checkpoint {
+            Some(cp) if self.cached.len() > n => {
+                let from = cp.states.tokens();
+                let again = self.cached.get(from..n).map(<[u32]>::to_vec);
+                let again = again.ok_or_else(|| {
+                    Error::generate("a speculative step's checkpoint is past what it keeps")
+                })?;
+                self.restore(cp)?;
+                self.extend_rows(runner, &again)?;
+                Ok(())
+            }
+            _ => self.truncate(n),
+        }
+    }
+
     /// Whether the cache holds a recurrent layer's state (which `truncate`
     /// cannot rewind; `checkpoint` and `restore` can).
     pub fn has_state(&self) -> bool {

@@ -361,7 +361,7 @@ pub(crate) fn decode_loop(
         ids.push(pending);
         ids.extend_from_slice(&proposed);
         // A recurrent layer's state would keep the rejected proposals:
-        // remember it before the step (see `take_back`).
+        // remember it before the step (see `Sequence::take_back`).
         let checkpoint = if proposed.is_empty() {
             None
         } else {
@@ -382,7 +382,9 @@ pub(crate) fn decode_loop(
             out(&s.text);
         }
         // The cache keeps the pending token and the accepted proposals.
-        take_back(engine, checkpoint, held, &ids[..accepted + 1])?;
+        engine
+            .seq
+            .take_back(&mut engine.runner, checkpoint, history.len() + accepted)?;
         let last = steps
             .last()
             .ok_or_else(|| Error::generate("verification chose no token"))?;
@@ -392,30 +394,6 @@ pub(crate) fn decode_loop(
         pending = last
             .token
             .ok_or_else(|| Error::generate("verification ended without a token"))?;
-    }
-}
-
-/// After a verification step of `ids` and more, makes the cache hold
-/// exactly `ids` past the position before the step: rows are cut; a
-/// recurrent state, which cannot be cut, goes back to `checkpoint` (taken
-/// before the step) and the kept tokens are computed again in one step,
-/// which gives them the bits they had (the delta rule runs token by token
-/// for steps this short). That extra step is what a rejection costs a
-/// recurrent model.
-pub(crate) fn take_back(
-    engine: &mut Engine,
-    checkpoint: Option<crate::sequence::Checkpoint>,
-    start: usize,
-    ids: &[u32],
-) -> Result<()> {
-    let keep = start + ids.len();
-    match checkpoint {
-        Some(cp) if engine.seq.cached.len() > keep => {
-            engine.seq.restore(cp)?;
-            engine.seq.extend_rows(&mut engine.runner, ids)?;
-            Ok(())
-        }
-        _ => engine.seq.truncate(keep),
     }
 }
 

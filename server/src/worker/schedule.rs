@@ -455,19 +455,13 @@ impl Worker {
                 continue;
             };
             let seq = &slot.seq;
-            // A recurrent layer's state cannot take proposals back: such
-            // models decode one token per step.
-            let max = if seq.has_state() {
-                0
-            } else {
-                let room = seq
-                    .max_context
-                    .map_or(usize::MAX, |m| m.saturating_sub(seq.cached.len() + 1));
-                active
-                    .spec_budget
-                    .min(active.remaining().saturating_sub(1))
-                    .min(room)
-            };
+            let room = seq
+                .max_context
+                .map_or(usize::MAX, |m| m.saturating_sub(seq.cached.len() + 1));
+            let max = active
+                .spec_budget
+                .min(active.remaining().saturating_sub(1))
+                .min(room);
             let mut history = Vec::with_capacity(seq.cached.len() + 1);
             history.extend_from_slice(&seq.cached);
             history.push(token);
@@ -487,14 +481,33 @@ impl Worker {
         if rows.is_empty() {
             return;
         }
+        // A recurrent layer's state would keep rejected proposals: each
+        // such slot remembers it before the step (`Sequence::take_back`).
+        let mut checkpoints: Vec<_> = rows
+            .iter()
+            .zip(&proposals)
+            .map(|((i, _), p)| (!p.is_empty()).then(|| self.slots[*i].seq.checkpoint())?)
+            .collect();
         let draft_max = spec.config.draft_max;
         for ((i, logits), proposed) in self.step_rows(&rows).into_iter().zip(&proposals) {
+            let at = rows.iter().position(|(j, _)| *j == i);
+            let checkpoint = at.and_then(|k| checkpoints[k].take());
             let slot = &mut self.slots[i];
             let Some(a) = slot.active.as_mut() else {
                 continue;
             };
-            let next =
-                guarded(|| a.verify(&mut slot.seq, proposed, logits, &self.metrics, draft_max));
+            let runner = &mut self.runner;
+            let next = guarded(|| {
+                a.verify(
+                    &mut slot.seq,
+                    runner,
+                    checkpoint,
+                    proposed,
+                    logits,
+                    &self.metrics,
+                    draft_max,
+                )
+            });
             match next {
                 Ok(slot::Next::Finished) => {
                     spec.learn(&slot.seq.cached);

@@ -10,7 +10,7 @@ use mllm_runtime::generation::processors::LogitBias;
 use mllm_runtime::generation::{self, Constraint, Generation, Step, StopReason};
 use mllm_runtime::model_files::ModelFiles;
 use mllm_runtime::tokenizer::{StreamDecoder, Tokenizer};
-use mllm_runtime::{Runner, Sequence, PREFILL_CHUNK};
+use mllm_runtime::{Checkpoint, Runner, Sequence, PREFILL_CHUNK};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::prepare::Prepared;
@@ -240,11 +240,16 @@ impl Active {
     /// `rows[j]` are the logits after the token `sample` returned and
     /// `proposed[..j]`, which `seq` now holds. Streams the accepted tokens
     /// and the one chosen after them (computed next round), and drops the
-    /// rejected rows from the cache: the answer is the one plain decoding
-    /// gives, token for token.
+    /// rejected rows from the cache (a recurrent state goes back to
+    /// `checkpoint`, taken before the step, and the kept tokens run again
+    /// with `runner`): the answer is the one plain decoding gives, token
+    /// for token.
+    #[allow(clippy::too_many_arguments)]
     pub fn verify(
         &mut self,
         seq: &mut Sequence,
+        runner: &mut Runner,
+        checkpoint: Option<Checkpoint>,
         proposed: &[u32],
         mut rows: Vec<Vec<f32>>,
         metrics: &ModelMetrics,
@@ -276,7 +281,8 @@ impl Active {
             accepted,
             draft_max,
         );
-        if let Err(e) = seq.truncate(history + accepted) {
+        // Rows cut, or a recurrent state back at its checkpoint.
+        if let Err(e) = seq.take_back(runner, checkpoint, history + accepted) {
             self.fail(ApiError::internal(engine_message(&e)));
             metrics.failed.fetch_add(1, Ordering::Relaxed);
             return Next::Finished;
