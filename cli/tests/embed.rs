@@ -63,8 +63,12 @@ fn reference() -> Reference {
     }
 }
 
+/// `name` in a folder of this run under the target directory (cargo's
+/// `CARGO_TARGET_TMPDIR`), not the system's temporary folder, which the
+/// tests would otherwise fill run after run.
 fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mllm-embed-test-{}", std::process::id()));
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("mllm-embed-test-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d.join(name)
 }

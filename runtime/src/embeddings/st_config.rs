@@ -175,7 +175,9 @@ mod tests {
         }
         std::fs::create_dir_all(&d).unwrap();
         let gathered = mllm_converter::sentence_transformers::files(&d).unwrap();
-        StConfig::from_files(gathered.as_ref(), decoder, "test")
+        let config = StConfig::from_files(gathered.as_ref(), decoder, "test");
+        std::fs::remove_dir_all(&d).unwrap();
+        config
     }
 
     #[test]
