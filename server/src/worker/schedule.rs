@@ -483,15 +483,15 @@ impl Worker {
         }
         // A recurrent layer's state would keep rejected proposals: each
         // such slot remembers it before the step (`Sequence::take_back`).
-        let mut checkpoints: Vec<_> = rows
+        let checkpoints: Vec<_> = rows
             .iter()
             .zip(&proposals)
             .map(|((i, _), p)| (!p.is_empty()).then(|| self.slots[*i].seq.checkpoint())?)
             .collect();
         let draft_max = spec.config.draft_max;
-        for ((i, logits), proposed) in self.step_rows(&rows).into_iter().zip(&proposals) {
-            let at = rows.iter().position(|(j, _)| *j == i);
-            let checkpoint = at.and_then(|k| checkpoints[k].take());
+        // `step_rows` answers in the order of `rows` (or not at all).
+        let answered = self.step_rows(&rows).into_iter().zip(&proposals);
+        for (((i, logits), proposed), checkpoint) in answered.zip(checkpoints) {
             let slot = &mut self.slots[i];
             let Some(a) = slot.active.as_mut() else {
                 continue;
