@@ -74,9 +74,10 @@ pub use mllm_runtime::set_threads;
 #[derive(Clone, Debug, clap::Args)]
 pub struct SpecFlags {
     /// Speculative decoding: `ngram` (guesses copied from the
-    /// conversation so far: text that quotes its input) or `draft` (a
-    /// smaller model, --model-draft). The answer is the same token for
-    /// token; CPU backend, attention-only models.
+    /// conversation so far: text that quotes its input), `draft` (a
+    /// smaller model, --model-draft) or `mtp` (the model's own
+    /// multi-token-prediction head: Qwen3.5 checkpoints with `mtp.*`).
+    /// The answer is the same token for token; CPU backend.
     #[arg(long, value_name = "TYPE")]
     pub spec_type: Option<String>,
     /// Most tokens proposed per step (1-31).
@@ -134,17 +135,25 @@ impl SpecFlags {
     }
 
     /// The speculator these flags ask for (None without `--spec-type` or
-    /// `--model-draft`), its draft loaded beside `target` with `opts`.
+    /// `--model-draft`), its draft loaded beside `target` with `opts`;
+    /// `mtp` takes `engine`'s model's head and has the engine keep its
+    /// hidden states.
     pub fn speculator(
         &self,
         target: &mllm_runtime::model_files::ModelFiles,
         opts: mllm_runtime::model_files::LoadOptions,
         context: Option<usize>,
+        engine: &mut mllm_runtime::engine::Engine,
     ) -> CliResult<Option<mllm_runtime::speculative::Speculator>> {
-        use mllm_runtime::speculative::{self as spec, Speculator};
+        use mllm_runtime::speculative::{self as spec, SpecType, Speculator};
         let Some(s) = self.settings(&opts.backend)? else {
             return Ok(None);
         };
+        if s.kind == SpecType::Mtp {
+            let head = spec::MtpHead::new(&engine.runner.model)?;
+            engine.keep_hidden();
+            return Ok(Some(Speculator::mtp(s.config, head)?));
+        }
         let draft = match &s.draft {
             Some(path) => Some(spec::load_draft(path, target, opts, context)?),
             None => None,

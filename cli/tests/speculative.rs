@@ -74,7 +74,8 @@ fn ngram_and_draft_answers_are_the_plain_answers_on_smollm2() {
 /// A recurrent model (Qwen3.5's Gated DeltaNet layers): the target and a
 /// draft of the same model go back to a checkpoint of their states where
 /// proposals are rejected (sampling rejects some of the draft's greedy
-/// ones), and the answers are the plain ones.
+/// ones), and the answers are the plain ones; so are they with the
+/// model's own MTP head (`--spec-type mtp`).
 #[test]
 fn a_recurrent_model_speculates_with_the_plain_answers() {
     let model = root().join("tests/fixtures/qwen3_5_vl/dense");
@@ -88,6 +89,8 @@ fn a_recurrent_model_speculates_with_the_plain_answers() {
         for extra in [
             &["--spec-type", "ngram"][..],
             &["--model-draft", model, "--draft-p-min", "0"][..],
+            // The fixture's random MTP head (tests/fixtures/make_qwen3_5_mtp_fixture.py).
+            &["--spec-type", "mtp"][..],
         ] {
             let mut args = base.clone();
             args.extend_from_slice(extra);
@@ -101,12 +104,12 @@ fn a_recurrent_model_speculates_with_the_plain_answers() {
     }
 }
 
-/// `serve` speculates on a recurrent model: slots take their states back
-/// where proposals are rejected, and completions equal `mllm run --raw`,
-/// greedy and sampled, 6 at once over 3 slots.
+/// `serve` speculates on a recurrent model, with a draft and with the
+/// model's MTP head: slots take their states back where proposals are
+/// rejected, and completions equal `mllm run --raw`, greedy and sampled,
+/// 6 at once over 3 slots.
 #[test]
 fn serve_speculates_on_a_recurrent_model() {
-    use common::http::{get, post, Server};
     let model = root().join("tests/fixtures/qwen3_5_vl/dense");
     let model = model.to_str().expect("utf-8");
     let prompts = [
@@ -128,20 +131,30 @@ fn serve_speculates_on_a_recurrent_model() {
             out.strip_suffix('\n').unwrap_or(&out).to_string()
         })
         .collect();
-    let srv = Server::start(&[
+    for spec in [
+        &["--model-draft", model, "--draft-p-min", "0"][..],
+        &["--spec-type", "mtp"][..],
+    ] {
+        serve_equals_run(model, &cases, &want, spec);
+    }
+}
+
+/// Completions of `cases` (prompt, temperature, seed) from a server of
+/// `model` with 3 slots speculating as `spec` says equal `want`, 6 at once.
+fn serve_equals_run(model: &str, cases: &[(&str, f64, u64)], want: &[String], spec: &[&str]) {
+    use common::http::{get, post, Server};
+    let mut args = vec![
         "--model",
         model,
         "--parallel",
         "3",
         "-t",
         "2",
-        "--model-draft",
-        model,
-        "--draft-p-min",
-        "0",
         "--draft-max",
         "4",
-    ]);
+    ];
+    args.extend_from_slice(spec);
+    let srv = Server::start(&args);
     assert!(srv.log.contains("decodes speculatively"), "{}", srv.log);
     let addr = srv.addr.as_str();
     let got: Vec<String> = std::thread::scope(|s| {
@@ -167,17 +180,22 @@ fn serve_speculates_on_a_recurrent_model() {
             .map(|h| h.join().expect("client"))
             .collect()
     });
-    for ((got, want), case) in got.iter().zip(&want).zip(&cases) {
-        assert_eq!(got, want, "{case:?}");
+    for ((got, want), case) in got.iter().zip(want).zip(cases) {
+        assert_eq!(got, want, "{spec:?} {case:?}");
     }
     let m = get(addr, "/metrics").body;
     let proposed = metric(&m, "mllm_speculative_proposed_tokens_total");
     let accepted = metric(&m, "mllm_speculative_accepted_tokens_total");
-    // Sampled answers reject some of the draft's greedy proposals.
-    assert!(
-        accepted > 0 && accepted < proposed,
-        "{proposed} proposed, {accepted} accepted"
-    );
+    if spec.contains(&"mtp") {
+        // The fixture's head is random: it proposes, the model rejects.
+        assert!(proposed > 0, "{spec:?}: nothing proposed");
+    } else {
+        // Sampled answers reject some of the draft's greedy proposals.
+        assert!(
+            accepted > 0 && accepted < proposed,
+            "{proposed} proposed, {accepted} accepted"
+        );
+    }
 }
 
 /// `mllm bench` timing speculation on `file` for `n` tokens, plus `extra`.
@@ -238,11 +256,11 @@ fn unusable_settings_are_refused_with_what_to_do() {
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
             vec!["run", "-m", &model, "-p", "hi", "--spec-type", "mtp"],
-            "not supported yet",
+            "has no `mtp_forward`",
         ),
         (
             vec!["run", "-m", &model, "-p", "hi", "--spec-type", "eagle"],
-            "use ngram or draft",
+            "use ngram, draft or mtp",
         ),
         (
             vec![

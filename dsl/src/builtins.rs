@@ -128,6 +128,8 @@ builtins! {
     Max = "max"("a", "b"): "the larger of two numbers, or elementwise maximum";
     Print = "print"(), variadic: "prints values to stderr (debugging)";
     Assert = "assert"("cond", "message" = D::Derived): "fails with `message` (default: \"assertion failed\") when `cond` is false";
+    HasWeights = "has_weights"("path"): "whether the checkpoint holds any tensor under the member `path` of the module being built (a part some checkpoints leave out, e.g. Qwen3.5's `mtp` head); false outside a module's member declarations";
+    Emit = "emit"("name", "x"): "hands tensor `x` to the runner as the side output `name` (the final hidden states speculative decoding's MTP head reads) and returns `x`; a runner that does not ask for it ignores it";
     // ---- the KV cache
     Layer = "layer"("cache", "index"): "the cache of one layer";
     Append = "append"("cache", "k", "v"): "appends k and v [seq, heads, dim]; returns all keys and values so far";

@@ -126,6 +126,13 @@ impl<'w> Binder<'w> {
             .map_err(|msg| RtError::new("mdl::bind::load", format!("cannot load `{path}`: {msg}")))
     }
 
+    /// Whether the checkpoint holds any tensor whose name starts with
+    /// `prefix` (false without a checkpoint).
+    pub(crate) fn holds_prefix(&self, prefix: &str) -> bool {
+        self.source
+            .is_some_and(|ws| ws.names().iter().any(|n| n.starts_with(prefix)))
+    }
+
     /// Checkpoint tensors no declaration asked for. BERT's
     /// `embeddings.position_ids` and `token_type_ids` are not counted:
     /// buffers that transformers before 4.31 saved (a PyTorch checkpoint

@@ -66,6 +66,8 @@ pub struct Capture<E: Executor> {
     /// Recurrent layers whose state was read without declared shapes
     /// (already a problem).
     undeclared: HashSet<usize>,
+    /// Whether `emit`ted tensors become graph outputs (`side.NAME`).
+    pub side_outputs: bool,
 }
 
 impl<E: Executor> Capture<E> {
@@ -92,6 +94,7 @@ impl<E: Executor> Capture<E> {
             keep,
             problems: vec![],
             undeclared: HashSet::new(),
+            side_outputs: false,
         }
     }
 
@@ -433,5 +436,13 @@ impl<E: Executor> Executor for Capture<E> {
         s.outputs = outputs;
         s.tokens = tokens;
         self.inner.state_write(cache, layer, states, tokens)
+    }
+
+    fn emit(&mut self, name: &str, t: &Tensor) -> Result<(), BackendError> {
+        if self.side_outputs {
+            let id = self.value_of(t, &Op::Reshape { shape: vec![] })?;
+            self.graph.outputs.push((format!("side.{name}"), id));
+        }
+        Ok(())
     }
 }

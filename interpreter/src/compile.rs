@@ -32,11 +32,12 @@ pub fn capture<B: Backend + Clone>(
     context: usize,
     last_only: bool,
 ) -> Result<Graph, String> {
-    capture_with_kv(model, backend, seq, context, last_only, DType::F32)
+    capture_with_kv(model, backend, seq, context, last_only, DType::F32, false)
 }
 
 /// `capture` for a KV cache storing `kv_dtype` (f32, f16, q8_0): the past
-/// buffers the graph declares have that dtype.
+/// buffers the graph declares have that dtype. With `side_outputs`, what
+/// the script `emit`s becomes outputs `side.NAME` too.
 pub fn capture_with_kv<B: Backend + Clone>(
     model: &Model,
     backend: &B,
@@ -44,11 +45,13 @@ pub fn capture_with_kv<B: Backend + Clone>(
     context: usize,
     last_only: bool,
     kv_dtype: DType,
+    side_outputs: bool,
 ) -> Result<Graph, String> {
     if seq == 0 {
         return Err("a graph needs at least one token".into());
     }
     let mut cap = Capture::new(Eager::new(backend.clone()), &model.weights, context);
+    cap.side_outputs = side_outputs;
     let scratch = Rc::new(RefCell::new(KvCache::with_dtype(kv_dtype)?));
     let inputs =
         ForwardInputs::text(&vec![0; seq], 0, scratch, last_only).map_err(|e| e.to_string())?;
@@ -68,7 +71,12 @@ pub struct CompiledModel<B: Backend + Clone> {
     pub context: usize,
     /// Prefill chunk length.
     pub chunk: usize,
-    graphs: HashMap<(usize, bool, DType), Compiled<B>>,
+    /// Whether steps keep what the script `emit`s (`emitted`).
+    pub side_outputs: bool,
+    /// The side outputs of the steps run since the runner last took them,
+    /// in order (one per graph run: a prompt's chunks each give theirs).
+    pub emitted: Vec<(String, Tensor)>,
+    graphs: HashMap<(usize, bool, DType, bool), Compiled<B>>,
 }
 
 impl<B: Backend + Clone> CompiledModel<B> {
@@ -77,6 +85,8 @@ impl<B: Backend + Clone> CompiledModel<B> {
             backend,
             context,
             chunk: chunk.max(1),
+            side_outputs: false,
+            emitted: vec![],
             graphs: HashMap::new(),
         }
     }
@@ -93,9 +103,17 @@ impl<B: Backend + Clone> CompiledModel<B> {
         last_only: bool,
         kv_dtype: DType,
     ) -> Result<&mut Compiled<B>, String> {
-        let key = (seq, last_only, kv_dtype);
+        let key = (seq, last_only, kv_dtype, self.side_outputs);
         if !self.graphs.contains_key(&key) {
-            let g = capture_with_kv(model, &self.backend, seq, self.context, last_only, kv_dtype)?;
+            let g = capture_with_kv(
+                model,
+                &self.backend,
+                seq,
+                self.context,
+                last_only,
+                kv_dtype,
+                self.side_outputs,
+            )?;
             let weights: HashMap<&str, &Tensor> =
                 model.weights.iter().map(|(n, t)| (n.as_str(), t)).collect();
             // Work on small weights alone (norm gains 1 + w) is done once
@@ -178,10 +196,21 @@ impl<B: Backend + Clone> CompiledModel<B> {
         let outs = g
             .run(&[("input_ids", input), ("positions", positions)], kv)
             .map_err(|e| e.to_string())?;
-        outs.into_iter()
-            .find(|(name, _)| name == "logits")
-            .map(|(_, t)| t)
-            .ok_or_else(|| "the graph has no logits output".to_string())
+        self.logits_keeping_side(outs)
+    }
+
+    /// The `logits` of a graph run's outputs; its side outputs go to
+    /// `emitted`.
+    fn logits_keeping_side(&mut self, outs: Vec<(String, Tensor)>) -> Result<Tensor, String> {
+        let mut logits = None;
+        for (name, t) in outs {
+            if name == "logits" {
+                logits = Some(t);
+            } else if let Some(side) = name.strip_prefix("side.") {
+                self.emitted.push((side.to_string(), t));
+            }
+        }
+        logits.ok_or_else(|| "the graph has no logits output".to_string())
     }
 
     /// One step for several sequences (a server's busy slots): `rows[c]`
@@ -230,10 +259,7 @@ impl<B: Backend + Clone> CompiledModel<B> {
         let outs = g
             .run_batch(&[("input_ids", input), ("positions", positions)], kvs, rows)
             .map_err(|e| e.to_string())?;
-        outs.into_iter()
-            .find(|(name, _)| name == "logits")
-            .map(|(_, t)| t)
-            .ok_or_else(|| "the graph has no logits output".to_string())
+        self.logits_keeping_side(outs)
     }
 }
 

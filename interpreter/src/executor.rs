@@ -55,6 +55,14 @@ pub trait Executor {
         Ok(cache.state(layer).map(<[Tensor]>::to_vec))
     }
 
+    /// A side output the script hands the runner (`emit(name, x)`): the
+    /// final hidden states an MTP head reads. Ignored unless the executor
+    /// was asked to keep them.
+    fn emit(&mut self, name: &str, t: &Tensor) -> Result<(), BackendError> {
+        let _ = (name, t);
+        Ok(())
+    }
+
     /// Replaces that state with `states`, covering `tokens` more positions.
     fn state_write(
         &mut self,
@@ -81,6 +89,9 @@ pub struct Eager<B: Backend> {
     /// Check every op's output and every model input for NaN and
     /// infinities (`--check-numerics`); the first one is an error.
     pub check_numerics: bool,
+    /// The side outputs (`emit`) of the steps run since the runner last
+    /// took them, in order; `None`: not kept.
+    pub emitted: Option<Vec<(String, Tensor)>>,
 }
 
 impl<B: Backend> Eager<B> {
@@ -88,6 +99,7 @@ impl<B: Backend> Eager<B> {
         Eager {
             backend,
             check_numerics: false,
+            emitted: None,
         }
     }
 }
@@ -172,6 +184,13 @@ impl<B: Backend> Executor for Eager<B> {
         // its layers in device memory behind this same call.
         self.backend.kv_append(cache, layer, k, v)
     }
+
+    fn emit(&mut self, name: &str, t: &Tensor) -> Result<(), BackendError> {
+        if let Some(kept) = self.emitted.as_mut() {
+            kept.push((name.to_string(), t.clone()));
+        }
+        Ok(())
+    }
 }
 
 /// One recorded op call: the op and the shapes that flowed through it.
@@ -251,6 +270,10 @@ impl<E: Executor> Executor for Trace<E> {
         tokens: usize,
     ) -> Result<(), BackendError> {
         self.inner.state_write(cache, layer, states, tokens)
+    }
+
+    fn emit(&mut self, name: &str, t: &Tensor) -> Result<(), BackendError> {
+        self.inner.emit(name, t)
     }
 }
 

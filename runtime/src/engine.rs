@@ -83,6 +83,13 @@ impl Engine {
         self.seq.kv_bytes()
     }
 
+    /// Keeps the final hidden state of each position the conversation
+    /// computes (for an MTP head: `speculative::MtpHead`).
+    pub fn keep_hidden(&mut self) {
+        self.runner.keep_hidden();
+        self.seq.keep_hidden();
+    }
+
     /// Forgets the conversation: an empty cache.
     pub fn reset(&mut self) {
         self.seq.reset();

@@ -75,6 +75,7 @@ pub fn export_onnx(model: &str, req: &ExportRequest, out: &Path) -> Result<Expor
         context,
         false,
         DType::F32,
+        false,
     )
     .map_err(|e| Error::generate(format!("cannot capture {}: {e}", req.script)))?;
     // The checkpoint's tensors are read again while writing: free the

@@ -17,6 +17,7 @@ mod error;
 pub mod export;
 pub mod families;
 pub mod generation;
+pub mod hidden_rows;
 pub mod image_prompt;
 pub mod images;
 pub mod inspect;

@@ -29,6 +29,8 @@ pub struct Runner {
     lenient: bool,
     /// Whether the lenient mode still has to learn if the script captures.
     unchecked: bool,
+    /// Whether steps keep the final hidden states (`keep_hidden`).
+    keeps_hidden: bool,
 }
 
 impl Runner {
@@ -39,7 +41,56 @@ impl Runner {
             compiled: None,
             lenient: false,
             unchecked: false,
+            keeps_hidden: false,
         }
+    }
+
+    /// Keeps the final hidden states of every step from now on (what the
+    /// script `emit`s as `hidden`), for `take_hidden`: an MTP head reads
+    /// them. Graphs captured before are captured again with that output.
+    pub fn keep_hidden(&mut self) {
+        self.keeps_hidden = true;
+        self.exec.emitted.get_or_insert_with(Vec::new);
+        if let Some(c) = self.compiled.as_mut() {
+            c.side_outputs = true;
+        }
+    }
+
+    /// Whether steps keep their hidden states (`keep_hidden`).
+    pub fn keeps_hidden(&self) -> bool {
+        self.keeps_hidden
+    }
+
+    /// The hidden states `[rows, hidden]` the steps since the last call
+    /// emitted, in order, as host floats with their width; None where
+    /// nothing was kept (`keep_hidden` not called, or a script that emits
+    /// none).
+    pub fn take_hidden(&mut self) -> Result<Option<(Vec<f32>, usize)>> {
+        let mut parts = vec![];
+        if let Some(c) = self.compiled.as_mut() {
+            parts.append(&mut c.emitted);
+        }
+        if let Some(e) = self.exec.emitted.as_mut() {
+            parts.append(e);
+        }
+        let mut data = vec![];
+        let mut width = 0;
+        for (name, t) in parts {
+            if name != "hidden" {
+                continue;
+            }
+            let t = self.model.backend.download(&t)?;
+            let w = t.shape().last().copied().unwrap_or(0);
+            if w == 0 || (width != 0 && w != width) {
+                return Err(Error::generate(format!(
+                    "the script emitted hidden states of shape {:?} after rows of width {width}",
+                    t.shape()
+                )));
+            }
+            width = w;
+            data.extend(t.to_f32_vec()?);
+        }
+        Ok((width > 0).then_some((data, width)))
     }
 
     /// What `Engine` does by default: prompts (their last row's logits) and
@@ -47,11 +98,9 @@ impl Runner {
     /// and faster (no interpreter, one arena); a script that cannot be
     /// captured runs eagerly after one warning.
     pub fn compile_default(&mut self, context: usize) {
-        self.compiled = Some(CompiledModel::new(
-            self.model.backend.clone(),
-            context,
-            PREFILL_CHUNK,
-        ));
+        let mut c = CompiledModel::new(self.model.backend.clone(), context, PREFILL_CHUNK);
+        c.side_outputs = self.keeps_hidden;
+        self.compiled = Some(c);
         self.lenient = true;
         self.unchecked = true;
     }
@@ -82,11 +131,9 @@ impl Runner {
     /// the decoding after them is compiled). A script that cannot be
     /// captured is an error at its first step.
     pub fn compile(&mut self, context: usize, chunk: usize) {
-        self.compiled = Some(CompiledModel::new(
-            self.model.backend.clone(),
-            context,
-            chunk,
-        ));
+        let mut c = CompiledModel::new(self.model.backend.clone(), context, chunk);
+        c.side_outputs = self.keeps_hidden;
+        self.compiled = Some(c);
         self.lenient = false;
         self.unchecked = false;
     }

@@ -11,6 +11,7 @@ use mllm_backends::kv::KvPage;
 use mllm_backends::DType;
 use mllm_interpreter::KvCache;
 
+use crate::hidden_rows::HiddenRows;
 use crate::images::{ImageTokens, Images};
 use crate::runner::{Runner, PREFILL_CHUNK};
 use crate::{Error, Result};
@@ -58,6 +59,9 @@ pub struct Sequence {
     /// (`Runner::chunk_invariant`): a prefix is then shareable at any
     /// length.
     any_cut: bool,
+    /// The final hidden states of the cached positions, where a proposer
+    /// reads them (`keep_hidden`; the runner must keep them too).
+    pub hidden: Option<HiddenRows>,
 }
 
 impl Sequence {
@@ -75,7 +79,33 @@ impl Sequence {
             max_context,
             aligned: 0,
             any_cut: false,
+            hidden: None,
         }
+    }
+
+    /// Keeps the final hidden state of each position computed from now on
+    /// (`hidden`), as `runner.keep_hidden()` gives them.
+    pub fn keep_hidden(&mut self) {
+        self.hidden.get_or_insert_with(HiddenRows::default);
+    }
+
+    /// Stores the hidden rows `runner`'s last step gave positions
+    /// `start..start + n` (its last `n` rows; none: what the rows held
+    /// from `start` is forgotten).
+    fn collect_hidden(&mut self, runner: &mut Runner, start: usize, n: usize) -> Result<()> {
+        let taken = match runner.keeps_hidden() {
+            true => runner.take_hidden()?,
+            false => None,
+        };
+        if let Some(h) = self.hidden.as_mut() {
+            match taken {
+                Some((data, w)) if data.len() >= n * w => {
+                    h.put(start, &data[data.len() - n * w..], w)
+                }
+                _ => h.truncate(start),
+            }
+        }
+        Ok(())
     }
 
     /// Stores keys and values as `dtype` (f32, f16, q8_0) from now on; the
@@ -103,6 +133,9 @@ impl Sequence {
         self.image_span = (0, 0);
         self.prompt_len = 0;
         self.aligned = 0;
+        if let Some(h) = self.hidden.as_mut() {
+            h.clear();
+        }
     }
 
     pub fn check_context(&self, tokens: usize) -> Result<()> {
@@ -327,6 +360,9 @@ impl Sequence {
         }
         self.cached.truncate(kept);
         self.aligned = self.aligned.min(kept);
+        if let Some(h) = self.hidden.as_mut() {
+            h.truncate(kept);
+        }
         if self.has_images && kept <= self.image_span.0 {
             // Only text before the images is left.
             self.has_images = false;
@@ -347,6 +383,7 @@ impl Sequence {
         let pos = usize::try_from(start as i64 + self.pos_offset)
             .map_err(|_| Error::generate("a negative rotary position"))?;
         let t = runner.step(&self.cache, &ids32, pos, true)?;
+        self.collect_hidden(runner, start, ids.len())?;
         self.computed(runner, start, ids.len());
         self.cached.extend_from_slice(ids);
         let rows = t.shape()[0];
@@ -370,6 +407,7 @@ impl Sequence {
             .map_err(|_| Error::generate("a negative rotary position"))?;
         // One row: the decode step's own graph (every row is the last).
         let t = runner.step(&self.cache, &ids32, pos, ids.len() == 1)?;
+        self.collect_hidden(runner, start, ids.len())?;
         self.computed(runner, start, ids.len());
         self.cached.extend_from_slice(ids);
         let flat = t.to_f32_vec()?;
@@ -421,6 +459,9 @@ impl Sequence {
         }
         self.cached.truncate(n);
         self.aligned = self.aligned.min(n);
+        if let Some(h) = self.hidden.as_mut() {
+            h.truncate(n);
+        }
         Ok(())
     }
 
@@ -562,10 +603,23 @@ impl Sequence {
             flat.extend(t.iter().map(|&t| t as i32));
         }
         let logits = runner.step_batch(caches, &flat, &positions)?;
+        let hidden = match runner.keeps_hidden() {
+            true => runner.take_hidden()?,
+            false => None,
+        };
         let mut out = Vec::with_capacity(seqs.len());
         let mut row = 0;
         for (s, t) in seqs.iter_mut().zip(ids) {
             let t = t.as_ref();
+            if let Some(h) = s.hidden.as_mut() {
+                let start = s.cached.len();
+                match &hidden {
+                    Some((data, w)) if data.len() == flat.len() * w => {
+                        h.put(start, &data[row * w..(row + t.len()) * w], *w)
+                    }
+                    _ => h.truncate(start),
+                }
+            }
             s.computed(runner, s.cached.len(), t.len());
             s.cached.extend_from_slice(t);
             let mut rows = Vec::with_capacity(t.len());
@@ -631,6 +685,7 @@ impl Sequence {
         }
         let ids32: Vec<i32> = ids.iter().map(|&t| t as i32).collect();
         let (t, delta) = runner.prefill_images(&self.cache, &ids32, start, images, spec, true)?;
+        self.collect_hidden(runner, start, ids.len() - start)?;
         self.pos_offset = delta;
         self.has_images = true;
         self.image_key = key;

@@ -232,6 +232,7 @@ fn fused_graphs_export_and_match_eager() {
             CONTEXT,
             true,
             mllm_backends::DType::F32,
+            false,
         )
         .expect("capture");
         let g = mllm_graph::passes::all(g).expect("passes");

@@ -137,7 +137,9 @@ pub fn run(a: BenchArgs) -> CliResult<()> {
         .collect();
     let mut engine = Engine::new(model, None);
     engine.configure(&a.load)?;
-    let mut speculator = a.spec.speculator(&files, a.load, files.max_context())?;
+    let mut speculator = a
+        .spec
+        .speculator(&files, a.load, files.max_context(), &mut engine)?;
     let mut rows = vec![];
     let reps = a.reps.max(1);
     let depths: Vec<usize> = if a.depth.is_empty() {

@@ -59,7 +59,7 @@ pub fn run(a: ChatArgs) -> CliResult<()> {
     let context = super::run::context_size(a.ctx_size, files.max_context());
     let mut engine = Engine::new(model, context);
     engine.configure(&a.load)?;
-    let mut speculator = a.spec.speculator(&files, a.load, context)?;
+    let mut speculator = a.spec.speculator(&files, a.load, context, &mut engine)?;
     // Each turn draws with its own seed (the given one plus the turn).
     let mut turn: u64 = 0;
     let interrupt = Arc::new(AtomicBool::new(false));

@@ -221,7 +221,7 @@ pub fn run(a: RunArgs) -> CliResult<()> {
     }
     let mut engine = Engine::new(model, context);
     engine.configure(&a.load)?;
-    let mut spec = a.spec.speculator(&files, a.load, context)?;
+    let mut spec = a.spec.speculator(&files, a.load, context, &mut engine)?;
     let mut gen = a.sampling.generation(&files, tok, 0)?;
     let stdout = std::io::stdout();
     let interrupt = Arc::new(AtomicBool::new(false));

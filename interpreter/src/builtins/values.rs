@@ -165,6 +165,16 @@ pub(super) fn call(it: &mut Interp, b: Builtin, a: &Args) -> RtResult<Option<Val
                 ))
             }
         }
+        Builtin::HasWeights => {
+            let member = a.str(0)?;
+            Ok(Value::Bool(has_weights(it, &member)))
+        }
+        Builtin::Emit => {
+            let name = a.str(0)?;
+            let x = a.tensor(1)?;
+            it.exec.emit(&name, &x)?;
+            Ok(Value::Tensor(x))
+        }
         Builtin::Layer => match a.get(0) {
             Some(Value::Cache(c)) => {
                 let i = a.int(1)?;
@@ -259,4 +269,18 @@ pub(super) fn call(it: &mut Interp, b: Builtin, a: &Args) -> RtResult<Option<Val
         _ => return Ok(None),
     };
     v.map(Some)
+}
+
+/// Whether the checkpoint being bound holds a tensor under `member` of the
+/// module under construction (`has_weights`).
+fn has_weights(it: &Interp, member: &str) -> bool {
+    let (Some(path), Some(binder)) = (it.ctor_path.as_deref(), it.binder.as_ref()) else {
+        return false;
+    };
+    let prefix = if path.is_empty() {
+        format!("{member}.")
+    } else {
+        format!("{path}.{member}.")
+    };
+    binder.holds_prefix(&prefix)
 }

@@ -46,6 +46,7 @@ impl ReferenceGraph {
             io.context,
             false,
             DType::F32,
+            false,
         )
         .map_err(NpuError)?;
         // The graph the export lowered: fold, cse, dce and the target's

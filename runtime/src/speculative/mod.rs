@@ -19,10 +19,13 @@
 //!
 //! Proposers: `ngram` (prompt lookup: the continuation of the latest
 //! earlier occurrence of the text's last few tokens, no second model; a
-//! server adds an `NgramCache` of what its earlier conversations said) and
-//! `draft` (a smaller model with the same vocabulary and its own cache).
+//! server adds an `NgramCache` of what its earlier conversations said),
+//! `draft` (a smaller model with the same vocabulary and its own cache)
+//! and `mtp` (Qwen3.5's multi-token-prediction head, from the target's
+//! hidden states).
 
 mod draft;
+mod mtp;
 mod ngram;
 mod ngram_cache;
 #[cfg(test)]
@@ -33,6 +36,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub use draft::{draft_propose, load_draft, same_vocabulary, DraftModel};
 /// Most rows a step may hold and still give each row a one-row step's bits.
 pub use mllm_backends::cpu::ROW_INVARIANT_STEP;
+pub use mtp::{check_model as check_mtp, MtpHead};
 pub use ngram::NgramLookup;
 pub use ngram_cache::NgramCache;
 
@@ -47,6 +51,8 @@ pub enum SpecType {
     Ngram,
     /// A second, smaller model (`--model-draft`).
     Draft,
+    /// The model's own multi-token-prediction head (Qwen3.5's `mtp.*`).
+    Mtp,
 }
 
 impl SpecType {
@@ -54,11 +60,9 @@ impl SpecType {
         match s {
             "ngram" => Ok(SpecType::Ngram),
             "draft" => Ok(SpecType::Draft),
-            "mtp" => Err(Error::invalid(
-                "--spec-type mtp (Qwen3.5's multi-token-prediction head) is not supported yet; use ngram, or draft with --model-draft",
-            )),
+            "mtp" => Ok(SpecType::Mtp),
             other => Err(Error::invalid(format!(
-                "unknown --spec-type `{other}`: use ngram or draft"
+                "unknown --spec-type `{other}`: use ngram, draft or mtp"
             ))),
         }
     }
@@ -67,6 +71,7 @@ impl SpecType {
         match self {
             SpecType::Ngram => "ngram",
             SpecType::Draft => "draft",
+            SpecType::Mtp => "mtp",
         }
     }
 }
@@ -150,10 +155,11 @@ impl SpecSettings {
         };
         check_backend(backend)?;
         match (kind, draft) {
-            (SpecType::Ngram, Some(_)) => {
-                return Err(Error::invalid(
-                    "--model-draft is for --spec-type draft; --spec-type ngram needs no second model",
-                ))
+            (SpecType::Ngram | SpecType::Mtp, Some(_)) => {
+                return Err(Error::invalid(format!(
+                    "--model-draft is for --spec-type draft; --spec-type {} needs no second model",
+                    kind.name()
+                )))
             }
             (SpecType::Draft, None) => {
                 return Err(Error::invalid(
@@ -197,11 +203,31 @@ pub fn next_budget(budget: usize, proposed: usize, accepted: usize, draft_max: u
     }
 }
 
+/// What the target offers a proposer besides the text: its model (whose
+/// own head `mtp` runs) and the final hidden states of its cached
+/// positions (where the sequence keeps them).
+pub struct TargetView<'a> {
+    pub model: &'a mllm_interpreter::Model,
+    pub hidden: Option<&'a mut crate::hidden_rows::HiddenRows>,
+}
+
 /// What guesses the next tokens.
 pub trait Proposer {
     /// Up to `max` tokens likely to follow `history` (the prompt and the
     /// answer so far, the last token not yet computed by the target).
     fn propose(&mut self, history: &[u32], max: usize, cfg: &SpecConfig) -> Result<Vec<u32>>;
+    /// `propose` with the target at hand (what the generation loop calls;
+    /// a proposer that reads the target's hidden states overrides it).
+    fn propose_with(
+        &mut self,
+        target: TargetView,
+        history: &[u32],
+        max: usize,
+        cfg: &SpecConfig,
+    ) -> Result<Vec<u32>> {
+        let _ = target;
+        self.propose(history, max, cfg)
+    }
     fn kind(&self) -> SpecType;
     /// Forgets what it keeps between answers (a draft model's cache).
     fn reset(&mut self) {}
@@ -278,10 +304,26 @@ impl Speculator {
                     "--spec-type draft needs --model-draft PATH (a smaller model with the same tokenizer)",
                 ))
             }
+            (SpecType::Mtp, _) => {
+                return Err(Error::invalid(
+                    "--spec-type mtp takes the model's own head: build it with Speculator::mtp",
+                ))
+            }
         };
         Ok(Speculator {
             proposer,
             config,
+            stats: SpecStats::default(),
+        })
+    }
+
+    /// The MTP head of the target (`MtpHead::new` of its model); the
+    /// target's runner and sequence must keep hidden states
+    /// (`Engine::keep_hidden`).
+    pub fn mtp(config: SpecConfig, head: MtpHead) -> Result<Speculator> {
+        Ok(Speculator {
+            proposer: Box::new(head),
+            config: config.checked()?,
             stats: SpecStats::default(),
         })
     }
@@ -349,7 +391,11 @@ pub(crate) fn decode_loop(
         // A step emits at most one token more than it proposed.
         let max = budget.min(room - 1).min(gen.remaining().saturating_sub(1));
         let mut proposed = if max > 0 {
-            proposer.propose(&history, max, &cfg)?
+            let target = TargetView {
+                model: &engine.runner.model,
+                hidden: engine.seq.hidden.as_mut(),
+            };
+            proposer.propose_with(target, &history, max, &cfg)?
         } else {
             vec![]
         };

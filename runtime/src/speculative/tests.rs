@@ -51,14 +51,11 @@ fn config_is_checked() {
     }
     assert_eq!(SpecType::parse("ngram").unwrap(), SpecType::Ngram);
     assert_eq!(SpecType::parse("draft").unwrap(), SpecType::Draft);
-    assert!(SpecType::parse("mtp")
-        .unwrap_err()
-        .message()
-        .contains("not supported yet"));
+    assert_eq!(SpecType::parse("mtp").unwrap(), SpecType::Mtp);
     assert!(SpecType::parse("eagle")
         .unwrap_err()
         .message()
-        .contains("ngram or draft"));
+        .contains("ngram, draft or mtp"));
 }
 
 #[test]

@@ -88,13 +88,17 @@ impl Worker {
             });
         }
         let spec = match &cfg.spec {
-            Some(s) => Some(Speculation::load(
-                s,
-                &files,
-                cfg.load,
-                slots.len(),
-                context,
-            )?),
+            Some(s) => {
+                let mut seqs: Vec<&mut Sequence> = slots.iter_mut().map(|s| &mut s.seq).collect();
+                Some(Speculation::load(
+                    s,
+                    &files,
+                    cfg.load,
+                    &mut runner,
+                    &mut seqs,
+                    context,
+                )?)
+            }
             None => None,
         };
         let kv = cfg.load.kv.0;
@@ -454,7 +458,7 @@ impl Worker {
             let Some(active) = slot.active.as_ref() else {
                 continue;
             };
-            let seq = &slot.seq;
+            let seq = &self.slots[i].seq;
             let room = seq
                 .max_context
                 .map_or(usize::MAX, |m| m.saturating_sub(seq.cached.len() + 1));
@@ -465,7 +469,11 @@ impl Worker {
             let mut history = Vec::with_capacity(seq.cached.len() + 1);
             history.extend_from_slice(&seq.cached);
             history.push(token);
-            match guarded(|| spec.propose(i, &history, max)) {
+            let target = mllm_runtime::speculative::TargetView {
+                model: &self.runner.model,
+                hidden: self.slots[i].seq.hidden.as_mut(),
+            };
+            match guarded(|| spec.propose(i, &history, max, target)) {
                 Ok(Ok(p)) => {
                     rows.push((i, vec![token]));
                     proposals.push(p);

@@ -7,11 +7,13 @@
 //!
 //! Proposers: `ngram` looks up the slot's own conversation first, then an
 //! `NgramCache` of what the model's earlier conversations said (shared by
-//! its slots); `draft` runs one draft model with a cache per slot.
+//! its slots); `draft` runs one draft model with a cache per slot; `mtp`
+//! runs the model's own head with a cache per slot, from the hidden
+//! states each slot's sequence keeps.
 
 use mllm_runtime::model_files::{LoadOptions, ModelFiles};
 use mllm_runtime::speculative::{
-    self as spec, NgramCache, NgramLookup, SpecConfig, SpecSettings, SpecType,
+    self as spec, MtpHead, NgramCache, NgramLookup, SpecConfig, SpecSettings, SpecType, TargetView,
 };
 use mllm_runtime::{Runner, Sequence};
 
@@ -28,18 +30,32 @@ pub(super) struct Speculation {
     shared: NgramCache,
     /// The draft model and one draft cache per slot.
     draft: Option<(Runner, Vec<Sequence>)>,
+    /// The model's MTP head, one per slot (its own cache each).
+    mtp: Vec<MtpHead>,
 }
 
 impl Speculation {
     /// What `settings` asks for, beside the model of `files` with `slots`
     /// slots of `context` tokens.
+    /// `mtp` needs `target`'s runner and `seqs` (the slots' sequences) to
+    /// keep hidden states: this makes them.
     pub fn load(
         settings: &SpecSettings,
         files: &ModelFiles,
         load: LoadOptions,
-        slots: usize,
+        target: &mut Runner,
+        seqs: &mut [&mut Sequence],
         context: usize,
     ) -> Result<Speculation, String> {
+        let slots = seqs.len();
+        let mut mtp = vec![];
+        if settings.kind == SpecType::Mtp {
+            for seq in seqs.iter_mut() {
+                mtp.push(MtpHead::new(&target.model).map_err(|e| engine_message(&e))?);
+                seq.keep_hidden();
+            }
+            target.keep_hidden();
+        }
         let draft = match &settings.draft {
             Some(path) => {
                 let d = spec::load_draft(path, files, load, Some(context))
@@ -63,20 +79,35 @@ impl Speculation {
                 SHARED_KEYS_PER_TOKEN * context * slots.max(1),
             ),
             draft,
+            mtp,
         })
     }
 
-    /// Up to `max` tokens likely to follow `history` in slot `slot`.
+    /// Up to `max` tokens likely to follow `history` in slot `slot`
+    /// (`target`: the model and the slot's hidden states, for `mtp`).
     pub fn propose(
         &mut self,
         slot: usize,
         history: &[u32],
         max: usize,
+        target: TargetView,
     ) -> Result<Vec<u32>, String> {
         if max == 0 {
             return Ok(vec![]);
         }
         let mut out = match (self.kind, self.draft.as_mut()) {
+            (SpecType::Mtp, _) => {
+                let head = self
+                    .mtp
+                    .get_mut(slot)
+                    .ok_or_else(|| format!("no MTP cache for slot {slot}"))?;
+                match target.hidden {
+                    Some(hidden) => head
+                        .propose(target.model, hidden, history, max)
+                        .map_err(|e| engine_message(&e))?,
+                    None => vec![],
+                }
+            }
             (SpecType::Draft, Some((runner, seqs))) => {
                 let seq = seqs
                     .get_mut(slot)

@@ -1,0 +1,221 @@
+//! Qwen3.5's multi-token-prediction head as a proposer (`--spec-type
+//! mtp`): the checkpoint's `mtp.*` layer, declared by the script
+//! (`qwen3_5_base.Mtp`) and run through its `mtp_forward`, guesses token
+//! `i + 2` from the target's final hidden state at `i` and token `i + 1`;
+//! fed its own output and guess it guesses on (vLLM's qwen3_next_mtp).
+//!
+//! The head keeps its own KV cache of pairs, one per position: pair `i`
+//! is (the target's hidden state at `i`, token `i + 1`). Each proposal
+//! first drops the chained guesses of the last one and the pairs whose
+//! token or hidden state changed (a rejected proposal, a rewound
+//! conversation), computes the pairs the target added since (their hidden
+//! states come with the target's steps: `Sequence::keep_hidden`), then
+//! chains. Only the head's one layer and the model's output head run per
+//! guess; the target's weights are read once per verification step.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use mllm_backends::{SharedBackend, Tensor};
+use mllm_interpreter::{Eager, KvCache, Model, Value};
+
+use super::{Proposer, SpecConfig, SpecType, TargetView};
+use crate::hidden_rows::HiddenRows;
+use crate::{Error, Result};
+
+/// The function of the script that runs the head.
+const ENTRY: &str = "mtp_forward";
+
+pub struct MtpHead {
+    exec: Eager<SharedBackend>,
+    cache: Rc<RefCell<KvCache>>,
+    /// The position of the first pair the cache holds.
+    first: usize,
+    /// The token of each pair the cache holds (`paired[k]` is token
+    /// `first + k + 1`), chained guesses not included.
+    paired: Vec<u32>,
+}
+
+impl MtpHead {
+    /// The head of `model`, refused (with what to do) where its script or
+    /// checkpoint has none.
+    pub fn new(model: &Model) -> Result<MtpHead> {
+        check_model(model)?;
+        Ok(MtpHead {
+            exec: Eager::new(model.backend.clone()),
+            cache: Rc::new(RefCell::new(KvCache::new())),
+            first: 0,
+            paired: vec![],
+        })
+    }
+
+    /// Up to `max` greedy guesses after `history` (the target's cached
+    /// tokens and the one it chose last), from the target's hidden states
+    /// `hidden` of its cached positions.
+    pub fn propose(
+        &mut self,
+        model: &Model,
+        hidden: &mut HiddenRows,
+        history: &[u32],
+        max: usize,
+    ) -> Result<Vec<u32>> {
+        let n = history.len();
+        let changed = hidden.take_changed();
+        if max == 0 || n < 2 {
+            return Ok(vec![]);
+        }
+        // Pairs at positions `from..to` are computed now: every position the
+        // target has cached (`to = n - 1`: the last one's pair is the chosen
+        // token's).
+        let to = n - 1;
+        let mut keep = 0;
+        while keep < self.paired.len() {
+            let p = self.first + keep;
+            if p >= changed || p + 1 >= n || self.paired[keep] != history[p + 1] {
+                break;
+            }
+            keep += 1;
+        }
+        // Always compute at least the last pair: its output is the guess.
+        keep = keep.min((to - self.first.min(to)).saturating_sub(1));
+        let mut from = self.first + keep;
+        if from < hidden.base() || from >= to {
+            // The rows before `hidden.base()` are gone (adopted or rewound
+            // positions): start the head's cache over where they begin.
+            keep = 0;
+            from = hidden.base().min(to - 1);
+            self.first = from;
+        }
+        if hidden.end() < to || from < hidden.base() {
+            // The target's steps did not keep their hidden states.
+            return Ok(vec![]);
+        }
+        self.cache.borrow_mut().truncate(keep);
+        self.paired.truncate(keep);
+        let rows = hidden
+            .range(from, to)
+            .ok_or_else(|| Error::generate("the MTP head's hidden rows are out of range"))?;
+        let h = Tensor::from_f32(rows.to_vec(), vec![to - from, hidden.width()])?;
+        let ids = &history[from + 1..=to];
+        let (mut logits, mut h) = self.step(model, ids, h, from)?;
+        self.paired.extend_from_slice(ids);
+        let mut out = vec![];
+        while let Some(t) = argmax(&logits) {
+            out.push(t);
+            if out.len() == max {
+                break;
+            }
+            (logits, h) = self.step(model, &[t], h, to + out.len() - 1)?;
+        }
+        Ok(out)
+    }
+
+    /// One call of the head: pairs of `ids` and hidden rows `h` at
+    /// positions `start..`; the logits after the last and its output row.
+    fn step(
+        &mut self,
+        model: &Model,
+        ids: &[u32],
+        h: Tensor,
+        start: usize,
+    ) -> Result<(Vec<f32>, Tensor)> {
+        let t = ids.len();
+        let err = |e: mllm_backends::BackendError| Error::generate(format!("the MTP head: {e}"));
+        let input =
+            Tensor::from_i32(ids.iter().map(|&x| x as i32).collect(), vec![t]).map_err(err)?;
+        let pos: Vec<i32> = (start..start + t).map(|p| p as i32).collect();
+        let positions = Tensor::from_i32(pos, vec![t]).map_err(err)?;
+        let out = model
+            .call(
+                ENTRY,
+                &mut self.exec,
+                vec![
+                    ("input_ids", Value::Tensor(input)),
+                    ("hidden", Value::Tensor(h)),
+                    ("positions", Value::Tensor(positions)),
+                    ("cache", Value::Cache(self.cache.clone())),
+                ],
+            )
+            .map_err(|e| {
+                let sources = &model.program.sources;
+                Error::diagnostics(crate::ErrorKind::Generate, |c| e.render(sources, c))
+            })?;
+        match out {
+            Value::Tuple(v) | Value::List(v) if v.len() == 2 => match (&v[0], &v[1]) {
+                (Value::Tensor(logits), Value::Tensor(h)) => {
+                    let logits = model.backend.download(logits).map_err(err)?;
+                    Ok((logits.to_f32_vec().map_err(err)?, h.clone()))
+                }
+                _ => Err(Error::generate(format!(
+                    "the script's `{ENTRY}` returned {v:?}, not (logits, hidden)"
+                ))),
+            },
+            other => Err(Error::generate(format!(
+                "the script's `{ENTRY}` returned {other:?}, not (logits, hidden)"
+            ))),
+        }
+    }
+
+    /// Forgets the pairs (a new conversation).
+    pub fn clear(&mut self) {
+        self.cache.borrow_mut().truncate(0);
+        self.first = 0;
+        self.paired.clear();
+    }
+}
+
+/// Refuses a model without an MTP head, saying why.
+pub fn check_model(model: &Model) -> Result<()> {
+    let m = &model.program.modules[model.entry];
+    if m.fn_index(ENTRY).is_none() {
+        return Err(Error::invalid(format!(
+            "--spec-type mtp: the script's `{}` has no `{ENTRY}` (a multi-token-prediction head); Qwen3.5 checkpoints with `mtp.*` tensors have one, other models can use --spec-type ngram or draft",
+            m.name
+        )));
+    }
+    if !model.weights.iter().any(|(n, _)| n.starts_with("mtp.")) {
+        return Err(Error::invalid(
+            "--spec-type mtp: this checkpoint has no `mtp.*` tensors (its multi-token-prediction head was left out, as transformers' save_pretrained and GGUF files without nextn layers do); use --spec-type ngram, or draft with --model-draft",
+        ));
+    }
+    Ok(())
+}
+
+/// The greedy guess of `logits` (None where it holds no number).
+fn argmax(logits: &[f32]) -> Option<u32> {
+    logits
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| v.is_finite())
+        .max_by(|a, b| a.1.total_cmp(b.1))
+        .map(|(i, _)| i as u32)
+}
+
+impl Proposer for MtpHead {
+    fn propose(&mut self, _history: &[u32], _max: usize, _cfg: &SpecConfig) -> Result<Vec<u32>> {
+        Err(Error::generate(
+            "the MTP head proposes from the target's hidden states (propose_with)",
+        ))
+    }
+
+    fn propose_with(
+        &mut self,
+        target: TargetView,
+        history: &[u32],
+        max: usize,
+        _cfg: &SpecConfig,
+    ) -> Result<Vec<u32>> {
+        let Some(hidden) = target.hidden else {
+            return Ok(vec![]);
+        };
+        MtpHead::propose(self, target.model, hidden, history, max)
+    }
+
+    fn kind(&self) -> SpecType {
+        SpecType::Mtp
+    }
+
+    fn reset(&mut self) {
+        self.clear();
+    }
+}
