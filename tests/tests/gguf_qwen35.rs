@@ -171,3 +171,116 @@ fn converted_q8_0_copies_the_blocks() {
     eprintln!("{file} -> q8_0 .mllm: worst per-position cosine vs transformers = {cos:.6}");
     assert!(cos >= 0.999, "cosine {cos}");
 }
+
+/// A Qwen3.5 GGUF with its multi-token-prediction layer, as llama.cpp's
+/// converter writes it by default (qwen35_mtp_f32.gguf, from the dense VL
+/// fixture with an `mtp` shard: block 3 with `nextn.*` tensors and
+/// `qwen35.nextn_predict_layers` = 1): the decoder has 3 layers, and block
+/// 3 is the `mtp.*` head, tensor for tensor, whose forward equals the
+/// Hugging Face checkpoint's.
+#[test]
+fn the_nextn_block_is_the_mtp_head() {
+    let file = "qwen35_mtp_f32.gguf";
+    let path = root().join("tests/fixtures/gguf").join(file);
+    let g = GgufWeights::open(&path).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let hf = SafetensorsDir::open(&fixture("qwen3_5_vl/dense")).expect("dense");
+    let want: Vec<String> = hf
+        .names()
+        .into_iter()
+        .filter(|n| n.starts_with("mtp."))
+        .collect();
+    let mut got: Vec<String> = g
+        .names()
+        .into_iter()
+        .filter(|n| n.starts_with("mtp."))
+        .collect();
+    got.sort();
+    let mut sorted = want.clone();
+    sorted.sort();
+    assert_eq!(got, sorted, "{file}: the head's tensors");
+    for name in &want {
+        let a = g
+            .load(name)
+            .and_then(|t| t.to_f32_vec().map_err(|e| e.to_string()));
+        let b = hf
+            .load(name)
+            .and_then(|t| t.to_f32_vec().map_err(|e| e.to_string()));
+        let (a, b) = (a.expect("gguf"), b.expect("hf"));
+        // Norms (`pre_fc_norm_*` too) hold 1 + w: w comes back within
+        // the rounding of that sum.
+        let same = if name.contains("norm") {
+            max_abs(&a, &b) <= 1.2e-7
+        } else {
+            a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits())
+        };
+        assert!(same, "{file}: `{name}` differs by {}", max_abs(&a, &b));
+    }
+    // The decoder is the blocks before the head.
+    let p = path.to_str().expect("utf-8");
+    let files =
+        mllm_runtime::model_files::open(p).unwrap_or_else(|e| panic!("{}", e.render(false)));
+    assert_eq!(files.config["num_hidden_layers"], 3);
+    assert_eq!(files.config["mtp_num_hidden_layers"], 1);
+    let gguf = mllm_runtime::model_files::load_model(&files, None)
+        .unwrap_or_else(|e| panic!("{p}: {}", e.render(false)));
+    let d = fixture("qwen3_5_vl/dense");
+    let dense = mllm_runtime::model_files::open(d.to_str().expect("utf-8")).expect("dense");
+    let dense = mllm_runtime::model_files::load_model(&dense, None).expect("dense model");
+    // Two calls of the head on its own cache (a catch-up and a chained step).
+    let run = |m: &mllm_interpreter::Model| -> Vec<f32> {
+        let mut exec = mllm_interpreter::Eager::new(m.backend.clone());
+        let cache = new_cache();
+        let mut out = vec![];
+        for (ids, start) in [(vec![5, 17, 200, 3], 0), (vec![42], 4)] {
+            let t = ids.len();
+            let hidden: Vec<f32> = (0..t * 64)
+                .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
+                .collect();
+            let pos: Vec<i32> = (start..start + t as i32).collect();
+            let v = m
+                .call(
+                    "mtp_forward",
+                    &mut exec,
+                    vec![
+                        (
+                            "input_ids",
+                            mllm_interpreter::Value::Tensor(
+                                mllm_backends::Tensor::from_i32(ids, vec![t]).expect("ids"),
+                            ),
+                        ),
+                        (
+                            "hidden",
+                            mllm_interpreter::Value::Tensor(
+                                mllm_backends::Tensor::from_f32(hidden, vec![t, 64]).expect("h"),
+                            ),
+                        ),
+                        (
+                            "positions",
+                            mllm_interpreter::Value::Tensor(
+                                mllm_backends::Tensor::from_i32(pos, vec![t]).expect("pos"),
+                            ),
+                        ),
+                        ("cache", mllm_interpreter::Value::Cache(cache.clone())),
+                    ],
+                )
+                .unwrap_or_else(|e| panic!("{}", e.render(&m.program.sources, false)));
+            let mllm_interpreter::Value::Tuple(v) = v else {
+                panic!("{v:?}")
+            };
+            for x in v.iter() {
+                let mllm_interpreter::Value::Tensor(x) = x else {
+                    panic!("{x:?}")
+                };
+                out.extend(data(x));
+            }
+        }
+        out
+    };
+    let (a, b) = (run(&gguf), run(&dense));
+    assert_finite("gguf head", &a);
+    let err = max_abs(&a, &b);
+    assert!(
+        err <= 1e-5,
+        "the GGUF's head is {err} away from the checkpoint's"
+    );
+}

@@ -91,6 +91,22 @@ pub fn hf_config(g: &GgufFile) -> Result<Value> {
             None => {}
         }
     }
+    // Multi-token-prediction layers (llama.cpp's `nextn`) follow the
+    // decoder's blocks and count in `block_count`: the decoder is the rest,
+    // and the script runs them as its `mtp` head (names.rs `mtp_name`).
+    if let Some(k) = nextn_layers(g)? {
+        let blocks = c
+            .get("num_hidden_layers")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        if k >= blocks {
+            return Err(ConvertError::Corrupt(format!(
+                "{path}: {arch}.nextn_predict_layers is {k}, not fewer than the {blocks} blocks (block_count)"
+            )));
+        }
+        c.insert("num_hidden_layers".into(), json!(blocks - k));
+        c.insert("mtp_num_hidden_layers".into(), json!(k));
+    }
     if !c.contains_key("num_key_value_heads") {
         if let Some(heads) = c.get("num_attention_heads").cloned() {
             c.insert("num_key_value_heads".into(), heads);
@@ -131,4 +147,22 @@ pub fn hf_config(g: &GgufFile) -> Result<Value> {
     }
     family::add_config(arch, g, &mut c)?;
     Ok(Value::Object(c))
+}
+
+/// `{arch}.nextn_predict_layers` where above 0: how many of the last blocks
+/// are multi-token-prediction layers.
+pub fn nextn_layers(g: &GgufFile) -> Result<Option<u64>> {
+    match g.arch_meta("nextn_predict_layers") {
+        None => Ok(None),
+        Some(v) => match v.as_u64() {
+            Some(0) => Ok(None),
+            Some(k) => Ok(Some(k)),
+            None => Err(ConvertError::Corrupt(format!(
+                "{}: {}.nextn_predict_layers should be a number, found a {}",
+                g.path().display(),
+                g.architecture().unwrap_or(""),
+                v.type_name()
+            ))),
+        },
+    }
 }

@@ -130,9 +130,84 @@ pub fn gguf_name_for(arch: &str, hf: &str) -> Option<String> {
     map(arch, hf, false)
 }
 
+/// llama.cpp's names of the multi-token-prediction head's own tensors
+/// (conversion/qwen.py, `_QwenMtpMixin`): `blk.{first}.nextn.{gguf}` is
+/// Hugging Face's `mtp.{hf}`.
+const NEXTN: &[(&str, &str)] = &[
+    ("eh_proj", "fc"),
+    ("enorm", "pre_fc_norm_embedding"),
+    ("hnorm", "pre_fc_norm_hidden"),
+    ("shared_head_norm", "norm"),
+];
+
+/// The Hugging Face name of tensor `gguf` (`mapped`: its name by the
+/// tables) in a file whose blocks from `first` on are multi-token-prediction
+/// layers: block `first + j` is `mtp.layers.j`, and the head's own tensors
+/// (`nextn.*`) are `mtp.*`. None for tensors of the decoder's blocks and
+/// outside blocks.
+pub fn mtp_name(gguf: &str, mapped: &str, first: usize) -> Option<String> {
+    let (n, part) = split_block(gguf, "blk.")?;
+    let j = n.parse::<usize>().ok()?.checked_sub(first)?;
+    if let Some(rest) = part.strip_prefix("nextn.") {
+        let (stem, suffix) = split_suffix(rest)?;
+        let hf = lookup(NEXTN, stem, true).filter(|_| j == 0)?;
+        return Some(format!("mtp.{hf}.{suffix}"));
+    }
+    let (_, tail) = split_block(mapped, "model.layers.")?;
+    Some(format!("mtp.layers.{j}.{tail}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nextn_blocks_are_the_mtp_head() {
+        let cases = [
+            ("blk.3.nextn.eh_proj.weight", "mtp.fc.weight"),
+            (
+                "blk.3.nextn.enorm.weight",
+                "mtp.pre_fc_norm_embedding.weight",
+            ),
+            ("blk.3.nextn.hnorm.weight", "mtp.pre_fc_norm_hidden.weight"),
+            ("blk.3.nextn.shared_head_norm.weight", "mtp.norm.weight"),
+            (
+                "blk.3.attn_q.weight",
+                "mtp.layers.0.self_attn.q_proj.weight",
+            ),
+            ("blk.4.ffn_down.weight", "mtp.layers.1.mlp.down_proj.weight"),
+            (
+                "blk.3.post_attention_norm.weight",
+                "mtp.layers.0.post_attention_layernorm.weight",
+            ),
+        ];
+        for (g, want) in cases {
+            let mapped = hf_name_for("qwen35", g).unwrap_or_else(|| g.to_string());
+            assert_eq!(mtp_name(g, &mapped, 3).as_deref(), Some(want), "{g}");
+        }
+        // The decoder's blocks and global tensors keep their names; a
+        // second layer's own nextn tensors have no HF name.
+        assert_eq!(
+            mtp_name(
+                "blk.2.attn_q.weight",
+                "model.layers.2.self_attn.q_proj.weight",
+                3
+            ),
+            None
+        );
+        assert_eq!(
+            mtp_name("token_embd.weight", "model.embed_tokens.weight", 3),
+            None
+        );
+        assert_eq!(
+            mtp_name(
+                "blk.4.nextn.eh_proj.weight",
+                "blk.4.nextn.eh_proj.weight",
+                3
+            ),
+            None
+        );
+    }
 
     #[test]
     fn bert_names_map_both_ways() {

@@ -23,7 +23,8 @@ use mllm_backends::weights::{TensorInfo, WeightSource};
 use mllm_backends::{ByteOwner, DType, OwnedBytes, Tensor};
 
 use super::fixes::{gather_cols, gather_rows, Fix, Fixer, ValueFix};
-use super::{hf_name_for, GgufFile, GgufTensorInfo};
+use super::names::mtp_name;
+use super::{hf_name_for, GgufFile, GgufTensorInfo, MetaValue};
 use crate::error::{ConvertError, Result};
 
 enum Kind {
@@ -70,6 +71,15 @@ impl GgufWeights {
         let path = file.path().display().to_string();
         let arch = file.architecture().unwrap_or("").to_string();
         let fixer = Fixer::new(&file)?;
+        // Blocks past the decoder: the multi-token-prediction head.
+        let mtp_from = match super::config::nextn_layers(&file)? {
+            Some(k) => file
+                .arch_meta("block_count")
+                .and_then(MetaValue::as_u64)
+                .and_then(|b| b.checked_sub(k))
+                .map(|f| f as usize),
+            None => None,
+        };
         let mut entries = BTreeMap::new();
         for (index, t) in file.tensor_infos().iter().enumerate() {
             let g = t.ggml_type;
@@ -85,7 +95,10 @@ impl GgufWeights {
                 }
             };
             let fix = fixer.fix(t)?;
-            let name = hf_name_for(&arch, &t.name).unwrap_or_else(|| t.name.clone());
+            let mut name = hf_name_for(&arch, &t.name).unwrap_or_else(|| t.name.clone());
+            if let Some(mtp) = mtp_from.and_then(|f| mtp_name(&t.name, &name, f)) {
+                name = mtp;
+            }
             if entries
                 .insert(name.clone(), Entry { index, kind, fix })
                 .is_some()

@@ -92,7 +92,8 @@ impl Keys<'_> {
         let recurrent: Vec<bool> = match self.m.arch_key(key) {
             Some(MetaValue::Array(a)) => {
                 let v: Vec<bool> = a.iter().filter_map(MetaValue::as_bool).collect();
-                // Past the decoder: MTP layers, which are not run.
+                // Past the decoder: MTP layers (the `mtp` head, not in
+                // `layer_types`: see config.rs).
                 if v.len() != a.len() || (v.len() as u64) < layers {
                     return Err(self.corrupt(
                         key,
