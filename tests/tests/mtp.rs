@@ -352,3 +352,125 @@ fn answers_with_the_head_equal_plain_answers() {
         }
     }
 }
+
+/// The trained fixture (tests/fixtures/make_qwen3_5_mtp_trained.py): a
+/// byte-level Qwen3.5 and its MTP head trained on Python source. mllm's
+/// greedy answers are torch's; the head's guess after each pair of a
+/// prompt is torch's; and speculating with it keeps every answer while the
+/// model accepts about as many guesses as torch's own measurement.
+#[test]
+fn a_trained_head_guesses_as_torch_does_and_is_accepted() {
+    let case = "qwen3_5_mtp/trained";
+    let path = fixture(case).join("reference.json");
+    let text = std::fs::read_to_string(&path).expect("reference.json");
+    let r: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let ids = |v: &serde_json::Value| -> Vec<u32> {
+        v.as_array()
+            .expect("ids")
+            .iter()
+            .map(|x| x.as_u64().expect("id") as u32)
+            .collect()
+    };
+    let cases: Vec<(Vec<u32>, Vec<u32>)> = r["prompts"]
+        .as_array()
+        .expect("prompts")
+        .iter()
+        .map(|p| (ids(&p["prompt"]), ids(&p["greedy"])))
+        .collect();
+    let m = load_auto(case);
+    let mut e = Engine {
+        runner: m.runner,
+        seq: Sequence::new(None),
+    };
+    e.runner.compile_default(512);
+    e.keep_hidden();
+    let greedy = |e: &mut Engine,
+                  prompt: &[u32],
+                  n: usize,
+                  spec: Option<&mut dyn Proposer>,
+                  stats: &mut SpecStats| {
+        e.reset();
+        let mut gen = Generation::new(config(0.0, 0, n), Box::new(Ids));
+        let spec = spec.map(|p| Speculation {
+            proposer: p,
+            config: SpecConfig {
+                draft_max: 3,
+                ..SpecConfig::DEFAULT
+            },
+            stats,
+        });
+        mllm_runtime::generate_with(
+            e,
+            &mut gen,
+            GenRequest {
+                prompt,
+                images: None,
+            },
+            spec,
+            &mut |_| {},
+            &AtomicBool::new(false),
+        )
+        .unwrap_or_else(|e| panic!("{}", render(e)))
+        .generated
+    };
+    let mut stats = SpecStats::default();
+    for (k, (prompt, want)) in cases.iter().enumerate() {
+        let mut none = SpecStats::default();
+        let plain = greedy(&mut e, prompt, want.len(), None, &mut none);
+        assert_eq!(&plain, want, "prompt {k}: greedy answer vs torch");
+        let mut head = MtpHead::new(&e.runner.model).expect("head");
+        let got = greedy(&mut e, prompt, want.len(), Some(&mut head), &mut stats);
+        assert_eq!(&got, want, "prompt {k}: mtp changed the answer");
+    }
+    let torch =
+        r["accepted"].as_f64().expect("accepted") / r["proposed"].as_f64().expect("proposed");
+    eprintln!("mtp on {case}: {stats:?} (torch, 3 a step: {torch:.2})");
+    assert!(
+        stats.acceptance() >= 0.8 * torch && stats.acceptance() > 0.2,
+        "acceptance {:.2} (torch {torch:.2}): {stats:?}",
+        stats.acceptance()
+    );
+    // The head after each pair of the first prompt, one pair a call.
+    let (prompt, guesses) = (&cases[0].0, ids(&r["mtp_guesses"]));
+    e.reset();
+    e.feed(prompt).unwrap_or_else(|e| panic!("{}", render(e)));
+    let hidden = e.seq.hidden.as_ref().expect("kept");
+    let rows = hidden.range(0, prompt.len()).expect("rows").to_vec();
+    let width = rows.len() / prompt.len();
+    let model = &e.runner.model;
+    let mut exec = Eager::new(model.backend.clone());
+    let cache = Rc::new(RefCell::new(KvCache::new()));
+    let mut same = 0;
+    for i in 0..prompt.len() - 1 {
+        let t =
+            |v: Vec<i32>| Value::Tensor(mllm_backends::Tensor::from_i32(v, vec![1]).expect("t"));
+        let row = rows[i * width..(i + 1) * width].to_vec();
+        let h = mllm_backends::Tensor::from_f32(row, vec![1, width]).expect("h");
+        let out = model
+            .call(
+                "mtp_forward",
+                &mut exec,
+                vec![
+                    ("input_ids", t(vec![prompt[i + 1] as i32])),
+                    ("hidden", Value::Tensor(h)),
+                    ("positions", t(vec![i as i32])),
+                    ("cache", Value::Cache(cache.clone())),
+                ],
+            )
+            .unwrap_or_else(|e| panic!("{}", e.render(&model.program.sources, false)));
+        let Value::Tuple(v) = out else {
+            panic!("{out:?}")
+        };
+        let Value::Tensor(logits) = &v[0] else {
+            panic!("{v:?}")
+        };
+        let got = mllm_runtime::generation::argmax(&data(logits)) as u32;
+        same += usize::from(got == guesses[i]);
+    }
+    // Near-ties may fall either way after the model's and head's rounding.
+    assert!(
+        same + 1 >= guesses.len(),
+        "{same} of {} guesses as torch's",
+        guesses.len()
+    );
+}
