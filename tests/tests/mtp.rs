@@ -1,5 +1,5 @@
 //! Qwen3.5's multi-token-prediction head (`--spec-type mtp`) on the dense
-//! fixture with an `mtp.*` shard (tests/fixtures/make_qwen3_5_mtp_fixture.py):
+//! and MoE fixtures with an `mtp.*` shard (tests/fixtures/make_qwen3_5_mtp_fixture.py):
 //! the script's head equals the NumPy transcription of vLLM's
 //! qwen3_next_mtp; every step keeps the model's final hidden states
 //! (eager and captured, bit for bit, cut back with the cache); the head's
@@ -27,9 +27,16 @@ fn render(e: mllm_runtime::Error) -> String {
 
 #[test]
 fn the_head_matches_vllms_transcription() {
-    let m = load_auto(CASE);
+    // The MoE model's head has a sparse MLP (router, experts, shared expert).
+    for case in [CASE, "qwen3_5_vl/moe"] {
+        head_matches(case);
+    }
+}
+
+fn head_matches(case: &str) {
+    let m = load_auto(case);
     let model = &m.runner.model;
-    let path = fixture(CASE).join("reference_mtp.json");
+    let path = fixture(case).join("reference_mtp.json");
     let text = std::fs::read_to_string(&path).expect("reference_mtp.json");
     let r: serde_json::Value = serde_json::from_str(&text).expect("json");
     let mut exec = Eager::new(model.backend.clone());
@@ -94,7 +101,7 @@ fn the_head_matches_vllms_transcription() {
             let diff = max_abs(&got, &want);
             assert!(
                 diff <= 2e-5 * scale,
-                "call {k} {name}: max |diff| {diff} (scale {scale})"
+                "{case} call {k} {name}: max |diff| {diff} (scale {scale})"
             );
         }
     }
