@@ -21,6 +21,8 @@ const Q4_0: DType = DType::Quant(QuantType::Q4_0);
 const Q4_1: DType = DType::Quant(QuantType::Q4_1);
 const Q8_0: DType = DType::Quant(QuantType::Q8_0);
 const Q6_K: DType = DType::Quant(QuantType::Q6_K);
+const Q4_K: DType = DType::Quant(QuantType::Q4_K);
+const Q5_K: DType = DType::Quant(QuantType::Q5_K);
 const W4A16: DType = DType::Quant(QuantType::W4A16 { group: 32 });
 const Q5_0: DType = DType::Quant(QuantType::Q5_0);
 const Q5_1: DType = DType::Quant(QuantType::Q5_1);
@@ -32,12 +34,15 @@ const ROWS: [usize; 8] = [1, 2, 3, 4, 5, 17, 64, 70];
 /// Output features: one, odd, just past a 32 / 64 / 128 boundary.
 const NS: [usize; 5] = [1, 7, 33, 65, 129];
 
-/// Values of a `dtype` weight `[rows, cols]`; q6_K, q5_0, q5_1 and iq4_nl
-/// (which the quantizer cannot make yet) are random blocks with a small
-/// scale.
+/// Values of a `dtype` weight `[rows, cols]`; q6_K, q4_K, q5_K, q5_0, q5_1
+/// and iq4_nl (which the quantizer cannot make yet) are random blocks with
+/// a small scale.
 pub(super) fn weight(g: &mut Gen, dtype: DType, shape: &[usize]) -> Tensor {
     if let DType::Quant(q @ (QuantType::Q5_0 | QuantType::Q5_1 | QuantType::IQ4_NL)) = dtype {
         return random_block32(g, q, shape);
+    }
+    if let DType::Quant(q @ (QuantType::Q4_K | QuantType::Q5_K)) = dtype {
+        return random_k45(g, q, shape);
     }
     if dtype != Q6_K {
         return g.typed(dtype, shape, 1.0);
@@ -52,6 +57,23 @@ pub(super) fn weight(g: &mut Gen, dtype: DType, shape: &[usize]) -> Tensor {
         bytes.extend(d.to_le_bytes());
     }
     Tensor::from_quant(bytes, QuantType::Q6_K, shape.to_vec()).expect("whole q6_K blocks")
+}
+
+/// Random q4_K / q5_K super-blocks (no quantizer makes them yet): f16 d
+/// and dmin sized so weights stay near 1 (6-bit scales reach 63, codes 15
+/// or 31), any bits for the packed scales and mins and the codes.
+fn random_k45(g: &mut Gen, q: QuantType, shape: &[usize]) -> Tensor {
+    let blocks = shape.iter().product::<usize>() / 256;
+    let top = if q == QuantType::Q5_K { 31.0 } else { 15.0 };
+    let mut bytes = Vec::with_capacity(blocks * q.type_size());
+    for _ in 0..blocks {
+        let d = half::f16::from_f32((0.2 + g.unit().abs()) / (63.0 * top));
+        let dmin = half::f16::from_f32(0.5 * g.unit().abs() / 63.0);
+        bytes.extend(d.to_le_bytes());
+        bytes.extend(dmin.to_le_bytes());
+        bytes.extend((4..q.type_size()).map(|_| g.below(256) as u8));
+    }
+    Tensor::from_quant(bytes, q, shape.to_vec()).expect("whole super-blocks")
 }
 
 /// Random 32-value blocks of `q`: an f16 scale at byte 0 sized so weights
@@ -82,7 +104,7 @@ fn random_block32(g: &mut Gen, q: QuantType, shape: &[usize]) -> Tensor {
 fn ks(dtype: DType) -> &'static [usize] {
     match dtype {
         DType::F32 | DType::F16 | DType::BF16 => &[33, 65, 1, 256, 100],
-        Q6_K => &[256, 512, 768],
+        Q6_K | Q4_K | Q5_K => &[256, 512, 768],
         _ => &[32, 96, 256, 64],
     }
 }
@@ -114,6 +136,8 @@ fn linear_cases(g: &mut Gen, v: &mut Vec<Case>) {
         Q5_0,
         Q5_1,
         IQ4_NL,
+        Q4_K,
+        Q5_K,
     ];
     for (d, &wt) in dtypes.iter().enumerate() {
         let ks = ks(wt);
@@ -131,7 +155,11 @@ fn linear_cases(g: &mut Gen, v: &mut Vec<Case>) {
         }
         // Batched input, long rows (several units per GEMV thread), and an
         // f16 bias.
-        let k_long = if wt == Q6_K { 4096 } else { 4096 + ks[0] % 32 };
+        let k_long = if matches!(wt, Q6_K | Q4_K | Q5_K) {
+            4096
+        } else {
+            4096 + ks[0] % 32
+        };
         push_linear(g, v, wt, &[2, 3], ks[0], 33, Some(DType::F32));
         push_linear(g, v, wt, &[1], k_long, 7, Some(DType::F16));
         push_linear(g, v, wt, &[9], k_long, 70, None);
@@ -248,6 +276,8 @@ fn embedding_cases(g: &mut Gen, v: &mut Vec<Case>) {
         (Q4_1, 32, NMSE_F32),
         (Q8_0, 96, NMSE_F32),
         (Q6_K, 256, NMSE_F32),
+        (Q4_K, 256, NMSE_F32),
+        (Q5_K, 512, NMSE_F32),
         (W4A16, 64, NMSE_F16),
     ];
     let id_shapes: [&[usize]; 3] = [&[1], &[5], &[2, 3]];

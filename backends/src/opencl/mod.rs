@@ -5,7 +5,7 @@
 //! transfers only for inputs and what the host reads (`download`).
 //!
 //! Device dtypes: f32 (every activation), i32 (ids, argmax), f16 (weights,
-//! an f16 KV cache) and the ggml blocks q4_0, q4_1, q8_0 and q6_K, kept as
+//! an f16 KV cache) and the ggml blocks q4_0, q4_1, q8_0, q4_K, q5_K and q6_K, kept as
 //! the file has them and dequantized inside the matmul kernels. Other
 //! checkpoint dtypes are widened at upload (bf16 to f32, the other
 //! quantized types to f16) so that every model runs.
@@ -66,7 +66,12 @@ pub(crate) fn invalid(op: &'static str, msg: impl Into<String>) -> BackendError 
 pub fn device_quant(q: QuantType) -> bool {
     matches!(
         q,
-        QuantType::Q4_0 | QuantType::Q4_1 | QuantType::Q8_0 | QuantType::Q6_K
+        QuantType::Q4_0
+            | QuantType::Q4_1
+            | QuantType::Q8_0
+            | QuantType::Q4_K
+            | QuantType::Q5_K
+            | QuantType::Q6_K
     )
 }
 

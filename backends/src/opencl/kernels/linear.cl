@@ -11,7 +11,7 @@
 //   away: no runtime type switch survives in an inner loop.
 // - Weights are addressed as bytes: a weight row is `k / wt_vals(wt)`
 //   units of `wt_bytes(wt)` bytes (f32: 1 value in 4 bytes, q4_0: 32 values
-//   in 18 bytes, q6_K: 256 values in 210 bytes). Offsets arrive in units of
+//   in 18 bytes, q6_K: 256 values in 210 bytes; q4_K 144, q5_K 176). Offsets arrive in units of
 //   the dtype (elements for floats, blocks for ggml types) so that a weight
 //   view never needs a sub-buffer.
 // - GEMV (decode, at most GEMV_R = 4 rows): one work-group of GEMV_WG = 64
@@ -30,8 +30,9 @@
 //   the column reads), so each weight value is dequantized once per tile
 //   instead of once per output row. 2 x 64 x 33 floats = 16.9 KB of local
 //   memory, within the 32 KB that Adreno and Mali guarantee. 32 is the
-//   ggml block size, so a k step never splits a block (q6_K's 256-value
-//   super-blocks split into eight 32-value units that share scales).
+//   ggml block size, so a k step never splits a block (the K-quants'
+//   256-value super-blocks split into eight 32-value units: q6_K's share
+//   scales in pairs, q4_K's and q5_K's have one 6-bit scale and min each).
 // - Matmul uses the same tiles with b read as [k, n] (the tile loader walks
 //   n fastest for coalescing); f16 / i32 operands are widened into a
 //   scratch f32 buffer first (rare: attention uses `sdpa`).
@@ -51,7 +52,9 @@ inline int wt_vals(const int wt) {
     switch (wt) {
     case WT_F32:
     case WT_F16: return 1;
-    case WT_Q6_K: return 256;
+    case WT_Q6_K:
+    case WT_Q4_K:
+    case WT_Q5_K: return 256;
     default: return 32;
     }
 }
@@ -63,6 +66,8 @@ inline int wt_bytes(const int wt) {
     case WT_Q4_0: return 18;
     case WT_Q4_1: return 20;
     case WT_Q8_0: return 34;
+    case WT_Q4_K: return 144;
+    case WT_Q5_K: return 176;
     default: return 210;
     }
 }
@@ -75,6 +80,8 @@ inline float w_at(const int wt, global const uchar* row, int i) {
     case WT_Q4_0: return q4_0_at(row + (i >> 5) * 18, i & 31);
     case WT_Q4_1: return q4_1_at(row + (i >> 5) * 20, i & 31);
     case WT_Q8_0: return q8_0_at(row + (i >> 5) * 34, i & 31);
+    case WT_Q4_K: return q4_k_at(row + (i >> 8) * 144, i & 255);
+    case WT_Q5_K: return q5_k_at(row + (i >> 8) * 176, i & 255);
     default: return q6_k_at(row + (i >> 8) * 210, i & 255);
     }
 }
@@ -101,6 +108,26 @@ inline void deq32(const int wt, global const uchar* row, int u, float16* lo, flo
         global const char* q = (global const char*)(b + 2);
         *lo = d * convert_float16(vload16(0, q));
         *hi = d * convert_float16(vload16(1, q));
+    } else if (wt == WT_Q4_K || wt == WT_Q5_K) {
+        // q4_K / q5_K: unit s of 8 in the super-block, with its own 6-bit
+        // scale and min; units 2g and 2g + 1 share 32 bytes of nibbles.
+        global const uchar* b = row + (u >> 3) * wt_bytes(wt);
+        int s = u & 7;
+        float sc, mn;
+        k4_scale_min(b + 4, s, &sc, &mn);
+        float d = ld_half(b) * sc, m = ld_half(b + 2) * mn;
+        global const uchar* qs = b + (wt == WT_Q5_K ? 48 : 16) + (s >> 1) * 32;
+        uchar16 sh = (uchar16)((uchar)((s & 1) * 4)), m4 = (uchar16)(15);
+        uchar16 q0 = (vload16(0, qs) >> sh) & m4;
+        uchar16 q1 = (vload16(1, qs) >> sh) & m4;
+        if (wt == WT_Q5_K) {
+            global const uchar* qh = b + 16;
+            uchar16 hs = (uchar16)((uchar)s), one = (uchar16)(1);
+            q0 |= ((vload16(0, qh) >> hs) & one) << (uchar16)(4);
+            q1 |= ((vload16(1, qh) >> hs) & one) << (uchar16)(4);
+        }
+        *lo = d * convert_float16(q0) - m;
+        *hi = d * convert_float16(q1) - m;
     } else {
         // q6_K: unit s of 8 in the super-block; halves of 128 values hold
         // four 32-value quarters that share one row of ql / qh bytes.
@@ -279,6 +306,8 @@ LINEAR_STAMP(q4_0, WT_Q4_0)
 LINEAR_STAMP(q4_1, WT_Q4_1)
 LINEAR_STAMP(q8_0, WT_Q8_0)
 LINEAR_STAMP(q6_k, WT_Q6_K)
+LINEAR_STAMP(q4_k, WT_Q4_K)
+LINEAR_STAMP(q5_k, WT_Q5_K)
 
 // Batched a [batch, m, k] @ b [batch or 1, k, n] -> y [batch, m, n]; the
 // batch is the third grid dimension, `b_stride` 0 for a shared b.

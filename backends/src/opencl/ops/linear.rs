@@ -74,6 +74,12 @@ fn kernels_for(op: &'static str, dtype: DType) -> Result<Kernels> {
         DType::Quant(QuantType::Q6_K) => {
             k("linear_gemv_q6_k", "linear_gemm_q6_k", "linear_embed_q6_k")
         }
+        DType::Quant(QuantType::Q4_K) => {
+            k("linear_gemv_q4_k", "linear_gemm_q4_k", "linear_embed_q4_k")
+        }
+        DType::Quant(QuantType::Q5_K) => {
+            k("linear_gemv_q5_k", "linear_gemm_q5_k", "linear_embed_q5_k")
+        }
         other => {
             return Err(invalid(
                 op,
