@@ -149,6 +149,7 @@ impl SpecFlags {
         let Some(s) = self.settings(&opts.backend)? else {
             return Ok(None);
         };
+        engine.keep_step_states();
         if s.kind == SpecType::Mtp {
             let head = spec::MtpHead::new(&engine.runner.model)?;
             engine.keep_hidden();

@@ -129,6 +129,7 @@ builtins! {
     Print = "print"(), variadic: "prints values to stderr (debugging)";
     Assert = "assert"("cond", "message" = D::Derived): "fails with `message` (default: \"assertion failed\") when `cond` is false";
     HasWeights = "has_weights"("path"): "whether the checkpoint holds any tensor under the member `path` of the module being built (a part some checkpoints leave out, e.g. Qwen3.5's `mtp` head); false outside a module's member declarations";
+    Keeps = "keeps"("name"): "whether the runner keeps the side output `name` (see `emit`): what only such a runner reads (a speculative step's per-row recurrent states) is computed only then";
     Emit = "emit"("name", "x"): "hands tensor `x` to the runner as the side output `name` (the final hidden states speculative decoding's MTP head reads) and returns `x`; a runner that does not ask for it ignores it";
     // ---- the KV cache
     Layer = "layer"("cache", "index"): "the cache of one layer";

@@ -387,9 +387,11 @@ impl<B: Backend> Compiled<B> {
                 || g.states.iter().any(|s| s.outputs.contains(&id))
         };
         // Outputs leave as copies: the arena is rewritten by the next step.
+        // A side output (`side.*`, what the script emits) leaves even where
+        // it is also a state the cache took (the last row's).
         g.outputs
             .iter()
-            .filter(|(_, id)| !kv_rows(*id))
+            .filter(|(name, id)| !kv_rows(*id) || name.starts_with("side."))
             .map(|(name, id)| {
                 Ok((
                     name.clone(),

@@ -438,10 +438,16 @@ impl<E: Executor> Executor for Capture<E> {
         self.inner.state_write(cache, layer, states, tokens)
     }
 
+    fn keeps(&self, _name: &str) -> bool {
+        self.side_outputs
+    }
+
     fn emit(&mut self, name: &str, t: &Tensor) -> Result<(), BackendError> {
         if self.side_outputs {
             let id = self.value_of(t, &Op::Reshape { shape: vec![] })?;
-            self.graph.outputs.push((format!("side.{name}"), id));
+            // Output names are unique: the n-th output is `side.NAME#n`.
+            let n = self.graph.outputs.len();
+            self.graph.outputs.push((format!("side.{name}#{n}"), id));
         }
         Ok(())
     }

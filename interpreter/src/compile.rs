@@ -207,6 +207,7 @@ impl<B: Backend + Clone> CompiledModel<B> {
             if name == "logits" {
                 logits = Some(t);
             } else if let Some(side) = name.strip_prefix("side.") {
+                let side = side.rsplit_once('#').map_or(side, |(n, _)| n);
                 self.emitted.push((side.to_string(), t));
             }
         }

@@ -63,6 +63,12 @@ pub trait Executor {
         Ok(())
     }
 
+    /// Whether `emit(name, ..)` is kept (the `keeps` builtin).
+    fn keeps(&self, name: &str) -> bool {
+        let _ = name;
+        false
+    }
+
     /// Replaces that state with `states`, covering `tokens` more positions.
     fn state_write(
         &mut self,
@@ -191,6 +197,10 @@ impl<B: Backend> Executor for Eager<B> {
         }
         Ok(())
     }
+
+    fn keeps(&self, _name: &str) -> bool {
+        self.emitted.is_some()
+    }
 }
 
 /// One recorded op call: the op and the shapes that flowed through it.
@@ -274,6 +284,10 @@ impl<E: Executor> Executor for Trace<E> {
 
     fn emit(&mut self, name: &str, t: &Tensor) -> Result<(), BackendError> {
         self.inner.emit(name, t)
+    }
+
+    fn keeps(&self, name: &str) -> bool {
+        self.inner.keeps(name)
     }
 }
 

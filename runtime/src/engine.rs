@@ -86,8 +86,16 @@ impl Engine {
     /// Keeps the final hidden state of each position the conversation
     /// computes (for an MTP head: `speculative::MtpHead`).
     pub fn keep_hidden(&mut self) {
-        self.runner.keep_hidden();
+        self.runner.keep_side_outputs();
         self.seq.keep_hidden();
+    }
+
+    /// Keeps each row's recurrent states of a speculative verification
+    /// step, so that taking rejected rows back computes nothing again
+    /// (`Sequence::keep_step_states`).
+    pub fn keep_step_states(&mut self) {
+        self.runner.keep_side_outputs();
+        self.seq.keep_step_states();
     }
 
     /// Forgets the conversation: an empty cache.

@@ -29,8 +29,8 @@ pub struct Runner {
     lenient: bool,
     /// Whether the lenient mode still has to learn if the script captures.
     unchecked: bool,
-    /// Whether steps keep the final hidden states (`keep_hidden`).
-    keeps_hidden: bool,
+    /// Whether steps keep what the script `emit`s (`keep_side_outputs`).
+    keeps_side: bool,
 }
 
 impl Runner {
@@ -41,31 +41,32 @@ impl Runner {
             compiled: None,
             lenient: false,
             unchecked: false,
-            keeps_hidden: false,
+            keeps_side: false,
         }
     }
 
-    /// Keeps the final hidden states of every step from now on (what the
-    /// script `emit`s as `hidden`), for `take_hidden`: an MTP head reads
-    /// them. Graphs captured before are captured again with that output.
-    pub fn keep_hidden(&mut self) {
-        self.keeps_hidden = true;
+    /// Keeps what every step's script `emit`s from now on, for
+    /// `take_side_outputs`: the final hidden states (`hidden`, which an MTP
+    /// head reads) and, in multi-row steps of recurrent layers, each row's
+    /// states (`state_rows`, which let a speculative step take rows back
+    /// without computing the kept ones again). Graphs captured before are
+    /// captured again with those outputs.
+    pub fn keep_side_outputs(&mut self) {
+        self.keeps_side = true;
         self.exec.emitted.get_or_insert_with(Vec::new);
         if let Some(c) = self.compiled.as_mut() {
             c.side_outputs = true;
         }
     }
 
-    /// Whether steps keep their hidden states (`keep_hidden`).
-    pub fn keeps_hidden(&self) -> bool {
-        self.keeps_hidden
+    /// Whether steps keep their side outputs (`keep_side_outputs`).
+    pub fn keeps_side_outputs(&self) -> bool {
+        self.keeps_side
     }
 
-    /// The hidden states `[rows, hidden]` the steps since the last call
-    /// emitted, in order, as host floats with their width; None where
-    /// nothing was kept (`keep_hidden` not called, or a script that emits
-    /// none).
-    pub fn take_hidden(&mut self) -> Result<Option<(Vec<f32>, usize)>> {
+    /// What the steps since the last call emitted, in order, on the host
+    /// (nothing where `keep_side_outputs` was not called).
+    pub fn take_side_outputs(&mut self) -> Result<Vec<(String, Tensor)>> {
         let mut parts = vec![];
         if let Some(c) = self.compiled.as_mut() {
             parts.append(&mut c.emitted);
@@ -73,24 +74,11 @@ impl Runner {
         if let Some(e) = self.exec.emitted.as_mut() {
             parts.append(e);
         }
-        let mut data = vec![];
-        let mut width = 0;
-        for (name, t) in parts {
-            if name != "hidden" {
-                continue;
-            }
-            let t = self.model.backend.download(&t)?;
-            let w = t.shape().last().copied().unwrap_or(0);
-            if w == 0 || (width != 0 && w != width) {
-                return Err(Error::generate(format!(
-                    "the script emitted hidden states of shape {:?} after rows of width {width}",
-                    t.shape()
-                )));
-            }
-            width = w;
-            data.extend(t.to_f32_vec()?);
-        }
-        Ok((width > 0).then_some((data, width)))
+        let backend = &self.model.backend;
+        parts
+            .into_iter()
+            .map(|(n, t)| Ok((n, backend.download(&t)?)))
+            .collect()
     }
 
     /// What `Engine` does by default: prompts (their last row's logits) and
@@ -99,7 +87,7 @@ impl Runner {
     /// captured runs eagerly after one warning.
     pub fn compile_default(&mut self, context: usize) {
         let mut c = CompiledModel::new(self.model.backend.clone(), context, PREFILL_CHUNK);
-        c.side_outputs = self.keeps_hidden;
+        c.side_outputs = self.keeps_side;
         self.compiled = Some(c);
         self.lenient = true;
         self.unchecked = true;
@@ -132,7 +120,7 @@ impl Runner {
     /// captured is an error at its first step.
     pub fn compile(&mut self, context: usize, chunk: usize) {
         let mut c = CompiledModel::new(self.model.backend.clone(), context, chunk);
-        c.side_outputs = self.keeps_hidden;
+        c.side_outputs = self.keeps_side;
         self.compiled = Some(c);
         self.lenient = false;
         self.unchecked = false;

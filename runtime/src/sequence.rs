@@ -21,6 +21,16 @@ pub struct Checkpoint {
     states: mllm_backends::kv::StateSnapshot,
 }
 
+/// Each row's recurrent states of the last multi-row step, where the
+/// runner handed them over (`Sequence::keep_step_states`).
+struct StepStates {
+    /// The position of the step's first row.
+    start: usize,
+    /// `rows[j]`: every recurrent layer's states after row j, in layer
+    /// order.
+    rows: Vec<Vec<Vec<mllm_backends::Tensor>>>,
+}
+
 pub struct Sequence {
     cache: Rc<RefCell<KvCache>>,
     /// The tokens whose keys and values the cache holds, in order.
@@ -60,8 +70,12 @@ pub struct Sequence {
     /// length.
     any_cut: bool,
     /// The final hidden states of the cached positions, where a proposer
-    /// reads them (`keep_hidden`; the runner must keep them too).
+    /// reads them (`keep_hidden`; the runner must keep side outputs too).
     pub hidden: Option<HiddenRows>,
+    /// Whether multi-row steps keep each row's recurrent states
+    /// (`keep_step_states`).
+    keeps_states: bool,
+    step_states: Option<StepStates>,
 }
 
 impl Sequence {
@@ -80,30 +94,82 @@ impl Sequence {
             aligned: 0,
             any_cut: false,
             hidden: None,
+            keeps_states: false,
+            step_states: None,
         }
     }
 
     /// Keeps the final hidden state of each position computed from now on
-    /// (`hidden`), as `runner.keep_hidden()` gives them.
+    /// (`hidden`), as a runner that keeps side outputs gives them.
     pub fn keep_hidden(&mut self) {
         self.hidden.get_or_insert_with(HiddenRows::default);
     }
 
-    /// Stores the hidden rows `runner`'s last step gave positions
-    /// `start..start + n` (its last `n` rows; none: what the rows held
-    /// from `start` is forgotten).
-    fn collect_hidden(&mut self, runner: &mut Runner, start: usize, n: usize) -> Result<()> {
-        let taken = match runner.keeps_hidden() {
-            true => runner.take_hidden()?,
-            false => None,
+    /// Keeps each row's recurrent states of a speculative verification
+    /// step (as a runner that keeps side outputs gives them), so that
+    /// `take_back` picks the last kept row's states instead of computing
+    /// the kept rows again.
+    pub fn keep_step_states(&mut self) {
+        self.keeps_states = true;
+    }
+
+    /// Takes what `runner`'s last step handed over for positions
+    /// `start..start + n`: its last `n` hidden rows (none: what the rows
+    /// held from `start` is forgotten) and, with `rows` (a verification
+    /// step), each row's recurrent states.
+    fn collect_side(
+        &mut self,
+        runner: &mut Runner,
+        start: usize,
+        n: usize,
+        rows: bool,
+    ) -> Result<()> {
+        self.step_states = None;
+        let side = match runner.keeps_side_outputs() {
+            true => runner.take_side_outputs()?,
+            false => vec![],
         };
+        let (mut hidden, mut width, mut states) = (vec![], 0, vec![]);
+        for (name, t) in side {
+            match name.as_str() {
+                "hidden" => {
+                    let w = t.shape().last().copied().unwrap_or(0);
+                    if w == 0 || (width != 0 && w != width) {
+                        return Err(Error::generate(format!(
+                            "the script emitted hidden states of shape {:?} after rows of width {width}",
+                            t.shape()
+                        )));
+                    }
+                    width = w;
+                    hidden.extend(t.to_f32_vec()?);
+                }
+                "state_rows" => states.push(t),
+                _ => {}
+            }
+        }
         if let Some(h) = self.hidden.as_mut() {
-            match taken {
-                Some((data, w)) if data.len() >= n * w => {
-                    h.put(start, &data[data.len() - n * w..], w)
+            match width {
+                w if w > 0 && hidden.len() >= n * w => {
+                    h.put(start, &hidden[hidden.len() - n * w..], w)
                 }
                 _ => h.truncate(start),
             }
+        }
+        // Per recurrent layer, two tensors (the conv's and the rule's
+        // states) per row, layer after layer.
+        if self.keeps_states && rows && n > 1 && !states.is_empty() && states.len() % (2 * n) == 0 {
+            let layers = states.len() / (2 * n);
+            let rows = (0..n)
+                .map(|j| {
+                    (0..layers)
+                        .map(|l| {
+                            let at = l * 2 * n + 2 * j;
+                            vec![states[at].clone(), states[at + 1].clone()]
+                        })
+                        .collect()
+                })
+                .collect();
+            self.step_states = Some(StepStates { start, rows });
         }
         Ok(())
     }
@@ -133,6 +199,7 @@ impl Sequence {
         self.image_span = (0, 0);
         self.prompt_len = 0;
         self.aligned = 0;
+        self.step_states = None;
         if let Some(h) = self.hidden.as_mut() {
             h.clear();
         }
@@ -360,6 +427,7 @@ impl Sequence {
         }
         self.cached.truncate(kept);
         self.aligned = self.aligned.min(kept);
+        self.step_states = None;
         if let Some(h) = self.hidden.as_mut() {
             h.truncate(kept);
         }
@@ -383,7 +451,7 @@ impl Sequence {
         let pos = usize::try_from(start as i64 + self.pos_offset)
             .map_err(|_| Error::generate("a negative rotary position"))?;
         let t = runner.step(&self.cache, &ids32, pos, true)?;
-        self.collect_hidden(runner, start, ids.len())?;
+        self.collect_side(runner, start, ids.len(), false)?;
         self.computed(runner, start, ids.len());
         self.cached.extend_from_slice(ids);
         let rows = t.shape()[0];
@@ -407,7 +475,7 @@ impl Sequence {
             .map_err(|_| Error::generate("a negative rotary position"))?;
         // One row: the decode step's own graph (every row is the last).
         let t = runner.step(&self.cache, &ids32, pos, ids.len() == 1)?;
-        self.collect_hidden(runner, start, ids.len())?;
+        self.collect_side(runner, start, ids.len(), true)?;
         self.computed(runner, start, ids.len());
         self.cached.extend_from_slice(ids);
         let flat = t.to_f32_vec()?;
@@ -459,6 +527,7 @@ impl Sequence {
         }
         self.cached.truncate(n);
         self.aligned = self.aligned.min(n);
+        self.step_states = None;
         if let Some(h) = self.hidden.as_mut() {
             h.truncate(n);
         }
@@ -467,30 +536,60 @@ impl Sequence {
 
     /// Keeps the first `n` cached positions after a speculative step that
     /// began at `checkpoint` (taken before it; None without a recurrent
-    /// state): rows are cut; a recurrent state, which cannot be cut, goes
-    /// back to the checkpoint and the kept tokens are computed again in
-    /// one step, which gives them the bits they had (the delta rule runs
-    /// token by token for steps this short). That extra step is what a
-    /// rejection costs a recurrent model.
+    /// state): rows are cut; a recurrent state, which cannot be cut, is set
+    /// to the last kept row's states where the step kept each row's
+    /// (`keep_step_states`), else goes back to the checkpoint and the kept
+    /// tokens are computed again in one step, which gives them the bits
+    /// they had (the delta rule runs token by token for steps this short).
+    /// That extra step is what a rejection costs a recurrent model without
+    /// the rows' states. True where it was taken.
     pub fn take_back(
         &mut self,
         runner: &mut Runner,
         checkpoint: Option<Checkpoint>,
         n: usize,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         match checkpoint {
             Some(cp) if self.cached.len() > n => {
                 let from = cp.states.tokens();
+                if self.rewind_to_step_states(from, n) {
+                    return Ok(false);
+                }
                 let again = self.cached.get(from..n).map(<[u32]>::to_vec);
                 let again = again.ok_or_else(|| {
                     Error::generate("a speculative step's checkpoint is past what it keeps")
                 })?;
                 self.restore(cp)?;
                 self.extend_rows(runner, &again)?;
-                Ok(())
+                Ok(true)
             }
-            _ => self.truncate(n),
+            _ => self.truncate(n).map(|()| false),
         }
+    }
+
+    /// Keeps the first `n` positions of a verification step that began at
+    /// `from` with each row's states kept (`keep_step_states`): rows cut,
+    /// every recurrent layer's state set to what it was after the last kept
+    /// row. False (nothing changed) where those states are not at hand.
+    fn rewind_to_step_states(&mut self, from: usize, n: usize) -> bool {
+        let Some(st) = self.step_states.take() else {
+            return false;
+        };
+        if st.start != from || n <= from || n > from + st.rows.len() {
+            return false;
+        }
+        let Some(row) = st.rows.into_iter().nth(n - from - 1) else {
+            return false;
+        };
+        if !self.cache.borrow_mut().rewind_to_states(n, row) {
+            return false;
+        }
+        self.cached.truncate(n);
+        self.aligned = self.aligned.min(n);
+        if let Some(h) = self.hidden.as_mut() {
+            h.truncate(n);
+        }
+        true
     }
 
     /// Whether the cache holds a recurrent layer's state (which `truncate`
@@ -603,10 +702,18 @@ impl Sequence {
             flat.extend(t.iter().map(|&t| t as i32));
         }
         let logits = runner.step_batch(caches, &flat, &positions)?;
-        let hidden = match runner.keeps_hidden() {
-            true => runner.take_hidden()?,
-            false => None,
-        };
+        // Hidden rows of every sequence's rows, in order (no recurrent
+        // states: such sequences step through `extend_rows`).
+        let mut hidden: Option<(Vec<f32>, usize)> = None;
+        if runner.keeps_side_outputs() {
+            for (name, t) in runner.take_side_outputs()? {
+                if name == "hidden" {
+                    let w = t.shape().last().copied().unwrap_or(0);
+                    let (data, _) = hidden.get_or_insert_with(|| (vec![], w));
+                    data.extend(t.to_f32_vec()?);
+                }
+            }
+        }
         let mut out = Vec::with_capacity(seqs.len());
         let mut row = 0;
         for (s, t) in seqs.iter_mut().zip(ids) {
@@ -685,7 +792,7 @@ impl Sequence {
         }
         let ids32: Vec<i32> = ids.iter().map(|&t| t as i32).collect();
         let (t, delta) = runner.prefill_images(&self.cache, &ids32, start, images, spec, true)?;
-        self.collect_hidden(runner, start, ids.len() - start)?;
+        self.collect_side(runner, start, ids.len() - start, false)?;
         self.pos_offset = delta;
         self.has_images = true;
         self.image_key = key;

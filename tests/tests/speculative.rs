@@ -503,3 +503,69 @@ fn sampled_answers_with_proposals_follow_the_target_distribution() {
         chi2_critical(df)
     );
 }
+
+/// A recurrent model whose verification steps keep each row's states
+/// (`Sequence::keep_step_states`, what `run`, `chat`, `bench` and `serve`
+/// do) takes rejected rows back by picking the last kept row's states:
+/// nothing is computed again, and every later step gives the bits that
+/// computing the kept rows again (and one-token steps) give.
+#[test]
+fn kept_row_states_take_rows_back_without_computing_again() {
+    for &(script_name, case) in &ARCHS[ARCHS.len() - 2..] {
+        for graph in [false, true] {
+            let what = format!("{case} graph {graph}");
+            let prompt = prompt_of(case);
+            let mut runner = runner_for(script_name, case);
+            if graph {
+                runner.compile_default(256);
+            }
+            runner.keep_side_outputs();
+            let (kept, plain) = (Sequence::new(None), Sequence::new(None));
+            let mut seqs = [kept, plain];
+            seqs[0].keep_step_states();
+            let proposal = [7, 3, 11, 2, 9];
+            let mut logits = vec![];
+            for (i, seq) in seqs.iter_mut().enumerate() {
+                seq.feed(&mut runner, &prompt)
+                    .unwrap_or_else(|e| panic!("{}", render(e)));
+                let cp = seq.checkpoint();
+                assert!(cp.is_some(), "{what}: no recurrent state");
+                seq.extend_rows(&mut runner, &proposal)
+                    .unwrap_or_else(|e| panic!("{}", render(e)));
+                // Two of the five rows kept.
+                let again = seq
+                    .take_back(&mut runner, cp, prompt.len() + 2)
+                    .unwrap_or_else(|e| panic!("{}", render(e)));
+                assert_eq!(again, i == 1, "{what}: computed again");
+                assert_eq!(seq.cached.len(), prompt.len() + 2, "{what}");
+                let mut rows = vec![];
+                for t in [5, 8, 1] {
+                    rows.push(
+                        seq.step(&mut runner, t)
+                            .unwrap_or_else(|e| panic!("{}", render(e))),
+                    );
+                }
+                logits.push(rows);
+            }
+            assert!(logits[0] == logits[1], "{what}: the kept states differ");
+            // One token at a time from the start gives the same bits.
+            let mut ids = prompt.clone();
+            ids.extend_from_slice(&proposal[..2]);
+            let mut one = Sequence::new(None);
+            one.feed(&mut runner, &ids[..prompt.len()])
+                .unwrap_or_else(|e| panic!("{}", render(e)));
+            for &t in &proposal[..2] {
+                one.step(&mut runner, t)
+                    .unwrap_or_else(|e| panic!("{}", render(e)));
+            }
+            let rows: Vec<Vec<f32>> = [5, 8, 1]
+                .iter()
+                .map(|&t| {
+                    one.step(&mut runner, t)
+                        .unwrap_or_else(|e| panic!("{}", render(e)))
+                })
+                .collect();
+            assert!(rows == logits[0], "{what}: differs from one-token steps");
+        }
+    }
+}

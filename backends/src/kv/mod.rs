@@ -381,6 +381,47 @@ impl KvCache {
         self.truncate(tokens) == tokens
     }
 
+    /// Keeps the first `tokens` positions of a cache whose recurrent
+    /// layers' states after position `tokens - 1` are `states` (one entry
+    /// per recurrent layer, in layer order: what a verification step kept
+    /// of each row): rows cut, those states in place. False (nothing
+    /// changed) where the states do not match the layers (count, tensor
+    /// count and shapes) or a layer holds fewer positions.
+    pub fn rewind_to_states(&mut self, tokens: usize, states: Vec<Vec<Tensor>>) -> bool {
+        let held: Vec<usize> = (0..self.states.len())
+            .filter(|&l| self.states[l].is_some())
+            .collect();
+        if held.len() != states.len() {
+            return false;
+        }
+        for (&l, new) in held.iter().zip(&states) {
+            let Some(old) = &self.states[l] else {
+                return false;
+            };
+            let same = old.tensors.len() == new.len()
+                && old
+                    .tensors
+                    .iter()
+                    .zip(new)
+                    .all(|(a, b)| a.shape() == b.shape() && a.dtype() == b.dtype());
+            if !same || old.tokens < tokens {
+                return false;
+            }
+        }
+        if self.layers.iter().flatten().any(|l| l.tokens < tokens)
+            || self.device.iter().flatten().any(|d| d.tokens < tokens)
+        {
+            return false;
+        }
+        for (l, new) in held.into_iter().zip(states) {
+            self.states[l] = Some(LayerState {
+                tensors: new,
+                tokens,
+            });
+        }
+        self.truncate(tokens) == tokens
+    }
+
     /// Whether any layer holds a recurrent state (a model with linear
     /// attention layers, once it has run).
     pub fn has_state(&self) -> bool {
@@ -600,5 +641,34 @@ mod tests {
         d.append(1, &row(1.0), &row(1.0)).expect("append");
         assert!(!d.restore_states(snap));
         assert_eq!((d.len(0), d.len(1)), (1, 1), "nothing changed");
+    }
+
+    #[test]
+    fn a_rows_states_take_the_cache_back_to_that_row() {
+        let state = |v: f32| Tensor::from_f32(vec![v; 6], vec![2, 3]).expect("state");
+        let row = |v: f32| Tensor::from_f32(vec![v; 4], vec![1, 1, 4]).expect("row");
+        let mut c = KvCache::new();
+        // Layer 0 attention, layer 1 recurrent: a verification step left 5
+        // positions; keep 4 with the states after the 4th.
+        for v in 1..=5 {
+            c.append(0, &row(v as f32), &row(v as f32)).expect("append");
+        }
+        c.set_state(1, vec![state(5.0)], 5).expect("set");
+        // Mismatched states change nothing: too many layers, another shape,
+        // past what the layers hold.
+        assert!(!c.rewind_to_states(4, vec![vec![state(4.0)], vec![state(4.0)]]));
+        let other = Tensor::from_f32(vec![4.0; 3], vec![3]).expect("t");
+        assert!(!c.rewind_to_states(4, vec![vec![other]]));
+        assert!(!c.rewind_to_states(6, vec![vec![state(6.0)]]));
+        assert_eq!((c.len(0), c.len(1)), (5, 5), "nothing changed");
+        assert!(c.rewind_to_states(4, vec![vec![state(4.0)]]));
+        assert_eq!((c.len(0), c.len(1)), (4, 4));
+        let s = c.state(1).expect("state")[0].to_f32_vec().expect("f32");
+        assert_eq!(s, vec![4.0; 6], "the 4th row's state");
+        let (k, _) = c.append(0, &row(9.0), &row(9.0)).expect("append");
+        assert_eq!(
+            k.to_f32_vec().expect("f32")[12..],
+            [4.0, 4.0, 4.0, 4.0, 9.0, 9.0, 9.0, 9.0]
+        );
     }
 }

@@ -169,6 +169,10 @@ pub(super) fn call(it: &mut Interp, b: Builtin, a: &Args) -> RtResult<Option<Val
             let member = a.str(0)?;
             Ok(Value::Bool(has_weights(it, &member)))
         }
+        Builtin::Keeps => {
+            let name = a.str(0)?;
+            Ok(Value::Bool(it.exec.keeps(&name)))
+        }
         Builtin::Emit => {
             let name = a.str(0)?;
             let x = a.tensor(1)?;

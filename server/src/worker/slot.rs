@@ -281,7 +281,8 @@ impl Active {
             accepted,
             draft_max,
         );
-        // Rows cut, or a recurrent state back at its checkpoint.
+        // Rows cut; a recurrent state set to the last kept row's, or back
+        // at its checkpoint and the kept rows computed again.
         if let Err(e) = seq.take_back(runner, checkpoint, history + accepted) {
             self.fail(ApiError::internal(engine_message(&e)));
             metrics.failed.fetch_add(1, Ordering::Relaxed);

@@ -49,12 +49,15 @@ impl Speculation {
     ) -> Result<Speculation, String> {
         let slots = seqs.len();
         let mut mtp = vec![];
-        if settings.kind == SpecType::Mtp {
-            for seq in seqs.iter_mut() {
+        // Each row's recurrent states: a rejection then computes nothing
+        // again (`Sequence::keep_step_states`).
+        target.keep_side_outputs();
+        for seq in seqs.iter_mut() {
+            seq.keep_step_states();
+            if settings.kind == SpecType::Mtp {
                 mtp.push(MtpHead::new(&target.model).map_err(|e| engine_message(&e))?);
                 seq.keep_hidden();
             }
-            target.keep_hidden();
         }
         let draft = match &settings.draft {
             Some(path) => {
