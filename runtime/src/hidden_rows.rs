@@ -54,6 +54,16 @@ impl HiddenRows {
         }
     }
 
+    /// Forgets the rows of positions before `p` (rows a reader no longer
+    /// needs; a reader that wants them later starts from `base`).
+    pub fn forget_before(&mut self, p: usize) {
+        let p = p.min(self.end());
+        if p > self.base {
+            self.data.drain(..(p - self.base) * self.width);
+            self.base = p;
+        }
+    }
+
     /// Forgets every row; the next start anywhere.
     pub fn clear(&mut self) {
         self.truncate(0);
@@ -110,6 +120,13 @@ mod tests {
         assert_eq!((h.base(), h.end()), (5, 6));
         assert_eq!(h.range(4, 6), None);
         assert_eq!(h.range(5, 6), Some(&[7.0, 7.5][..]));
+        // Rows a reader is done with go; the rest stay where they were.
+        h.put(6, &[8.0, 8.5, 9.0, 9.5], 2);
+        h.forget_before(7);
+        assert_eq!((h.base(), h.end()), (7, 8));
+        assert_eq!(h.range(7, 8), Some(&[9.0, 9.5][..]));
+        h.forget_before(100);
+        assert_eq!((h.base(), h.end()), (8, 8));
         h.clear();
         assert_eq!((h.base(), h.end()), (0, 0));
     }

@@ -26,6 +26,12 @@ use crate::{Error, Result};
 /// The function of the script that runs the head.
 const ENTRY: &str = "mtp_forward";
 
+/// Hidden rows kept behind the last pair the head computed: a rewind
+/// within them (a chat's next turn re-templating the end of the answer)
+/// keeps the head's cache; an older one starts it over where they begin.
+/// Bounds what the rows take (4 MB at hidden size 1024).
+const KEEP_ROWS: usize = 1024;
+
 pub struct MtpHead {
     exec: Eager<SharedBackend>,
     cache: Rc<RefCell<KvCache>>,
@@ -99,6 +105,7 @@ impl MtpHead {
         let ids = &history[from + 1..=to];
         let (mut logits, mut h) = self.step(model, ids, h, from)?;
         self.paired.extend_from_slice(ids);
+        hidden.forget_before(to.saturating_sub(KEEP_ROWS));
         let mut out = vec![];
         while let Some(t) = argmax(&logits) {
             out.push(t);
