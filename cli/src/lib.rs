@@ -151,7 +151,8 @@ impl SpecFlags {
         };
         engine.keep_step_states();
         if s.kind == SpecType::Mtp {
-            let head = spec::MtpHead::new(&engine.runner.model)?;
+            let ctx = context.unwrap_or(mllm_runtime::model_files::DEFAULT_CONTEXT);
+            let head = spec::MtpHead::compiled(&engine.runner.model, ctx)?;
             engine.keep_hidden();
             return Ok(Some(Speculator::mtp(s.config, head)?));
         }

@@ -64,6 +64,45 @@ pub fn capture_with_kv<B: Backend + Clone>(
     cap.finish(&logits)
 }
 
+/// Captures the model's function `func` (a head beside `forward`, e.g. the
+/// MTP head's `mtp_forward`) for `seq` rows of `input_ids` i32 `[seq]`,
+/// `positions` i32 `[seq]` and `hidden` f32 `[seq, width]` against a
+/// cache (`context` rows): its result as `logits`, what it `emit`s as
+/// `side.*` outputs.
+pub fn capture_call<B: Backend + Clone>(
+    model: &Model,
+    backend: &B,
+    func: &str,
+    seq: usize,
+    width: usize,
+    context: usize,
+    kv_dtype: DType,
+) -> Result<Graph, String> {
+    if seq == 0 {
+        return Err("a graph needs at least one token".into());
+    }
+    let mut cap = Capture::new(Eager::new(backend.clone()), &model.weights, context);
+    cap.side_outputs = true;
+    let scratch = Rc::new(RefCell::new(KvCache::with_dtype(kv_dtype)?));
+    let e = |e: mllm_backends::BackendError| e.to_string();
+    let ids = Tensor::from_i32(vec![0; seq], vec![seq]).map_err(e)?;
+    let pos = Tensor::from_i32((0..seq as i32).collect(), vec![seq]).map_err(e)?;
+    let hidden = Tensor::from_f32(vec![0.0; seq * width], vec![seq, width]).map_err(e)?;
+    let inputs = vec![
+        ("input_ids", Value::Tensor(ids)),
+        ("hidden", Value::Tensor(hidden)),
+        ("positions", Value::Tensor(pos)),
+        ("cache", Value::Cache(scratch)),
+    ];
+    let out = model
+        .call(func, &mut cap, inputs)
+        .map_err(|e| e.render(&model.program.sources, false))?;
+    let Value::Tensor(logits) = out else {
+        return Err(format!("`{func}` returned {out:?}, not logits"));
+    };
+    cap.finish(&logits)
+}
+
 /// Per-shape compiled graphs of one model.
 pub struct CompiledModel<B: Backend + Clone> {
     backend: B,
@@ -77,6 +116,8 @@ pub struct CompiledModel<B: Backend + Clone> {
     /// in order (one per graph run: a prompt's chunks each give theirs).
     pub emitted: Vec<(String, Tensor)>,
     graphs: HashMap<(usize, bool, DType, bool), Compiled<B>>,
+    /// Graphs of other functions (`call`), by function, rows and cache type.
+    fn_graphs: HashMap<(String, usize, DType), Compiled<B>>,
 }
 
 impl<B: Backend + Clone> CompiledModel<B> {
@@ -88,6 +129,7 @@ impl<B: Backend + Clone> CompiledModel<B> {
             side_outputs: false,
             emitted: vec![],
             graphs: HashMap::new(),
+            fn_graphs: HashMap::new(),
         }
     }
 
@@ -114,24 +156,88 @@ impl<B: Backend + Clone> CompiledModel<B> {
                 kv_dtype,
                 self.side_outputs,
             )?;
-            let weights: HashMap<&str, &Tensor> =
-                model.weights.iter().map(|(n, t)| (n.as_str(), t)).collect();
-            // Work on small weights alone (norm gains 1 + w) is done once
-            // here, before the passes see the graph.
-            let g = mllm_graph::passes::fold_params::fold_params(&g, &|name| {
-                weights.get(name).map(|t| (*t).clone())
-            })
-            .map_err(|e| e.to_string())?;
-            let g = mllm_graph::passes::all(g).map_err(|e| e.to_string())?;
-            let c = Compiled::new(g, self.backend.clone(), &|name| {
-                weights.get(name).map(|t| (*t).clone())
-            })
-            .map_err(|e| e.to_string())?;
+            let c = self.compile(model, g)?;
             self.graphs.insert(key, c);
         }
         self.graphs
             .get_mut(&key)
             .ok_or_else(|| "graph missing".to_string())
+    }
+
+    /// Runs the model's function `func` (see `capture_call`) on `ids` at
+    /// rotary positions `pos..` with `hidden` `[ids.len(), width]` after
+    /// what `kv` holds, as one graph per row count (captured once); returns
+    /// its logits, and its side outputs go to `emitted`.
+    pub fn call(
+        &mut self,
+        model: &Model,
+        func: &str,
+        ids: &[i32],
+        hidden: Tensor,
+        pos: usize,
+        kv: &mut KvCache,
+    ) -> Result<Tensor, String> {
+        let n = ids.len();
+        let width = hidden.shape().last().copied().unwrap_or(0);
+        if hidden.shape() != [n, width] {
+            return Err(format!(
+                "`{func}` takes hidden [{n}, width], not {:?}",
+                hidden.shape()
+            ));
+        }
+        if kv.len(0) + n > self.context {
+            return Err(format!(
+                "{} cached + {n} new tokens exceed the compiled context of {}",
+                kv.len(0),
+                self.context
+            ));
+        }
+        let key = (func.to_string(), n, kv.dtype());
+        if !self.fn_graphs.contains_key(&key) {
+            let g = capture_call(
+                model,
+                &self.backend,
+                func,
+                n,
+                width,
+                self.context,
+                kv.dtype(),
+            )?;
+            let c = self.compile(model, g)?;
+            self.fn_graphs.insert(key.clone(), c);
+        }
+        let g = self.fn_graphs.get(&key).ok_or("graph missing")?;
+        let e = |e: mllm_backends::BackendError| e.to_string();
+        let input = Tensor::from_i32(ids.to_vec(), vec![n]).map_err(e)?;
+        let positions =
+            Tensor::from_i32((pos..pos + n).map(|p| p as i32).collect(), vec![n]).map_err(e)?;
+        let outs = g
+            .run(
+                &[
+                    ("input_ids", input),
+                    ("positions", positions),
+                    ("hidden", hidden),
+                ],
+                kv,
+            )
+            .map_err(|e| e.to_string())?;
+        self.logits_keeping_side(outs)
+    }
+
+    /// A captured graph through the passes, ready to run (work on small
+    /// weights alone, such as norm gains 1 + w, folded once first).
+    fn compile(&self, model: &Model, g: Graph) -> Result<Compiled<B>, String> {
+        let weights: HashMap<&str, &Tensor> =
+            model.weights.iter().map(|(n, t)| (n.as_str(), t)).collect();
+        let g = mllm_graph::passes::fold_params::fold_params(&g, &|name| {
+            weights.get(name).map(|t| (*t).clone())
+        })
+        .map_err(|e| e.to_string())?;
+        let g = mllm_graph::passes::all(g).map_err(|e| e.to_string())?;
+        Compiled::new(g, self.backend.clone(), &|name| {
+            weights.get(name).map(|t| (*t).clone())
+        })
+        .map_err(|e| e.to_string())
     }
 
     /// Captures (once) the graph `forward` would use for `seq` tokens, so a

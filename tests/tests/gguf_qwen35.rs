@@ -229,6 +229,7 @@ fn the_nextn_block_is_the_mtp_head() {
     // Two calls of the head on its own cache (a catch-up and a chained step).
     let run = |m: &mllm_interpreter::Model| -> Vec<f32> {
         let mut exec = mllm_interpreter::Eager::new(m.backend.clone());
+        exec.emitted = Some(vec![]);
         let cache = new_cache();
         let mut out = vec![];
         for (ids, start) in [(vec![5, 17, 200, 3], 0), (vec![42], 4)] {
@@ -264,14 +265,18 @@ fn the_nextn_block_is_the_mtp_head() {
                     ],
                 )
                 .unwrap_or_else(|e| panic!("{}", e.render(&m.program.sources, false)));
-            let mllm_interpreter::Value::Tuple(v) = v else {
+            let mllm_interpreter::Value::Tensor(logits) = v else {
                 panic!("{v:?}")
             };
-            for x in v.iter() {
-                let mllm_interpreter::Value::Tensor(x) = x else {
-                    panic!("{x:?}")
-                };
-                out.extend(data(x));
+            out.extend(data(&logits));
+            // The head's last row, its side output.
+            for (_, h) in exec
+                .emitted
+                .as_mut()
+                .map(std::mem::take)
+                .unwrap_or_default()
+            {
+                out.extend(data(&h));
             }
         }
         out

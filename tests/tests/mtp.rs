@@ -40,6 +40,7 @@ fn head_matches(case: &str) {
     let text = std::fs::read_to_string(&path).expect("reference_mtp.json");
     let r: serde_json::Value = serde_json::from_str(&text).expect("json");
     let mut exec = Eager::new(model.backend.clone());
+    exec.emitted = Some(vec![]);
     let cache = Rc::new(RefCell::new(KvCache::new()));
     let floats = |v: &serde_json::Value| -> Vec<f32> {
         v.as_array()
@@ -85,12 +86,15 @@ fn head_matches(case: &str) {
                 ],
             )
             .unwrap_or_else(|e| panic!("{}", e.render(&model.program.sources, false)));
-        let Value::Tuple(v) = out else {
-            panic!("call {k}: not a tuple: {out:?}")
+        let Value::Tensor(logits) = &out else {
+            panic!("call {k}: not logits: {out:?}")
         };
-        let (Value::Tensor(logits), Value::Tensor(h)) = (&v[0], &v[1]) else {
-            panic!("call {k}: {v:?}")
-        };
+        let side = exec
+            .emitted
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default();
+        let h = &side.last().expect("the head emits its last row").1;
         for (name, got, want) in [
             ("logits", data(logits), floats(&c["logits"])),
             ("out", data(h), floats(&c["out"])),
@@ -325,12 +329,22 @@ fn answers_with_the_head_equal_plain_answers() {
             let mut none = SpecStats::default();
             let plain = answer(&mut e, config(temp, seed, n), None, &mut none);
             assert_eq!(plain.len(), n, "{what}");
-            // The head as `mllm run --spec-type mtp` uses it.
-            let mut head = MtpHead::new(&e.runner.model).expect("head");
-            let mut stats = SpecStats::default();
-            let got = answer(&mut e, config(temp, seed, n), Some(&mut head), &mut stats);
-            assert_eq!(got, plain, "{what}: the MTP head changed the answer");
-            assert!(stats.proposed > 0, "{what}: nothing proposed");
+            // The head eagerly, and as `mllm run --spec-type mtp` uses it
+            // (captured graphs): the same proposals.
+            let mut runs = vec![];
+            for compiled in [false, true] {
+                let mut head = match compiled {
+                    true => MtpHead::compiled(&e.runner.model, 256),
+                    false => MtpHead::new(&e.runner.model),
+                }
+                .expect("head");
+                let mut stats = SpecStats::default();
+                let got = answer(&mut e, config(temp, seed, n), Some(&mut head), &mut stats);
+                assert_eq!(got, plain, "{what}: the MTP head changed the answer");
+                assert!(stats.proposed > 0, "{what}: nothing proposed");
+                runs.push(stats);
+            }
+            assert_eq!(runs[0], runs[1], "{what}: captured head proposes otherwise");
             // Partly right proposals: accepted and rejected rows, and the
             // head's cache checked against a fresh head at every step.
             let mut checked = Checked {
@@ -465,11 +479,8 @@ fn a_trained_head_guesses_as_torch_does_and_is_accepted() {
                 ],
             )
             .unwrap_or_else(|e| panic!("{}", e.render(&model.program.sources, false)));
-        let Value::Tuple(v) = out else {
+        let Value::Tensor(logits) = &out else {
             panic!("{out:?}")
-        };
-        let Value::Tensor(logits) = &v[0] else {
-            panic!("{v:?}")
         };
         let got = mllm_runtime::generation::argmax(&data(logits)) as u32;
         same += usize::from(got == guesses[i]);

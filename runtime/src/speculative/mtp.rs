@@ -17,7 +17,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use mllm_backends::{SharedBackend, Tensor};
-use mllm_interpreter::{Eager, KvCache, Model, Value};
+use mllm_interpreter::{CompiledModel, Eager, KvCache, Model, Value};
 
 use super::{Proposer, SpecConfig, SpecType, TargetView};
 use crate::hidden_rows::HiddenRows;
@@ -25,6 +25,10 @@ use crate::{Error, Result};
 
 /// The function of the script that runs the head.
 const ENTRY: &str = "mtp_forward";
+
+/// Most rows of one captured call (a longer catch-up runs in pieces of
+/// powers of two up to it).
+const PIECE: usize = 32;
 
 /// Hidden rows kept behind the last pair the head computed: a rewind
 /// within them (a chat's next turn re-templating the end of the answer)
@@ -34,6 +38,8 @@ const KEEP_ROWS: usize = 1024;
 
 pub struct MtpHead {
     exec: Eager<SharedBackend>,
+    /// Captured graphs of the head (`MtpHead::compiled`); None: eager.
+    compiled: Option<CompiledModel<SharedBackend>>,
     cache: Rc<RefCell<KvCache>>,
     /// The position of the first pair the cache holds.
     first: usize,
@@ -47,12 +53,26 @@ impl MtpHead {
     /// checkpoint has none.
     pub fn new(model: &Model) -> Result<MtpHead> {
         check_model(model)?;
+        let mut exec = Eager::new(model.backend.clone());
+        exec.emitted = Some(vec![]);
         Ok(MtpHead {
-            exec: Eager::new(model.backend.clone()),
+            exec,
+            compiled: None,
             cache: Rc::new(RefCell::new(KvCache::new())),
             first: 0,
             paired: vec![],
         })
+    }
+
+    /// The head running as captured graphs (what `run`, `chat`, `bench` and
+    /// `serve` use), its cache sized for `context` positions: the same
+    /// bits as eager calls, without the interpreter's time per call.
+    pub fn compiled(model: &Model, context: usize) -> Result<MtpHead> {
+        let mut head = MtpHead::new(model)?;
+        // Chained guesses run past the target's context by up to a step.
+        let c = CompiledModel::new(model.backend.clone(), context + PIECE, PIECE);
+        head.compiled = Some(c);
+        Ok(head)
     }
 
     /// Up to `max` greedy guesses after `history` (the target's cached
@@ -119,6 +139,8 @@ impl MtpHead {
 
     /// One call of the head: pairs of `ids` and hidden rows `h` at
     /// positions `start..`; the logits after the last and its output row.
+    /// Through captured graphs where the head has them (pieces of at most
+    /// `PIECE` rows: a bounded set of graphs), else eagerly.
     fn step(
         &mut self,
         model: &Model,
@@ -126,12 +148,33 @@ impl MtpHead {
         h: Tensor,
         start: usize,
     ) -> Result<(Vec<f32>, Tensor)> {
+        let err = |e: String| Error::generate(format!("the MTP head: {e}"));
+        if let Some(c) = self.compiled.as_mut() {
+            let ids32: Vec<i32> = ids.iter().map(|&x| x as i32).collect();
+            let width = h.shape().last().copied().unwrap_or(0);
+            let rows = h.to_f32_vec()?;
+            let (mut at, mut logits) = (0, None);
+            while at < ids.len() {
+                let end = at + mllm_interpreter::compile::piece(ids.len() - at, PIECE);
+                let piece = Tensor::from_f32(
+                    rows[at * width..end * width].to_vec(),
+                    vec![end - at, width],
+                )?;
+                let mut kv = self.cache.borrow_mut();
+                logits = Some(
+                    c.call(model, ENTRY, &ids32[at..end], piece, start + at, &mut kv)
+                        .map_err(err)?,
+                );
+                at = end;
+            }
+            let logits = logits.ok_or_else(|| err("no rows".into()))?;
+            let side = std::mem::take(&mut c.emitted);
+            return self.finish(model, logits, side);
+        }
         let t = ids.len();
-        let err = |e: mllm_backends::BackendError| Error::generate(format!("the MTP head: {e}"));
-        let input =
-            Tensor::from_i32(ids.iter().map(|&x| x as i32).collect(), vec![t]).map_err(err)?;
+        let input = Tensor::from_i32(ids.iter().map(|&x| x as i32).collect(), vec![t])?;
         let pos: Vec<i32> = (start..start + t).map(|p| p as i32).collect();
-        let positions = Tensor::from_i32(pos, vec![t]).map_err(err)?;
+        let positions = Tensor::from_i32(pos, vec![t])?;
         let out = model
             .call(
                 ENTRY,
@@ -147,20 +190,40 @@ impl MtpHead {
                 let sources = &model.program.sources;
                 Error::diagnostics(crate::ErrorKind::Generate, |c| e.render(sources, c))
             })?;
-        match out {
-            Value::Tuple(v) | Value::List(v) if v.len() == 2 => match (&v[0], &v[1]) {
-                (Value::Tensor(logits), Value::Tensor(h)) => {
-                    let logits = model.backend.download(logits).map_err(err)?;
-                    Ok((logits.to_f32_vec().map_err(err)?, h.clone()))
-                }
-                _ => Err(Error::generate(format!(
-                    "the script's `{ENTRY}` returned {v:?}, not (logits, hidden)"
-                ))),
-            },
-            other => Err(Error::generate(format!(
-                "the script's `{ENTRY}` returned {other:?}, not (logits, hidden)"
-            ))),
-        }
+        let Value::Tensor(logits) = out else {
+            return Err(err(format!(
+                "the script's `{ENTRY}` returned {out:?}, not logits"
+            )));
+        };
+        let side = self
+            .exec
+            .emitted
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default();
+        self.finish(model, logits, side)
+    }
+
+    /// The logits on the host and the head's last output row (the side
+    /// output `mtp_hidden` of the step's last call).
+    fn finish(
+        &self,
+        model: &Model,
+        logits: Tensor,
+        side: Vec<(String, Tensor)>,
+    ) -> Result<(Vec<f32>, Tensor)> {
+        let h = side
+            .into_iter()
+            .filter(|(n, _)| n == "mtp_hidden")
+            .map(|(_, t)| t)
+            .next_back()
+            .ok_or_else(|| {
+                Error::generate(format!(
+                    "the MTP head: the script's `{ENTRY}` emitted no `mtp_hidden`"
+                ))
+            })?;
+        let logits = model.backend.download(&logits)?;
+        Ok((logits.to_f32_vec()?, model.backend.download(&h)?))
     }
 
     /// Forgets the pairs (a new conversation).

@@ -55,7 +55,8 @@ impl Speculation {
         for seq in seqs.iter_mut() {
             seq.keep_step_states();
             if settings.kind == SpecType::Mtp {
-                mtp.push(MtpHead::new(&target.model).map_err(|e| engine_message(&e))?);
+                let head = MtpHead::compiled(&target.model, context);
+                mtp.push(head.map_err(|e| engine_message(&e))?);
                 seq.keep_hidden();
             }
         }
