@@ -68,6 +68,11 @@ pub struct Capture<E: Executor> {
     undeclared: HashSet<usize>,
     /// Whether `emit`ted tensors become graph outputs (`side.NAME`).
     pub side_outputs: bool,
+    /// Whether the graph gives only the last row's logits (a prompt's
+    /// chunk): then no step reads its rows' recurrent states, and
+    /// `keeps("state_rows")` is false (they would be copied out for
+    /// nothing, ~1 MB per layer and row at 0.8B).
+    pub last_only: bool,
 }
 
 impl<E: Executor> Capture<E> {
@@ -95,6 +100,7 @@ impl<E: Executor> Capture<E> {
             problems: vec![],
             undeclared: HashSet::new(),
             side_outputs: false,
+            last_only: false,
         }
     }
 
@@ -438,8 +444,8 @@ impl<E: Executor> Executor for Capture<E> {
         self.inner.state_write(cache, layer, states, tokens)
     }
 
-    fn keeps(&self, _name: &str) -> bool {
-        self.side_outputs
+    fn keeps(&self, name: &str) -> bool {
+        self.side_outputs && !(self.last_only && name == "state_rows")
     }
 
     fn emit(&mut self, name: &str, t: &Tensor) -> Result<(), BackendError> {

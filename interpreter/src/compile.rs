@@ -52,6 +52,7 @@ pub fn capture_with_kv<B: Backend + Clone>(
     }
     let mut cap = Capture::new(Eager::new(backend.clone()), &model.weights, context);
     cap.side_outputs = side_outputs;
+    cap.last_only = last_only;
     let scratch = Rc::new(RefCell::new(KvCache::with_dtype(kv_dtype)?));
     let inputs =
         ForwardInputs::text(&vec![0; seq], 0, scratch, last_only).map_err(|e| e.to_string())?;
