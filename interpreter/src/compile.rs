@@ -47,20 +47,34 @@ pub fn capture_with_kv<B: Backend + Clone>(
     kv_dtype: DType,
     side_outputs: bool,
 ) -> Result<Graph, String> {
+    let scratch = Rc::new(RefCell::new(KvCache::with_dtype(kv_dtype)?));
+    let inputs =
+        ForwardInputs::text(&vec![0; seq], 0, scratch, last_only).map_err(|e| e.to_string())?;
+    let opts = (seq, context, side_outputs, last_only);
+    record(model, backend, "the forward", opts, |cap| {
+        model.run(cap, inputs)
+    })
+}
+
+/// Runs `run` once under a graph capture (`seq` rows, past buffers of
+/// `context` rows, side outputs and last-row logits as said) and returns
+/// the graph with its result as `logits`.
+fn record<B: Backend + Clone>(
+    model: &Model,
+    backend: &B,
+    what: &str,
+    (seq, context, side_outputs, last_only): (usize, usize, bool, bool),
+    run: impl FnOnce(&mut Capture<Eager<B>>) -> crate::error::RtResult<Value>,
+) -> Result<Graph, String> {
     if seq == 0 {
         return Err("a graph needs at least one token".into());
     }
     let mut cap = Capture::new(Eager::new(backend.clone()), &model.weights, context);
     cap.side_outputs = side_outputs;
     cap.last_only = last_only;
-    let scratch = Rc::new(RefCell::new(KvCache::with_dtype(kv_dtype)?));
-    let inputs =
-        ForwardInputs::text(&vec![0; seq], 0, scratch, last_only).map_err(|e| e.to_string())?;
-    let out = model
-        .run(&mut cap, inputs)
-        .map_err(|e| e.render(&model.program.sources, false))?;
+    let out = run(&mut cap).map_err(|e| e.render(&model.program.sources, false))?;
     let Value::Tensor(logits) = out else {
-        return Err(format!("the forward returned {out:?}, not logits"));
+        return Err(format!("{what} returned {out:?}, not logits"));
     };
     cap.finish(&logits)
 }
@@ -79,11 +93,6 @@ pub fn capture_call<B: Backend + Clone>(
     context: usize,
     kv_dtype: DType,
 ) -> Result<Graph, String> {
-    if seq == 0 {
-        return Err("a graph needs at least one token".into());
-    }
-    let mut cap = Capture::new(Eager::new(backend.clone()), &model.weights, context);
-    cap.side_outputs = true;
     let scratch = Rc::new(RefCell::new(KvCache::with_dtype(kv_dtype)?));
     let e = |e: mllm_backends::BackendError| e.to_string();
     let ids = Tensor::from_i32(vec![0; seq], vec![seq]).map_err(e)?;
@@ -95,13 +104,10 @@ pub fn capture_call<B: Backend + Clone>(
         ("positions", Value::Tensor(pos)),
         ("cache", Value::Cache(scratch)),
     ];
-    let out = model
-        .call(func, &mut cap, inputs)
-        .map_err(|e| e.render(&model.program.sources, false))?;
-    let Value::Tensor(logits) = out else {
-        return Err(format!("`{func}` returned {out:?}, not logits"));
-    };
-    cap.finish(&logits)
+    let what = format!("`{func}`");
+    record(model, backend, &what, (seq, context, true, false), |cap| {
+        model.call(func, cap, inputs)
+    })
 }
 
 /// Per-shape compiled graphs of one model.

@@ -290,22 +290,34 @@ fn answer(
     proposer: Option<&mut dyn Proposer>,
     stats: &mut SpecStats,
 ) -> Vec<u32> {
+    answer_to(e, &prompt(), cfg, proposer, 4, stats)
+}
+
+/// The answer to `prompt` from an empty cache, with `proposer` proposing
+/// up to `draft_max` tokens a step, or plainly.
+fn answer_to(
+    e: &mut Engine,
+    prompt: &[u32],
+    cfg: GenerationConfig,
+    proposer: Option<&mut dyn Proposer>,
+    draft_max: usize,
+    stats: &mut SpecStats,
+) -> Vec<u32> {
     e.reset();
     let mut gen = Generation::new(cfg, Box::new(Ids));
     let spec = proposer.map(|p| Speculation {
         proposer: p,
         config: SpecConfig {
-            draft_max: 4,
+            draft_max,
             ..SpecConfig::DEFAULT
         },
         stats,
     });
-    let ids = prompt();
     mllm_runtime::generate_with(
         e,
         &mut gen,
         GenRequest {
-            prompt: &ids,
+            prompt,
             images: None,
         },
         spec,
@@ -405,42 +417,27 @@ fn a_trained_head_guesses_as_torch_does_and_is_accepted() {
     };
     e.runner.compile_default(512);
     e.keep_hidden();
-    let greedy = |e: &mut Engine,
-                  prompt: &[u32],
-                  n: usize,
-                  spec: Option<&mut dyn Proposer>,
-                  stats: &mut SpecStats| {
-        e.reset();
-        let mut gen = Generation::new(config(0.0, 0, n), Box::new(Ids));
-        let spec = spec.map(|p| Speculation {
-            proposer: p,
-            config: SpecConfig {
-                draft_max: 3,
-                ..SpecConfig::DEFAULT
-            },
-            stats,
-        });
-        mllm_runtime::generate_with(
-            e,
-            &mut gen,
-            GenRequest {
-                prompt,
-                images: None,
-            },
-            spec,
-            &mut |_| {},
-            &AtomicBool::new(false),
-        )
-        .unwrap_or_else(|e| panic!("{}", render(e)))
-        .generated
-    };
     let mut stats = SpecStats::default();
     for (k, (prompt, want)) in cases.iter().enumerate() {
         let mut none = SpecStats::default();
-        let plain = greedy(&mut e, prompt, want.len(), None, &mut none);
+        let plain = answer_to(
+            &mut e,
+            prompt,
+            config(0.0, 0, want.len()),
+            None,
+            3,
+            &mut none,
+        );
         assert_eq!(&plain, want, "prompt {k}: greedy answer vs torch");
         let mut head = MtpHead::new(&e.runner.model).expect("head");
-        let got = greedy(&mut e, prompt, want.len(), Some(&mut head), &mut stats);
+        let got = answer_to(
+            &mut e,
+            prompt,
+            config(0.0, 0, want.len()),
+            Some(&mut head),
+            3,
+            &mut stats,
+        );
         assert_eq!(&got, want, "prompt {k}: mtp changed the answer");
     }
     let torch =

@@ -13,23 +13,14 @@ use mllm_interpreter::KvCache;
 
 use crate::hidden_rows::HiddenRows;
 use crate::images::{ImageTokens, Images};
+
+mod batch;
+mod rewind;
+
 use crate::runner::{Runner, PREFILL_CHUNK};
 use crate::{Error, Result};
-
-/// A sequence's recurrent states at one position (`Sequence::checkpoint`).
-pub struct Checkpoint {
-    states: mllm_backends::kv::StateSnapshot,
-}
-
-/// Each row's recurrent states of the last multi-row step, where the
-/// runner handed them over (`Sequence::keep_step_states`).
-struct StepStates {
-    /// The position of the step's first row.
-    start: usize,
-    /// `rows[j]`: every recurrent layer's states after row j, in layer
-    /// order.
-    rows: Vec<Vec<Vec<mllm_backends::Tensor>>>,
-}
+pub use rewind::Checkpoint;
+use rewind::StepStates;
 
 pub struct Sequence {
     cache: Rc<RefCell<KvCache>>,
@@ -97,81 +88,6 @@ impl Sequence {
             keeps_states: false,
             step_states: None,
         }
-    }
-
-    /// Keeps the final hidden state of each position computed from now on
-    /// (`hidden`), as a runner that keeps side outputs gives them.
-    pub fn keep_hidden(&mut self) {
-        self.hidden.get_or_insert_with(HiddenRows::default);
-    }
-
-    /// Keeps each row's recurrent states of a speculative verification
-    /// step (as a runner that keeps side outputs gives them), so that
-    /// `take_back` picks the last kept row's states instead of computing
-    /// the kept rows again.
-    pub fn keep_step_states(&mut self) {
-        self.keeps_states = true;
-    }
-
-    /// Takes what `runner`'s last step handed over for positions
-    /// `start..start + n`: its last `n` hidden rows (none: what the rows
-    /// held from `start` is forgotten) and, with `rows` (a verification
-    /// step), each row's recurrent states.
-    fn collect_side(
-        &mut self,
-        runner: &mut Runner,
-        start: usize,
-        n: usize,
-        rows: bool,
-    ) -> Result<()> {
-        self.step_states = None;
-        let side = match runner.keeps_side_outputs() {
-            true => runner.take_side_outputs()?,
-            false => vec![],
-        };
-        let (mut hidden, mut width, mut states) = (vec![], 0, vec![]);
-        for (name, t) in side {
-            match name.as_str() {
-                "hidden" => {
-                    let w = t.shape().last().copied().unwrap_or(0);
-                    if w == 0 || (width != 0 && w != width) {
-                        return Err(Error::generate(format!(
-                            "the script emitted hidden states of shape {:?} after rows of width {width}",
-                            t.shape()
-                        )));
-                    }
-                    width = w;
-                    hidden.extend(t.to_f32_vec()?);
-                }
-                "state_rows" => states.push(t),
-                _ => {}
-            }
-        }
-        if let Some(h) = self.hidden.as_mut() {
-            match width {
-                w if w > 0 && hidden.len() >= n * w => {
-                    h.put(start, &hidden[hidden.len() - n * w..], w)
-                }
-                _ => h.truncate(start),
-            }
-        }
-        // Per recurrent layer, two tensors (the conv's and the rule's
-        // states) per row, layer after layer.
-        if self.keeps_states && rows && n > 1 && !states.is_empty() && states.len() % (2 * n) == 0 {
-            let layers = states.len() / (2 * n);
-            let rows = (0..n)
-                .map(|j| {
-                    (0..layers)
-                        .map(|l| {
-                            let at = l * 2 * n + 2 * j;
-                            vec![states[at].clone(), states[at + 1].clone()]
-                        })
-                        .collect()
-                })
-                .collect();
-            self.step_states = Some(StepStates { start, rows });
-        }
-        Ok(())
     }
 
     /// Stores keys and values as `dtype` (f32, f16, q8_0) from now on; the
@@ -506,92 +422,6 @@ impl Sequence {
         Ok(())
     }
 
-    /// Where this sequence stands now, to come back to with `restore`: the
-    /// recurrent layers' states (None for a model without them, whose
-    /// cache `truncate` rewinds as it is). A verification step takes one
-    /// before computing proposals a recurrent state would otherwise keep.
-    pub fn checkpoint(&self) -> Option<Checkpoint> {
-        let states = self.cache.borrow().snapshot_states()?;
-        (states.tokens() == self.cached.len()).then_some(Checkpoint { states })
-    }
-
-    /// Back to `cp` (taken on this sequence, which has only grown since):
-    /// the positions after it forgotten, the recurrent states as they were.
-    pub fn restore(&mut self, cp: Checkpoint) -> Result<()> {
-        let n = cp.states.tokens();
-        if n > self.cached.len() || !self.cache.borrow_mut().restore_states(cp.states) {
-            self.reset();
-            return Err(Error::generate(
-                "a speculative step's checkpoint does not fit the cache it came back to (the cache was emptied)",
-            ));
-        }
-        self.cached.truncate(n);
-        self.aligned = self.aligned.min(n);
-        self.step_states = None;
-        if let Some(h) = self.hidden.as_mut() {
-            h.truncate(n);
-        }
-        Ok(())
-    }
-
-    /// Keeps the first `n` cached positions after a speculative step that
-    /// began at `checkpoint` (taken before it; None without a recurrent
-    /// state): rows are cut; a recurrent state, which cannot be cut, is set
-    /// to the last kept row's states where the step kept each row's
-    /// (`keep_step_states`), else goes back to the checkpoint and the kept
-    /// tokens are computed again in one step, which gives them the bits
-    /// they had (the delta rule runs token by token for steps this short).
-    /// That extra step is what a rejection costs a recurrent model without
-    /// the rows' states. True where it was taken.
-    pub fn take_back(
-        &mut self,
-        runner: &mut Runner,
-        checkpoint: Option<Checkpoint>,
-        n: usize,
-    ) -> Result<bool> {
-        match checkpoint {
-            Some(cp) if self.cached.len() > n => {
-                let from = cp.states.tokens();
-                if self.rewind_to_step_states(from, n) {
-                    return Ok(false);
-                }
-                let again = self.cached.get(from..n).map(<[u32]>::to_vec);
-                let again = again.ok_or_else(|| {
-                    Error::generate("a speculative step's checkpoint is past what it keeps")
-                })?;
-                self.restore(cp)?;
-                self.extend_rows(runner, &again)?;
-                Ok(true)
-            }
-            _ => self.truncate(n).map(|()| false),
-        }
-    }
-
-    /// Keeps the first `n` positions of a verification step that began at
-    /// `from` with each row's states kept (`keep_step_states`): rows cut,
-    /// every recurrent layer's state set to what it was after the last kept
-    /// row. False (nothing changed) where those states are not at hand.
-    fn rewind_to_step_states(&mut self, from: usize, n: usize) -> bool {
-        let Some(st) = self.step_states.take() else {
-            return false;
-        };
-        if st.start != from || n <= from || n > from + st.rows.len() {
-            return false;
-        }
-        let Some(row) = st.rows.into_iter().nth(n - from - 1) else {
-            return false;
-        };
-        if !self.cache.borrow_mut().rewind_to_states(n, row) {
-            return false;
-        }
-        self.cached.truncate(n);
-        self.aligned = self.aligned.min(n);
-        if let Some(h) = self.hidden.as_mut() {
-            h.truncate(n);
-        }
-        true
-    }
-
     /// Whether the cache holds a recurrent layer's state (which `truncate`
     /// cannot rewind; `checkpoint` and `restore` can).
     pub fn has_state(&self) -> bool {
@@ -610,133 +440,6 @@ impl Sequence {
     /// Appends one token and returns the logits after it.
     pub fn step(&mut self, runner: &mut Runner, token: u32) -> Result<Vec<f32>> {
         self.extend(runner, &[token])
-    }
-
-    /// Appends `tokens[b]` to `seqs[b]`, all in one batched step, and
-    /// returns each sequence's logits after its token.
-    pub fn step_batch(
-        runner: &mut Runner,
-        seqs: &mut [&mut Sequence],
-        tokens: &[u32],
-    ) -> Result<Vec<Vec<f32>>> {
-        let rows: Vec<Vec<u32>> = tokens.iter().map(|&t| vec![t]).collect();
-        let out = Sequence::extend_batch(runner, seqs, &rows)?;
-        Ok(out.into_iter().flat_map(|mut r| r.pop()).collect())
-    }
-
-    /// Appends `ids[b]` (one or more tokens) to `seqs[b]` and returns the
-    /// logits after each of them, `out[b][j]` after `ids[b][j]`: the
-    /// matmuls see every row of every sequence at once (one pass over the
-    /// weights), attention runs per row over its own sequence's keys. A
-    /// step holds at most `ROW_INVARIANT_STEP` rows, so that every row
-    /// gets the bits a one-row step would; more rows run as several steps
-    /// (a sequence's rows never split). This is how a server verifies the
-    /// proposals of all its speculating slots together.
-    pub fn extend_batch<T: AsRef<[u32]>>(
-        runner: &mut Runner,
-        seqs: &mut [&mut Sequence],
-        ids: &[T],
-    ) -> Result<Vec<Vec<Vec<f32>>>> {
-        let most = mllm_backends::cpu::ROW_INVARIANT_STEP;
-        if seqs.len() != ids.len() {
-            return Err(Error::generate(format!(
-                "{} sequences but {} token lists in a batched step",
-                seqs.len(),
-                ids.len()
-            )));
-        }
-        for (s, t) in seqs.iter().zip(ids) {
-            let t = t.as_ref();
-            if t.is_empty() || t.len() > most {
-                return Err(Error::generate(format!(
-                    "a sequence takes 1 to {most} tokens in a batched step, not {}",
-                    t.len()
-                )));
-            }
-            s.check_context(s.cached.len() + t.len())?;
-        }
-        // Recurrent layers (Qwen3.5's linear attention) do not batch yet:
-        // such sequences step one after the other, with the same results.
-        if seqs.iter().any(|s| s.cache.borrow().has_state()) {
-            let mut out = Vec::with_capacity(seqs.len());
-            for (s, t) in seqs.iter_mut().zip(ids) {
-                out.push(s.extend_rows(runner, t.as_ref())?);
-            }
-            return Ok(out);
-        }
-        let mut out = Vec::with_capacity(seqs.len());
-        let mut start = 0;
-        while start < seqs.len() {
-            // As many whole sequences as fit in one step.
-            let mut end = start;
-            let mut rows = 0;
-            while end < seqs.len() && rows + ids[end].as_ref().len() <= most {
-                rows += ids[end].as_ref().len();
-                end += 1;
-            }
-            out.extend(Sequence::one_batched_step(
-                runner,
-                &mut seqs[start..end],
-                &ids[start..end],
-            )?);
-            start = end;
-        }
-        Ok(out)
-    }
-
-    /// `extend_batch` for rows that fit one step.
-    fn one_batched_step<T: AsRef<[u32]>>(
-        runner: &mut Runner,
-        seqs: &mut [&mut Sequence],
-        ids: &[T],
-    ) -> Result<Vec<Vec<Vec<f32>>>> {
-        let (mut flat, mut positions, mut caches) = (vec![], vec![], vec![]);
-        for (s, t) in seqs.iter().zip(ids) {
-            let t = t.as_ref();
-            for j in 0..t.len() {
-                let p = i32::try_from((s.cached.len() + j) as i64 + s.pos_offset)
-                    .map_err(|_| Error::generate("a rotary position out of range"))?;
-                positions.push(p);
-                caches.push(s.cache.clone());
-            }
-            flat.extend(t.iter().map(|&t| t as i32));
-        }
-        let logits = runner.step_batch(caches, &flat, &positions)?;
-        // Hidden rows of every sequence's rows, in order (no recurrent
-        // states: such sequences step through `extend_rows`).
-        let mut hidden: Option<(Vec<f32>, usize)> = None;
-        if runner.keeps_side_outputs() {
-            for (name, t) in runner.take_side_outputs()? {
-                if name == "hidden" {
-                    let w = t.shape().last().copied().unwrap_or(0);
-                    let (data, _) = hidden.get_or_insert_with(|| (vec![], w));
-                    data.extend(t.to_f32_vec()?);
-                }
-            }
-        }
-        let mut out = Vec::with_capacity(seqs.len());
-        let mut row = 0;
-        for (s, t) in seqs.iter_mut().zip(ids) {
-            let t = t.as_ref();
-            if let Some(h) = s.hidden.as_mut() {
-                let start = s.cached.len();
-                match &hidden {
-                    Some((data, w)) if data.len() == flat.len() * w => {
-                        h.put(start, &data[row * w..(row + t.len()) * w], *w)
-                    }
-                    _ => h.truncate(start),
-                }
-            }
-            s.computed(runner, s.cached.len(), t.len());
-            s.cached.extend_from_slice(t);
-            let mut rows = Vec::with_capacity(t.len());
-            for _ in t {
-                rows.push(logits.narrow0(row, row + 1)?.to_f32_vec()?);
-                row += 1;
-            }
-            out.push(rows);
-        }
-        Ok(out)
     }
 
     /// Computes a prompt with images (ids hold each image's placeholder
