@@ -47,31 +47,8 @@ echo "building mllm (release)" >&2
 cargo build --release -q -p mllm-cli
 MLLM=$ROOT/target/release/mllm
 
-# `mllm bench --json` -> "plain_tps spec_tps acceptance"
-ours() {
-    "$MLLM" bench -p 0 -n "$N" -r 3 -t "$THREADS" --json "$@" 2>/dev/null | python3 -c '
-import json, sys
-v = json.load(sys.stdin)
-ts = {r["test"]: r["avg_ts"] for r in v["results"]}
-plain = next(t for k, t in ts.items() if k.endswith(" plain"))
-spec = next(t for k, t in ts.items() if k.startswith("tg") and " " in k and not k.endswith(" plain"))
-r = v["speculative"]["results"][0]
-print("%.1f %.1f %.0f%%" % (plain, spec, 100 * r["acceptance"]))'
-}
-# llama-lookup / llama-speculative output -> "tps acceptance"
-theirs() {
-    timeout 300 "$@" -n "$N" -t "$THREADS" --spec-draft-n-max 16 --temp 0 -c 2048 2>&1 | python3 -c '
-import re, sys
-s = sys.stdin.read()
-tps = re.findall(r"decoded\s+\d+ tokens in\s+[0-9.]+ seconds, speed:\s+([0-9.]+) t/s", s)
-acc = re.findall(r"accept\s+=\s+([0-9.]+)%", s)
-print(f"{float(tps[-1]):.1f} {float(acc[-1]):.0f}%" if tps and acc else "failed -")'
-}
-llama_tg() {
-    "$BIN/llama-bench" -m "$1" -p 0 -n "$N" -t "$THREADS" -r 3 -o json 2>/dev/null | python3 -c '
-import json, sys
-print("%.1f" % json.load(sys.stdin)[0]["avg_ts"])'
-}
+# shellcheck source=bench/spec_lib.sh
+source bench/spec_lib.sh
 
 echo "| case | prompt | mllm plain | mllm spec | acceptance | llama.cpp tg$N | llama.cpp spec | acceptance | mllm spec / llama.cpp spec | mllm spec / mllm plain |"
 echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
@@ -84,13 +61,11 @@ for kind in ngram draft; do
         "$MLLM" template -m "$target" --messages "$WORK/$p.json" >"$WORK/$p.txt"
         if [[ $kind == ngram ]]; then
             read -r plain spec acc < <(ours -m "$Q41" --spec-type ngram --prompt-file "bench/spec_prompts/$p.txt")
-            read -r ltps lacc < <(theirs "$BIN/llama-lookup" -m "$Q41" -f "$WORK/$p.txt")
+            read -r ltps lacc < <(theirs "$BIN/llama-lookup" -m "$Q41" -f "$WORK/$p.txt" --spec-draft-n-max 16)
         else
             read -r plain spec acc < <(ours -m "$F16" --model-draft "$Q40" --prompt-file "bench/spec_prompts/$p.txt")
-            read -r ltps lacc < <(theirs "$BIN/llama-speculative" -m "$F16" -md "$Q40" -td "$THREADS" -f "$WORK/$p.txt")
+            read -r ltps lacc < <(theirs "$BIN/llama-speculative" -m "$F16" -md "$Q40" -td "$THREADS" -f "$WORK/$p.txt" --spec-draft-n-max 16)
         fi
-        ratio=$(python3 -c "import sys; a, b = sys.argv[1:]; print(f'{float(a) / float(b):.2f}x' if b[0].isdigit() else '-')" "$spec" "$ltps")
-        self=$(python3 -c "import sys; a, b = map(float, sys.argv[1:]); print(f'{a / b:.2f}x')" "$spec" "$plain")
-        echo "| $kind | $p | $plain | $spec | $acc | $tg | $ltps | $lacc | $ratio | $self |"
+        echo "| $kind | $p | $plain | $spec | $acc | $tg | $ltps | $lacc | $(ratio "$spec" "$ltps") | $(ratio "$spec" "$plain") |"
     done
 done

@@ -54,6 +54,7 @@ pub struct GgufVocab {
 
 const CONTROL: i32 = 3;
 const USER_DEFINED: i32 = 4;
+const UNUSED: i32 = 5;
 
 // Split regexes by `tokenizer.ggml.pre`, as transformers' GGUF tokenizer
 // mapping has them (each is what that model family's tokenizer.json uses).
@@ -257,6 +258,19 @@ impl GgufVocab {
         Ok(())
     }
 
+    /// Whether every token but the control, user-defined and unused ones
+    /// (llama.cpp's converter pads a vocabulary to the embedding's rows with
+    /// unused `[PADn]`) is one character of the byte-level alphabet (a byte).
+    fn bytes_only(&self) -> bool {
+        let alphabet: std::collections::HashSet<char> = bytes_to_chars().into_iter().collect();
+        self.tokens.iter().enumerate().all(|(i, t)| {
+            matches!(self.token_type(i), CONTROL | USER_DEFINED | UNUSED) || {
+                let mut chars = t.chars();
+                matches!((chars.next(), chars.next()), (Some(c), None) if alphabet.contains(&c))
+            }
+        })
+    }
+
     fn token_type(&self, i: usize) -> i32 {
         self.token_types.get(i).copied().unwrap_or(1)
     }
@@ -302,15 +316,22 @@ impl GgufVocab {
         }
 
         let merges: Vec<Value> = if self.merges.is_empty() {
-            if byte_level {
+            // Without merges a byte-level BPE splits text into single bytes:
+            // right for a vocabulary of bytes (and special tokens), a corrupt
+            // file for any other (its longer tokens could never be made).
+            if byte_level && !self.bytes_only() {
                 return Err(ConvertError::Corrupt(
                     "GGUF tokenizer: a \"gpt2\" vocabulary needs tokenizer.ggml.merges".into(),
                 ));
             }
-            derive_merges(&self.tokens, &self.scores)
-                .into_iter()
-                .map(|(l, r)| json!([l, r]))
-                .collect()
+            if byte_level {
+                Vec::new()
+            } else {
+                derive_merges(&self.tokens, &self.scores)
+                    .into_iter()
+                    .map(|(l, r)| json!([l, r]))
+                    .collect()
+            }
         } else {
             self.merges
                 .iter()
@@ -518,5 +539,51 @@ mod tests {
         let m = derive_merges(&tokens, &scores);
         let m: Vec<(&str, &str)> = m.iter().map(|(l, r)| (l.as_str(), r.as_str())).collect();
         assert_eq!(m, [("a", "b"), ("b", "c"), ("ab", "c"), ("a", "bc")]);
+    }
+}
+
+#[cfg(test)]
+mod byte_vocab_tests {
+    use super::*;
+
+    /// A "gpt2" vocabulary of the 256 bytes and an end-of-text control token,
+    /// as a byte-level tokenizer trained with no merges has.
+    fn bytes_vocab(extra: Option<&str>) -> GgufVocab {
+        let mut tokens: Vec<String> = bytes_to_chars().into_iter().map(String::from).collect();
+        tokens.extend(extra.map(String::from));
+        tokens.push("<|endoftext|>".into());
+        let mut token_types = vec![1; tokens.len()];
+        *token_types.last_mut().unwrap() = CONTROL;
+        GgufVocab {
+            model: "gpt2".into(),
+            pre: Some("default".into()),
+            eos: Some(tokens.len() as u32 - 1),
+            tokens,
+            token_types,
+            ..GgufVocab::default()
+        }
+    }
+
+    #[test]
+    fn a_vocabulary_of_bytes_needs_no_merges() {
+        let tok = Tokenizer::from_gguf_vocab(&bytes_vocab(None)).unwrap();
+        let text = "def f(x):\n    return x  # é";
+        let ids = tok.encode(text, false).unwrap();
+        // Token i is byte i's character, so the ids are the bytes.
+        let bytes: Vec<u32> = text.bytes().map(u32::from).collect();
+        assert_eq!(ids, bytes);
+        assert_eq!(tok.decode(&ids, false).unwrap(), text);
+        assert_eq!(tok.encode("<|endoftext|>", false).unwrap(), [256]);
+    }
+
+    #[test]
+    fn longer_tokens_without_merges_are_refused() {
+        let Err(err) = Tokenizer::from_gguf_vocab(&bytes_vocab(Some("ab"))) else {
+            panic!("a vocabulary with \"ab\" and no merges was taken");
+        };
+        assert!(
+            err.to_string().contains("needs tokenizer.ggml.merges"),
+            "{err}"
+        );
     }
 }
