@@ -4,6 +4,7 @@
 //!
 //! ```sh
 //! cargo run --release -p mllm-backends --example qbench            # 2 threads
+//! QBENCH_SHAPE=1536x576 cargo run --release -p mllm-backends --example qbench -- 2 bf16
 //! cargo run --release -p mllm-backends --example qbench -- 1 all   # 1 thread, every quant path
 //! cargo run --release -p mllm-backends --example qbench -- 2 q4_k q6_k  # only these weights
 //! ```
@@ -151,7 +152,14 @@ fn main() {
         .num_threads(threads)
         .build_global()
         .unwrap();
-    let (n, k) = (3072, 1024);
+    // QBENCH_SHAPE=NxK times another weight shape (e.g. 1536x576).
+    let (n, k) = std::env::var("QBENCH_SHAPE")
+        .ok()
+        .and_then(|v| {
+            let (n, k) = v.split_once('x')?;
+            Some((n.parse().ok()?, k.parse().ok()?))
+        })
+        .unwrap_or((3072, 1024));
     let types = [
         W::F32,
         W::Bf16,

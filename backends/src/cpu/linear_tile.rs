@@ -203,6 +203,22 @@ mod x86 {
     use super::Weight;
     use std::arch::x86_64::*;
 
+    /// Each tile prefetches, beside every chunk it loads, the same chunk of
+    /// the weight rows `C` further on: the next tile's (`linear::sweep`
+    /// takes a block's rows in order, and they follow each other in
+    /// memory; a prefetch past the block's end is wasted, never a fault).
+    /// A decode step's tile (one activation row) waits on memory: its loop
+    /// is a few instructions per 16 weights, so the core's window holds too
+    /// few loads in flight for half-precision rows (2 bytes a weight), and
+    /// rows of a KiB or two end before the hardware prefetcher gets ahead.
+    /// `QBENCH_SHAPE=NxK qbench 2 bf16`, GEMV from memory, 2 threads:
+    /// 3072x1024 19.6 -> 34 GB/s, 1536x576 19.8 -> 31, 576x1536 31 -> 40,
+    /// 49152x576 19.1 -> 29-30 (f32 unchanged at ~42-50). The same row 1
+    /// KiB ahead instead gained on the first shape only (its target is the
+    /// row after, which the next stream reads already). Into L2: a tile's
+    /// lookahead is C rows (e.g. 32 KiB for 4 f32 rows of 2048).
+    const HINT: i32 = _MM_HINT_T1;
+
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
     pub unsafe fn tile512<W: Weight, const R: usize, const C: usize>(
         a: [&[f32]; R],
@@ -216,6 +232,8 @@ mod x86 {
                 x[r] = _mm512_maskz_loadu_ps(m, a[r].as_ptr().add(i));
             }
             for c in 0..C {
+                let ahead = b[c].as_ptr().wrapping_add(i + C * k);
+                _mm_prefetch::<HINT>(ahead as *const i8);
                 let w = W::load16(b[c].as_ptr().add(i), m);
                 for r in 0..R {
                     acc[r][c] = _mm512_fmadd_ps(x[r], w, acc[r][c]);
@@ -260,6 +278,8 @@ mod x86 {
                 x[r] = _mm256_loadu_ps(a[r].as_ptr().add(i));
             }
             for c in 0..C {
+                let ahead = b[c].as_ptr().wrapping_add(i + C * k);
+                _mm_prefetch::<HINT>(ahead as *const i8);
                 let w = W::load8(b[c].as_ptr().add(i));
                 for r in 0..R {
                     acc[r][c] = _mm256_fmadd_ps(x[r], w, acc[r][c]);
