@@ -61,7 +61,7 @@ fi
 # ggml: quants.c of the llama.cpp in the llama-cpp-python sdist.
 ver=0.3.36
 sdist=$cache/llama_cpp_python-$ver.tar.gz
-[[ -f $sdist ]] || pip download --no-deps --no-binary :all: "llama-cpp-python==$ver" -d "$cache" >&2
+[[ -f $sdist ]] || pip download --no-deps --no-binary llama-cpp-python "llama-cpp-python==$ver" -d "$cache" >&2
 g=$cache/llama_cpp_python-$ver/vendor/llama.cpp/ggml
 [[ -d $g ]] || tar xzf "$sdist" -C "$cache" --wildcards "*/vendor/llama.cpp/ggml/*"
 for v in neon:armv8-a dot:armv8.2-a+dotprod i8mm:armv8.2-a+dotprod+i8mm; do

@@ -5,7 +5,7 @@
 use std::arch::aarch64::*;
 
 use super::super::block32::{f16_neon, sdot};
-use super::{finish_q4k, iq4xs_scales, min_sum, q3k_scales, store, unpack_scales, Ctx, Kind, Tile};
+use super::{finish_q4k, iq4xs_scales, q3k_scales, store, unpack_scales_u32, Ctx, Kind, Tile};
 use crate::quant::iq4::KVALUES_IQ4NL;
 use crate::quant::QK_K;
 
@@ -29,6 +29,29 @@ unsafe fn dot32<const DOT: bool>(w: [int8x16_t; 2], a: [int8x16_t; 2]) -> int32x
     vaddq_s32(dot16::<DOT>(w[0], a[0]), dot16::<DOT>(w[1], a[1]))
 }
 
+/// A Q4_K/Q5_K super-block's eight 6-bit scales and mins (at `b`, 12
+/// bytes) as two vectors, by the word-wide unpacking: `unpack_scales`'s
+/// values without its eight byte-by-byte extractions.
+#[inline(always)]
+unsafe fn scales_mins(b: *const u8) -> (int16x8_t, int16x8_t) {
+    let w = unpack_scales_u32(std::slice::from_raw_parts(b, 12));
+    let v = vld1q_u8(w.as_ptr() as *const u8);
+    (
+        vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(v))),
+        vreinterpretq_s16_u16(vmovl_high_u8(v)),
+    )
+}
+
+/// `min_sum` in vectors (the same integers: pair sums of the 16-value
+/// activation sums fit i16, products and their sum i32): `sum_j mins_j *
+/// (bs[2j] + bs[2j + 1])`.
+#[inline(always)]
+unsafe fn min_sum_neon(mins: int16x8_t, bs: *const i16) -> i32 {
+    let pairs = vpaddq_s16(vld1q_s16(bs), vld1q_s16(bs.add(8)));
+    let lo = vmull_s16(vget_low_s16(mins), vget_low_s16(pairs));
+    vaddvq_s32(vmlal_high_s16(lo, mins, pairs))
+}
+
 #[inline(always)]
 unsafe fn tile_q4k<const R: usize, const C: usize, const DOT: bool, const Q5: bool>(
     ctx: &Ctx,
@@ -42,7 +65,7 @@ unsafe fn tile_q4k<const R: usize, const C: usize, const DOT: bool, const Q5: bo
         let mut d = [0.0f32; R];
         let mut dmin = [0.0f32; R];
         let mut sc = [[0i16; 8]; R];
-        let mut mn = [[0i16; 8]; R];
+        let mut mn = [vdupq_n_s16(0); R];
         let mut qs = [std::ptr::null::<u8>(); R];
         let mut qh = [std::ptr::null::<u8>(); R];
         for r in 0..R {
@@ -52,7 +75,9 @@ unsafe fn tile_q4k<const R: usize, const C: usize, const DOT: bool, const Q5: bo
             let blk = std::slice::from_raw_parts(p, 16);
             d[r] = f16_neon(blk.as_ptr());
             dmin[r] = f16_neon(blk.as_ptr().add(2));
-            (sc[r], mn[r]) = unpack_scales(&blk[4..]);
+            let (s, m) = scales_mins(p.add(4));
+            vst1q_s16(sc[r].as_mut_ptr(), s);
+            mn[r] = m;
             if Q5 {
                 qh[r] = p.add(16);
                 qs[r] = p.add(48);
@@ -93,10 +118,10 @@ unsafe fn tile_q4k<const R: usize, const C: usize, const DOT: bool, const Q5: bo
         for c in 0..C {
             let bi = (i + c) * nsb + sb;
             let da = *ctx.ad.add(bi);
-            let bs = std::slice::from_raw_parts(ctx.abs.add(bi * 16), 16);
+            let bs = ctx.abs.add(bi * 16);
             for r in 0..R {
                 let isum = vaddvq_s32(iacc[r][c]);
-                acc[r][c] += finish_q4k(d[r], dmin[r], da, isum, min_sum(&mn[r], bs));
+                acc[r][c] += finish_q4k(d[r], dmin[r], da, isum, min_sum_neon(mn[r], bs));
             }
         }
     }
@@ -132,7 +157,12 @@ unsafe fn per16_acc<const R: usize, const C: usize, const DOT: bool>(
 /// i32 (|s| <= 127, |bsum| <= 16 * 127).
 #[inline(always)]
 unsafe fn per16_weighted(s: &[i16; 16], bs: *const i16) -> i32 {
-    let (s0, s1) = (vld1q_s16(s.as_ptr()), vld1q_s16(s.as_ptr().add(8)));
+    per16_weighted_v(vld1q_s16(s.as_ptr()), vld1q_s16(s.as_ptr().add(8)), bs)
+}
+
+/// `per16_weighted` of the weights in two vectors (`s0`: the first 8).
+#[inline(always)]
+unsafe fn per16_weighted_v(s0: int16x8_t, s1: int16x8_t, bs: *const i16) -> i32 {
     let (b0, b1) = (vld1q_s16(bs), vld1q_s16(bs.add(8)));
     let p = vmull_s16(vget_low_s16(s0), vget_low_s16(b0));
     let p = vmlal_high_s16(p, s0, b0);
@@ -290,8 +320,13 @@ unsafe fn tile_q2k<const R: usize, const C: usize, const DOT: bool>(ctx: &Ctx, j
             let da = *ctx.ad.add(bi);
             for r in 0..R {
                 let p = blk[r];
-                let mins: [i16; 16] = std::array::from_fn(|kk| (*p.add(kk) >> 4) as i16);
-                let imin = per16_weighted(&mins, ctx.abs.add(bi * 16));
+                // The sixteen 4-bit mins (high nibbles of the scale bytes).
+                let m = vshrq_n_u8::<4>(vld1q_u8(p));
+                let imin = per16_weighted_v(
+                    vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(m))),
+                    vreinterpretq_s16_u16(vmovl_high_u8(m)),
+                    ctx.abs.add(bi * 16),
+                );
                 let head = std::slice::from_raw_parts(p.add(80), 4);
                 let (d, dmin) = (f16_neon(head.as_ptr()), f16_neon(head.as_ptr().add(2)));
                 acc[r][c] += finish_q4k(d, dmin, da, vaddvq_s32(iacc[r][c]), imin);
