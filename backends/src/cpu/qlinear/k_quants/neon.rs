@@ -5,7 +5,7 @@
 use std::arch::aarch64::*;
 
 use super::super::block32::{f16_neon, sdot};
-use super::{finish_q4k, iq4xs_scales, q3k_scales, store, unpack_scales_u32, Ctx, Kind, Tile};
+use super::{finish_q4k, iq4xs_scales, store, unpack_scales_u32, Ctx, Kind, Tile};
 use crate::quant::iq4::KVALUES_IQ4NL;
 use crate::quant::QK_K;
 
@@ -336,6 +336,23 @@ unsafe fn tile_q2k<const R: usize, const C: usize, const DOT: bool>(ctx: &Ctx, j
     store(ctx, j, i, &acc);
 }
 
+/// `q3k_scales` in vectors (the same values): the low 4 bits of scale `i`
+/// are nibble `i / 8` of byte `i % 8`, the high 2 bits bits `2 (i / 4)` of
+/// byte `8 + i % 4`; less 32. The scales for `i < 8` and `i >= 8`.
+#[inline(always)]
+unsafe fn q3k_scales_neon(b: *const u8) -> (int16x8_t, int16x8_t) {
+    let v = vld1_u8(b);
+    let lo = vcombine_u8(vand_u8(v, vdup_n_u8(0x0F)), vshr_n_u8::<4>(v));
+    let h = vreinterpretq_u8_u32(vdupq_n_u32((b.add(8) as *const u32).read_unaligned()));
+    const SHIFTS: [i8; 16] = [0, 0, 0, 0, -2, -2, -2, -2, -4, -4, -4, -4, -6, -6, -6, -6];
+    let hi = vandq_u8(vshlq_u8(h, vld1q_s8(SHIFTS.as_ptr())), vdupq_n_u8(3));
+    let s = vsubq_s8(
+        vreinterpretq_s8_u8(vorrq_u8(lo, vshlq_n_u8::<4>(hi))),
+        vdupq_n_s8(32),
+    );
+    (vmovl_s8(vget_low_s8(s)), vmovl_high_s8(s))
+}
+
 /// Q3_K tile: codes plus 4 (0..=7) by the activation codes per 16,
 /// times the scales, less `4 * sum_k sc_k * bsum_k`.
 #[inline(always)]
@@ -352,10 +369,12 @@ unsafe fn tile_q3k<const R: usize, const C: usize, const DOT: bool>(ctx: &Ctx, j
             let p = ctx.w.add((j + r) * ctx.row_bytes + sb * 110);
             blk[r] = p;
             d[r] = f16_neon(p.add(108));
-            sc[r] = q3k_scales(std::slice::from_raw_parts(p.add(96), 12));
+            let (s0, s1) = q3k_scales_neon(p.add(96));
+            vst1q_s16(sc[r].as_mut_ptr(), s0);
+            vst1q_s16(sc[r].as_mut_ptr().add(8), s1);
             for c in 0..C {
                 let bs = ctx.abs.add(((i + c) * nsb + sb) * 16);
-                corr[r][c] = per16_weighted(&sc[r], bs);
+                corr[r][c] = per16_weighted_v(s0, s1, bs);
             }
         }
         for n in 0..2 {
