@@ -29,11 +29,8 @@
 # compare within one run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$PWD
-CACHE=$ROOT/.cache
-V=${LLAMA_CPP_PY:-0.3.36}
-BUILD=$CACHE/llama-build-$V-avx512
-BIN=$BUILD/bin
+# shellcheck source=bench/spec_lib.sh
+source bench/spec_lib.sh
 LLAMA_SRC=$CACHE/llama-cpp-python-$V/vendor/llama.cpp
 PY=$CACHE/venv-fixtures/bin/python
 THREADS=${THREADS:-2}
@@ -44,13 +41,8 @@ WORK=$CACHE/mtpcmp
 mkdir -p "$WORK"
 fail() { echo "mtp_compare: $*" >&2; exit 1; }
 
-[[ -f $BUILD/build.ninja ]] || fail "no llama.cpp build in $BUILD: run 'bash bench/compare.sh' once first"
 [[ -x $PY ]] || fail "no $PY: make the fixtures' venv (tests/fixtures/requirements-fixtures.txt)"
-echo "building llama-speculative-simple, llama-quantize, llama-bench (log: $WORK/build.log)" >&2
-nice -n 19 "$CACHE/venv-compare/bin/cmake" --build "$BUILD" \
-    --target llama-speculative-simple llama-quantize llama-bench -j 2 >"$WORK/build.log" 2>&1 \
-    || fail "building llama.cpp's tools failed; see $WORK/build.log"
-export LD_LIBRARY_PATH=$BIN
+build_llama_tools "$WORK/build.log" llama-speculative-simple llama-quantize llama-bench
 echo "building mllm (release)" >&2
 cargo build --release -q -p mllm-cli
 MLLM=$ROOT/target/release/mllm
@@ -100,9 +92,6 @@ if [[ $BIG == 1 ]]; then
     llama_copy "$Q8" "$WORK/mtp-0.8b-q8_0.llama.gguf"
     CASES+=("0.8b prompt0 $Q8 $WORK/prompt0.txt")
 fi
-
-# shellcheck source=bench/spec_lib.sh
-source bench/spec_lib.sh
 
 echo "| model | prompt | mllm plain | mllm mtp | acceptance | llama.cpp tg$N | llama.cpp mtp | acceptance | mllm mtp / llama.cpp mtp | mllm mtp / mllm plain |"
 echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"

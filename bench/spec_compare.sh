@@ -20,25 +20,17 @@
 # shared VM: compare within one run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$PWD
-CACHE=$ROOT/.cache
-V=${LLAMA_CPP_PY:-0.3.36}
-BUILD=$CACHE/llama-build-$V-avx512
-BIN=$BUILD/bin
+# shellcheck source=bench/spec_lib.sh
+source bench/spec_lib.sh
 THREADS=${THREADS:-2}
 N=${N:-96}
 WORK=$CACHE/spec
 mkdir -p "$WORK"
 fail() { echo "spec_compare: $*" >&2; exit 1; }
 
-[[ -f $BUILD/build.ninja ]] || fail "no llama.cpp build in $BUILD: run 'bash bench/compare.sh' once first"
 Q41=$CACHE/gguf/SmolLM2-135M-Instruct.Q4_1.gguf
 [[ -f $Q41 ]] || fail "$Q41 is missing: run 'bash tests/fetch_assets.sh' first"
-echo "building llama-lookup, llama-speculative, llama-quantize, llama-bench (log: $WORK/build.log)" >&2
-nice -n 19 "$CACHE/venv-compare/bin/cmake" --build "$BUILD" \
-    --target llama-lookup llama-speculative llama-quantize llama-bench -j 2 >"$WORK/build.log" 2>&1 \
-    || fail "building llama.cpp's tools failed; see $WORK/build.log"
-export LD_LIBRARY_PATH=$BIN
+build_llama_tools "$WORK/build.log" llama-lookup llama-speculative llama-quantize llama-bench
 F16=$WORK/smollm2-f16.gguf
 Q40=$WORK/smollm2-q4_0.gguf
 [[ -f $F16 ]] || "$BIN/llama-quantize" --allow-requantize "$Q41" "$F16" F16 2 >"$WORK/quantize.log" 2>&1
@@ -46,9 +38,6 @@ Q40=$WORK/smollm2-q4_0.gguf
 echo "building mllm (release)" >&2
 cargo build --release -q -p mllm-cli
 MLLM=$ROOT/target/release/mllm
-
-# shellcheck source=bench/spec_lib.sh
-source bench/spec_lib.sh
 
 echo "| case | prompt | mllm plain | mllm spec | acceptance | llama.cpp tg$N | llama.cpp spec | acceptance | mllm spec / llama.cpp spec | mllm spec / mllm plain |"
 echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"

@@ -1,5 +1,25 @@
-# Helpers shared by bench/spec_compare.sh and bench/mtp_compare.sh (sourced;
-# they set MLLM, BIN, N, THREADS): one engine's speculative run -> a table cell.
+# Helpers shared by bench/spec_compare.sh and bench/mtp_compare.sh (sourced
+# from the repository root; the scripts set MLLM, N and THREADS): where
+# bench/compare.sh built llama.cpp, building its tools, and one engine's
+# speculative run -> a table cell.
+
+ROOT=$PWD
+CACHE=$ROOT/.cache
+V=${LLAMA_CPP_PY:-0.3.36}
+BUILD=$CACHE/llama-build-$V-avx512
+BIN=$BUILD/bin
+
+# build_llama_tools LOG TARGET...: llama.cpp's TARGETs in bench/compare.sh's
+# AVX-512 build (configured there once).
+build_llama_tools() {
+    local log=$1
+    shift
+    [[ -f $BUILD/build.ninja ]] || fail "no llama.cpp build in $BUILD: run 'bash bench/compare.sh' once first"
+    echo "building $* (log: $log)" >&2
+    nice -n 19 "$CACHE/venv-compare/bin/cmake" --build "$BUILD" --target "$@" -j 2 >"$log" 2>&1 \
+        || fail "building llama.cpp's tools failed; see $log"
+    export LD_LIBRARY_PATH=$BIN
+}
 
 # ours ARGS...: `mllm bench --json ARGS` -> "plain_tps spec_tps acceptance"
 ours() {

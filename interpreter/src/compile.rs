@@ -192,13 +192,7 @@ impl<B: Backend + Clone> CompiledModel<B> {
                 hidden.shape()
             ));
         }
-        if kv.len(0) + n > self.context {
-            return Err(format!(
-                "{} cached + {n} new tokens exceed the compiled context of {}",
-                kv.len(0),
-                self.context
-            ));
-        }
+        self.check_room(kv, n)?;
         let key = (func.to_string(), n, kv.dtype());
         if !self.fn_graphs.contains_key(&key) {
             let g = capture_call(
@@ -233,6 +227,18 @@ impl<B: Backend + Clone> CompiledModel<B> {
 
     /// A captured graph through the passes, ready to run (work on small
     /// weights alone, such as norm gains 1 + w, folded once first).
+    /// Whether `kv` has room for `n` more rows within the compiled context.
+    fn check_room(&self, kv: &KvCache, n: usize) -> Result<(), String> {
+        if kv.len(0) + n > self.context {
+            return Err(format!(
+                "{} cached + {n} new tokens exceed the compiled context of {}",
+                kv.len(0),
+                self.context
+            ));
+        }
+        Ok(())
+    }
+
     fn compile(&self, model: &Model, g: Graph) -> Result<Compiled<B>, String> {
         let weights: HashMap<&str, &Tensor> =
             model.weights.iter().map(|(n, t)| (n.as_str(), t)).collect();
@@ -294,13 +300,7 @@ impl<B: Backend + Clone> CompiledModel<B> {
         last_only: bool,
     ) -> Result<Tensor, String> {
         let n = ids.len();
-        if kv.len(0) + n > self.context {
-            return Err(format!(
-                "{} cached + {n} new tokens exceed the compiled context of {}",
-                kv.len(0),
-                self.context
-            ));
-        }
+        self.check_room(kv, n)?;
         let g = self.graph(model, n, last_only, kv.dtype())?;
         let e = |e: mllm_backends::BackendError| e.to_string();
         let input = Tensor::from_i32(ids.to_vec(), vec![n]).map_err(e)?;
@@ -358,13 +358,7 @@ impl<B: Backend + Clone> CompiledModel<B> {
                     kv.dtype()
                 ));
             }
-            if kv.len(0) + r > self.context {
-                return Err(format!(
-                    "{} cached + {r} new tokens exceed the compiled context of {}",
-                    kv.len(0),
-                    self.context
-                ));
-            }
+            self.check_room(kv, r)?;
         }
         let g = self.graph(model, n, false, dtype)?;
         let e = |e: mllm_backends::BackendError| e.to_string();
