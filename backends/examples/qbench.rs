@@ -1,12 +1,14 @@
 //! Micro-benchmark of `linear` by weight dtype: GEMV `[1 x 1024] x
-//! [3072 x 1024]^T` (decode) and GEMM `[128 x 1024] x [3072 x 1024]^T`
-//! (prefill), GFLOP/s and GB/s of weight bytes read.
+//! [3072 x 1024]^T` (decode), GEMM of 8 and 16 rows (a speculative
+//! verification step) and of 128 (prefill), GFLOP/s and GB/s of weight
+//! bytes read.
 //!
 //! ```sh
 //! cargo run --release -p mllm-backends --example qbench            # 2 threads
 //! QBENCH_SHAPE=1536x576 cargo run --release -p mllm-backends --example qbench -- 2 bf16
 //! cargo run --release -p mllm-backends --example qbench -- 1 all   # 1 thread, every quant path
 //! cargo run --release -p mllm-backends --example qbench -- 2 q4_k q6_k  # only these weights
+//! QBENCH_PACKED=1 cargo run --release -p mllm-backends --example qbench -- 1 q4_1  # x16 layout
 //! ```
 //!
 //! "hot" repeats one weight (it stays in L2/L3: 1.7-12.6 MB here); "cold"
@@ -98,7 +100,17 @@ fn make(w: W, n: usize, k: usize, seed: u64) -> Data {
     match w {
         W::F32 => Data::F32(f),
         W::Bf16 => Data::Bf16(f.iter().map(|&v| bf16::from_f32(v)).collect()),
-        W::Q(q) if q.can_quantize() => Data::Q(quant::quantize(q, &f).unwrap(), q),
+        // QBENCH_PACKED=1: Q4_0/Q4_1/Q8_0 in the 16-row interleaved layout
+        // the CPU backend repacks them into at load (the x16 tiles).
+        W::Q(q) if q.can_quantize() => {
+            let bytes = quant::quantize(q, &f).unwrap();
+            match quant::packed::packed_of(q) {
+                Some(p) if std::env::var("QBENCH_PACKED").is_ok_and(|v| v == "1") => {
+                    Data::Q(quant::packed::pack(q, &bytes, n, k).unwrap(), p)
+                }
+                _ => Data::Q(bytes, q),
+            }
+        }
         W::Q(q) => Data::Q(k_blocks(q, n * k / q.block_size(), seed), q),
     }
 }
@@ -203,6 +215,8 @@ fn main() {
                 ("gemv 1 hot", 1, &hot, 50),
                 ("gemv 1 cold", 1, &cold, 50),
                 ("gemv 4 cold", 4, &cold, 20),
+                ("gemm 8 hot", 8, &hot, 20),
+                ("gemm 16 hot", 16, &hot, 20),
                 ("gemm 128 hot", 128, &hot, 3),
             ] {
                 if isa == Isa::Scalar && matches!(w, W::Q(_)) && m == 128 {

@@ -304,11 +304,15 @@ pub fn linear(
     linear_with(Isa::best(), x, m, k, w, ty, n, bias)
 }
 
-/// Below this many multiply-adds one thread does the whole product: waking
-/// the pool costs more than it saves (measured: ~10 us to hand a
-/// `[1 x 1024] x [256 x 1024]^T` Q4_0 product to two threads, which one
-/// thread computes in ~12 us).
-const PAR_MACS: usize = 1 << 19;
+/// Below this many multiply-adds one thread does the whole product: the
+/// hand-off would cost more than it saves. With rayon a hand-off cost ~10
+/// us and this was 2^19; the spinning pool (`cpu::pool`) hands two tasks
+/// over and back in ~0.7 us (four in ~1 us), while one activation row
+/// against 2^17-2^19 weights streams 80-330 KB from memory, 6-25 us on
+/// one core (~13 GB/s) and about half on two. SmolLM2-135M Q4_1 decode
+/// then splits its `[576 x 576]` attention output too: `farm-bench --vs`,
+/// `mllm bench -p 0 -n 512 -t 2`, wall 0.97x (6 pairs).
+const PAR_MACS: usize = 1 << 16;
 
 /// `linear` with the kernels of `isa` (which must be available; the
 /// scalar twin otherwise).
