@@ -121,20 +121,20 @@ def main():
     b32 = "cpu::qlinear::block32::neon::"
     for name, path, gsfx, g_mm in BLOCK32:
         g = f"^ggml_vec_dot_{gsfx}$"
-        rows.append((name, "dotprod decode 1x1, 4 blocks/iter", 32,
-                     R.measure(ours_s, rf"{b32}tile_dot::<.*{path}, 1, 1, 4>$", "sdot", 1, 128),
+        rows.append((name, "dotprod decode 2x1", 32,
+                     R.measure(ours_s, rf"{b32}tile_dot::<.*{path}, 2, 1>$", "sdot", 2, 32),
                      R.measure(g_dot, g, "sdot", 1, 64, callees=False)))
         rows.append((name, "dotprod prefill 4x4", 32,
-                     R.measure(ours_s, rf"{b32}tile_dot::<.*{path}, 4, 4, 1>$", "sdot", 16, 32),
+                     R.measure(ours_s, rf"{b32}tile_dot::<.*{path}, 4, 4>$", "sdot", 16, 32),
                      None))
         rows.append((name, "i8mm prefill 2x2", 32,
                      R.measure(ours_s, rf"{b32}tile_mm::<.*{path}>$", "smmla", 4, 32),
                      R.measure(g_i8mm, g, "smmla", 4, 32, callees=False) if g_mm else None))
-        rows.append((name, "NEON decode 1x1, 4 blocks/iter", 32,
-                     R.measure(ours_s, rf"{b32}tile_neon::<.*{path}, 1, 1, 4>$", "smull", 1, 128),
+        rows.append((name, "NEON decode 2x1", 32,
+                     R.measure(ours_s, rf"{b32}tile_neon::<.*{path}, 2, 1>$", "smull", 2, 32),
                      R.measure(g_neon, g, "smull", 1, 64, callees=False)))
         rows.append((name, "NEON prefill 4x2", 32,
-                     R.measure(ours_s, rf"{b32}tile_neon::<.*{path}, 4, 2, 1>$", "smull", 8, 32),
+                     R.measure(ours_s, rf"{b32}tile_neon::<.*{path}, 4, 2>$", "smull", 8, 32),
                      None))
     ranges = tile_ranges(kq_rs)
     kq = "cpu::qlinear::k_quants::neon::"

@@ -119,6 +119,7 @@ impl Path {
 
     /// Every path this CPU can run (for tests).
     pub fn available() -> Vec<Path> {
+        #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
         let mut v = vec![Path::Portable];
         #[cfg(target_arch = "x86_64")]
         {

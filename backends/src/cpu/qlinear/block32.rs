@@ -106,7 +106,9 @@ pub(super) struct Ctx {
     pub(super) asum: *const i32,
     pub(super) out: *mut f32,
     pub(super) nr: usize,
-    /// Activation rows of the whole step (how often a weight is read).
+    /// Activation rows of the whole step (how often a weight is read; the
+    /// x86 tiles' prefetch distance).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     pub(super) m: usize,
 }
 
@@ -133,6 +135,7 @@ macro_rules! tile_table {
         }
     };
 }
+#[cfg(target_arch = "x86_64")]
 pub(super) use tile_table;
 
 /// `out [m][nr] = act [m, k] . w [nr, k]^T` for weight rows `w`

@@ -5,7 +5,7 @@
 use std::arch::aarch64::*;
 
 use super::super::block32::{f16_neon, sdot};
-use super::{finish_q4k, iq4xs_scales, store, unpack_scales_u32, Ctx, Kind, Tile};
+use super::{finish_q4k, store, unpack_scales_u32, Ctx, Kind, Tile};
 use crate::quant::iq4::KVALUES_IQ4NL;
 use crate::quant::QK_K;
 
@@ -24,9 +24,44 @@ unsafe fn dot16<const DOT: bool>(w: int8x16_t, a: int8x16_t) -> int32x4_t {
     }
 }
 
+/// Dot of 32 signed bytes as four i32 lanes: one chain of two `sdot`
+/// (or of two widening multiplies and pairwise accumulations), not two
+/// dots and an add. Which lane holds which products differs from
+/// `dot16`'s; the consumers only ever sum all four lanes.
 #[inline(always)]
 unsafe fn dot32<const DOT: bool>(w: [int8x16_t; 2], a: [int8x16_t; 2]) -> int32x4_t {
-    vaddq_s32(dot16::<DOT>(w[0], a[0]), dot16::<DOT>(w[1], a[1]))
+    if DOT {
+        sdot(sdot(vdupq_n_s32(0), w[0], a[0]), w[1], a[1])
+    } else {
+        let m = |w: int8x16_t, a: int8x16_t| {
+            vmlal_high_s8(vmull_s8(vget_low_s8(w), vget_low_s8(a)), w, a)
+        };
+        vpadalq_s16(vpaddlq_s16(m(w[0], a[0])), m(w[1], a[1]))
+    }
+}
+
+/// Two 32-value dots under their two scales at once: `pair` folds the
+/// dots into one vector (lanes 0-1 from the first, 2-3 from the second,
+/// each lane a sum of two of the dot's lanes) and one multiply-add by
+/// `[s0, s0, s1, s1]` (`scale_pairs`) weights it. The same integers as a
+/// multiply-add per dot by a broadcast scale, with half the multiplies
+/// and no broadcasts.
+#[inline(always)]
+unsafe fn pair(acc: int32x4_t, d0: int32x4_t, d1: int32x4_t, s: int32x4_t) -> int32x4_t {
+    vmlaq_s32(acc, vpaddq_s32(d0, d1), s)
+}
+
+/// Eight scales `s` as the four `[s[2p], s[2p], s[2p + 1], s[2p + 1]]`
+/// multipliers of `pair`, p = 0..4.
+#[inline(always)]
+unsafe fn scale_pairs(s: int16x8_t) -> [int32x4_t; 4] {
+    let (a, b) = (vzip1q_s16(s, s), vzip2q_s16(s, s));
+    [
+        vmovl_s16(vget_low_s16(a)),
+        vmovl_high_s16(a),
+        vmovl_s16(vget_low_s16(b)),
+        vmovl_high_s16(b),
+    ]
 }
 
 /// A Q4_K/Q5_K super-block's eight 6-bit scales and mins (at `b`, 12
@@ -64,7 +99,7 @@ unsafe fn tile_q4k<const R: usize, const C: usize, const DOT: bool, const Q5: bo
     for sb in 0..nsb {
         let mut d = [0.0f32; R];
         let mut dmin = [0.0f32; R];
-        let mut sc = [[0i16; 8]; R];
+        let mut sc = [[vdupq_n_s32(0); 4]; R];
         let mut mn = [vdupq_n_s16(0); R];
         let mut qs = [std::ptr::null::<u8>(); R];
         let mut qh = [std::ptr::null::<u8>(); R];
@@ -76,7 +111,7 @@ unsafe fn tile_q4k<const R: usize, const C: usize, const DOT: bool, const Q5: bo
             d[r] = f16_neon(blk.as_ptr());
             dmin[r] = f16_neon(blk.as_ptr().add(2));
             let (s, m) = scales_mins(p.add(4));
-            vst1q_s16(sc[r].as_mut_ptr(), s);
+            sc[r] = scale_pairs(s);
             mn[r] = m;
             if Q5 {
                 qh[r] = p.add(16);
@@ -110,8 +145,8 @@ unsafe fn tile_q4k<const R: usize, const C: usize, const DOT: bool, const Q5: bo
                 let alo = [vld1q_s8(pa), vld1q_s8(pa.add(16))];
                 let ahi = [vld1q_s8(pa.add(32)), vld1q_s8(pa.add(48))];
                 for r in 0..R {
-                    let t = vmlaq_n_s32(iacc[r][c], dot32::<DOT>(lo[r], alo), sc[r][2 * pp] as i32);
-                    iacc[r][c] = vmlaq_n_s32(t, dot32::<DOT>(hi[r], ahi), sc[r][2 * pp + 1] as i32);
+                    let (dl, dh) = (dot32::<DOT>(lo[r], alo), dot32::<DOT>(hi[r], ahi));
+                    iacc[r][c] = pair(iacc[r][c], dl, dh, sc[r][pp]);
                 }
             }
         }
@@ -130,15 +165,15 @@ unsafe fn tile_q4k<const R: usize, const C: usize, const DOT: bool, const Q5: bo
 
 /// Adds to each (weight row, activation row) accumulator the two
 /// 16-value dot products of the row's codes `q[r]` with the activation
-/// codes at `at`, times the row's pair of scales `s[r]` (Q2_K, Q3_K and
-/// Q6_K share this step).
+/// codes at `at`, times the row's pair of scales `s[r]` (`[s0, s0, s1,
+/// s1]`, see `pair`; Q2_K, Q3_K and Q6_K share this step).
 #[inline(always)]
 unsafe fn per16_acc<const R: usize, const C: usize, const DOT: bool>(
     ctx: &Ctx,
     i: usize,
     at: usize,
     q: &[[int8x16_t; 2]; R],
-    s: &[[i32; 2]; R],
+    s: &[int32x4_t; R],
     iacc: &mut [[int32x4_t; C]; R],
 ) {
     let k = ctx.nsb * QK_K;
@@ -146,21 +181,23 @@ unsafe fn per16_acc<const R: usize, const C: usize, const DOT: bool>(
         let pa = ctx.aq.add((i + c) * k + at);
         let a = [vld1q_s8(pa), vld1q_s8(pa.add(16))];
         for r in 0..R {
-            let t = vmlaq_n_s32(iacc[r][c], dot16::<DOT>(q[r][0], a[0]), s[r][0]);
-            iacc[r][c] = vmlaq_n_s32(t, dot16::<DOT>(q[r][1], a[1]), s[r][1]);
+            let (d0, d1) = (dot16::<DOT>(q[r][0], a[0]), dot16::<DOT>(q[r][1], a[1]));
+            iacc[r][c] = pair(iacc[r][c], d0, d1, s[r]);
         }
     }
 }
 
-/// `sum_k s[k] * bsum[k]` over a super-block's 16 per-16 activation sums
-/// at `bs`: the mins of Q2_K, the code offsets of Q3_K and Q6_K. Exact in
-/// i32 (|s| <= 127, |bsum| <= 16 * 127).
+/// A super-block's 16 scales (`lo`: the first 8) as `scale_pairs`, by
+/// half (`n`) and 32-value group (`g`).
 #[inline(always)]
-unsafe fn per16_weighted(s: &[i16; 16], bs: *const i16) -> i32 {
-    per16_weighted_v(vld1q_s16(s.as_ptr()), vld1q_s16(s.as_ptr().add(8)), bs)
+unsafe fn scale_pairs16(lo: int16x8_t, hi: int16x8_t) -> [[int32x4_t; 4]; 2] {
+    [scale_pairs(lo), scale_pairs(hi)]
 }
 
-/// `per16_weighted` of the weights in two vectors (`s0`: the first 8).
+/// `sum_k s[k] * bsum[k]` over a super-block's 16 per-16 activation sums
+/// at `bs`, the weights in two vectors (`s0`: the first 8): the mins of
+/// Q2_K, the code offsets of Q3_K and Q6_K. Exact in i32 (|s| <= 127,
+/// |bsum| <= 16 * 127).
 #[inline(always)]
 unsafe fn per16_weighted_v(s0: int16x8_t, s1: int16x8_t, bs: *const i16) -> i32 {
     let (b0, b1) = (vld1q_s16(bs), vld1q_s16(bs.add(8)));
@@ -179,14 +216,17 @@ unsafe fn tile_q6k<const R: usize, const C: usize, const DOT: bool>(ctx: &Ctx, j
         let mut blk = [std::ptr::null::<u8>(); R];
         let mut iacc = [[vdupq_n_s32(0); C]; R];
         let mut corr = [[0i32; C]; R];
+        let mut sc = [[[vdupq_n_s32(0); 4]; 2]; R];
         for r in 0..R {
             let p = ctx.w.add((j + r) * ctx.row_bytes + sb * 210);
             blk[r] = p;
             d[r] = f16_neon(p.add(208));
-            let scales: [i16; 16] = std::array::from_fn(|kk| *p.add(192 + kk) as i8 as i16);
+            let s8 = vld1q_s8(p.add(192) as *const i8);
+            let (s0, s1) = (vmovl_s8(vget_low_s8(s8)), vmovl_high_s8(s8));
+            sc[r] = scale_pairs16(s0, s1);
             for c in 0..C {
                 let bs = ctx.abs.add(((i + c) * nsb + sb) * 16);
-                corr[r][c] = per16_weighted(&scales, bs);
+                corr[r][c] = per16_weighted_v(s0, s1, bs);
             }
         }
         for n in 0..2 {
@@ -212,10 +252,7 @@ unsafe fn tile_q6k<const R: usize, const C: usize, const DOT: bool>(ctx: &Ctx, j
                         q[r][h] = vreinterpretq_s8_u8(vorrq_u8(low, high));
                     }
                 }
-                let s: [[i32; 2]; R] = std::array::from_fn(|r| {
-                    let at = |kk: usize| *blk[r].add(192 + kk) as i8 as i32;
-                    [at(8 * n + 2 * g), at(8 * n + 2 * g + 1)]
-                });
+                let s: [int32x4_t; R] = std::array::from_fn(|r| sc[r][n][g]);
                 let at = sb * QK_K + 128 * n + 32 * g;
                 per16_acc::<R, C, DOT>(ctx, i, at, &q, &s, &mut iacc);
             }
@@ -229,6 +266,21 @@ unsafe fn tile_q6k<const R: usize, const C: usize, const DOT: bool>(ctx: &Ctx, j
         }
     }
     store(ctx, j, i, &acc);
+}
+
+/// `iq4xs_scales` in a vector (the same values): the low 4 bits of scale
+/// `j` are nibble `j % 2` of byte `4 + j / 2`, the high 2 bits bits `2j`
+/// of the little-endian u16 at byte 2; less 32. (`iq4xs_scales` itself
+/// compiled to a lane insert per value.)
+#[inline(always)]
+unsafe fn iq4xs_scales_neon(b: *const u8) -> int16x8_t {
+    let v = vcreate_u8((b.add(4) as *const u32).read_unaligned() as u64);
+    let lo = vzip1_u8(vand_u8(v, vdup_n_u8(0x0F)), vshr_n_u8::<4>(v));
+    let h = vdupq_n_u16((b.add(2) as *const u16).read_unaligned());
+    const SHIFTS: [i16; 8] = [0, -2, -4, -6, -8, -10, -12, -14];
+    let hi = vandq_u16(vshlq_u16(h, vld1q_s16(SHIFTS.as_ptr())), vdupq_n_u16(3));
+    let s = vorrq_u16(vmovl_u8(lo), vshlq_n_u16::<4>(hi));
+    vsubq_s16(vreinterpretq_s16_u16(s), vdupq_n_s16(32))
 }
 
 /// IQ4_XS tile: the table values (|v| <= 127) by the activation codes,
@@ -246,27 +298,32 @@ unsafe fn tile_iq4xs<const R: usize, const C: usize, const DOT: bool>(
     let mut acc = [[0.0f32; C]; R];
     for sb in 0..nsb {
         let mut d = [0.0f32; R];
-        let mut sc = [[0i16; 8]; R];
+        let mut sc = [[vdupq_n_s32(0); 4]; R];
         let mut blk = [std::ptr::null::<u8>(); R];
         for r in 0..R {
             let p = ctx.w.add((j + r) * ctx.row_bytes + sb * 136);
-            let head = std::slice::from_raw_parts(p, 8);
-            (blk[r], d[r], sc[r]) = (p, f16_neon(p), iq4xs_scales(head));
+            (blk[r], d[r]) = (p, f16_neon(p));
+            sc[r] = scale_pairs(iq4xs_scales_neon(p));
         }
         let mut iacc = [[vdupq_n_s32(0); C]; R];
-        for t in 0..8 {
-            let mut v = [[vdupq_n_s8(0); 2]; R];
+        // Two 32-value sub-blocks (`t`, `t + 1`) per round, under one
+        // `pair` of their scales.
+        for tp in 0..4 {
+            let mut v = [[[vdupq_n_s8(0); 2]; 2]; R];
             for r in 0..R {
-                let q = vld1q_u8(blk[r].add(8 + 16 * t));
-                v[r][0] = vqtbl1q_s8(table, vandq_u8(q, vdupq_n_u8(0x0F)));
-                v[r][1] = vqtbl1q_s8(table, vshrq_n_u8::<4>(q));
+                for h in 0..2 {
+                    let q = vld1q_u8(blk[r].add(8 + 16 * (2 * tp + h)));
+                    v[r][h][0] = vqtbl1q_s8(table, vandq_u8(q, vdupq_n_u8(0x0F)));
+                    v[r][h][1] = vqtbl1q_s8(table, vshrq_n_u8::<4>(q));
+                }
             }
             for c in 0..C {
-                let pa = ctx.aq.add((i + c) * k + sb * QK_K + 32 * t);
-                let a = [vld1q_s8(pa), vld1q_s8(pa.add(16))];
+                let pa = ctx.aq.add((i + c) * k + sb * QK_K + 64 * tp);
+                let a0 = [vld1q_s8(pa), vld1q_s8(pa.add(16))];
+                let a1 = [vld1q_s8(pa.add(32)), vld1q_s8(pa.add(48))];
                 for r in 0..R {
-                    let dot = dot32::<DOT>(v[r], a);
-                    iacc[r][c] = vmlaq_n_s32(iacc[r][c], dot, sc[r][t] as i32);
+                    let (d0, d1) = (dot32::<DOT>(v[r][0], a0), dot32::<DOT>(v[r][1], a1));
+                    iacc[r][c] = pair(iacc[r][c], d0, d1, sc[r][tp]);
                 }
             }
         }
@@ -289,8 +346,15 @@ unsafe fn tile_q2k<const R: usize, const C: usize, const DOT: bool>(ctx: &Ctx, j
     for sb in 0..nsb {
         let mut blk = [std::ptr::null::<u8>(); R];
         let mut iacc = [[vdupq_n_s32(0); C]; R];
+        let mut sc = [[[vdupq_n_s32(0); 4]; 2]; R];
         for r in 0..R {
             blk[r] = ctx.w.add((j + r) * ctx.row_bytes + sb * 84);
+            // The sixteen 4-bit scales (low nibbles of the scale bytes).
+            let s = vandq_u8(vld1q_u8(blk[r]), vdupq_n_u8(0x0F));
+            sc[r] = scale_pairs16(
+                vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(s))),
+                vreinterpretq_s16_u16(vmovl_high_u8(s)),
+            );
         }
         for n in 0..2 {
             for g in 0..4 {
@@ -307,10 +371,7 @@ unsafe fn tile_q2k<const R: usize, const C: usize, const DOT: bool>(ctx: &Ctx, j
                         q[r][h] = vreinterpretq_s8_u8(vandq_u8(c, vdupq_n_u8(3)));
                     }
                 }
-                let s: [[i32; 2]; R] = std::array::from_fn(|r| {
-                    let at = |kk: usize| (*blk[r].add(kk) & 0x0F) as i32;
-                    [at(8 * n + 2 * g), at(8 * n + 2 * g + 1)]
-                });
+                let s: [int32x4_t; R] = std::array::from_fn(|r| sc[r][n][g]);
                 let at = sb * QK_K + 128 * n + 32 * g;
                 per16_acc::<R, C, DOT>(ctx, i, at, &q, &s, &mut iacc);
             }
@@ -361,7 +422,7 @@ unsafe fn tile_q3k<const R: usize, const C: usize, const DOT: bool>(ctx: &Ctx, j
     let mut acc = [[0.0f32; C]; R];
     for sb in 0..nsb {
         let mut d = [0.0f32; R];
-        let mut sc = [[0i16; 16]; R];
+        let mut sc = [[[vdupq_n_s32(0); 4]; 2]; R];
         let mut blk = [std::ptr::null::<u8>(); R];
         let mut iacc = [[vdupq_n_s32(0); C]; R];
         let mut corr = [[0i32; C]; R];
@@ -370,8 +431,7 @@ unsafe fn tile_q3k<const R: usize, const C: usize, const DOT: bool>(ctx: &Ctx, j
             blk[r] = p;
             d[r] = f16_neon(p.add(108));
             let (s0, s1) = q3k_scales_neon(p.add(96));
-            vst1q_s16(sc[r].as_mut_ptr(), s0);
-            vst1q_s16(sc[r].as_mut_ptr().add(8), s1);
+            sc[r] = scale_pairs16(s0, s1);
             for c in 0..C {
                 let bs = ctx.abs.add(((i + c) * nsb + sb) * 16);
                 corr[r][c] = per16_weighted_v(s0, s1, bs);
@@ -384,16 +444,15 @@ unsafe fn tile_q3k<const R: usize, const C: usize, const DOT: bool>(ctx: &Ctx, j
                     for h in 0..2 {
                         let b = vld1q_u8(blk[r].add(32 + 32 * n + 16 * h));
                         let m = vld1q_u8(blk[r].add(16 * h));
+                        // Bits 0-1: the low code bits (the rest shifted
+                        // out by the insert below); bit 2: the high bit.
                         let low = vshlq_u8(b, vdupq_n_s8(-(2 * g as i8)));
                         let high = vshlq_u8(m, vdupq_n_s8(-((4 * n + g) as i8)));
-                        let low = vandq_u8(low, vdupq_n_u8(3));
-                        let high = vshlq_n_u8::<2>(vandq_u8(high, vdupq_n_u8(1)));
-                        q[r][h] = vreinterpretq_s8_u8(vorrq_u8(low, high));
+                        let high = vandq_u8(high, vdupq_n_u8(1));
+                        q[r][h] = vreinterpretq_s8_u8(vsliq_n_u8::<2>(low, high));
                     }
                 }
-                let s: [[i32; 2]; R] = std::array::from_fn(|r| {
-                    [sc[r][8 * n + 2 * g] as i32, sc[r][8 * n + 2 * g + 1] as i32]
-                });
+                let s: [int32x4_t; R] = std::array::from_fn(|r| sc[r][n][g]);
                 let at = sb * QK_K + 128 * n + 32 * g;
                 per16_acc::<R, C, DOT>(ctx, i, at, &q, &s, &mut iacc);
             }
