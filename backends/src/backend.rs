@@ -42,9 +42,10 @@ pub trait Backend: Send + Sync {
         false
     }
 
-    /// Runs `op` writing its f32 result into `out` (zero-filled, exactly
-    /// the result's length) instead of a new buffer; `false` when this
-    /// backend has no such path for `op` (the caller then uses `run`).
+    /// Runs `op` writing its f32 result into `out` (exactly the result's
+    /// length, holding anything: every value must be written, none read)
+    /// instead of a new buffer; `false` when this backend has no such path
+    /// for `op` (the caller then uses `run`).
     fn run_into(&self, op: &Op, inputs: &[&Tensor], out: &mut [f32]) -> Result<bool> {
         let _ = (op, inputs, out);
         Ok(false)

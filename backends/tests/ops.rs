@@ -336,7 +336,9 @@ fn every_op_runs_on_cpu_with_the_right_answer() {
 }
 
 /// `run_into` (a compiled graph's arena) gives exactly `run`'s values for
-/// every op it serves, and says no for the others.
+/// every op it serves, and says no for the others. The buffer starts as
+/// NaN: the arena is not zeroed, so an op must write every value and read
+/// none.
 #[test]
 fn run_into_equals_run() {
     let mut served = 0;
@@ -344,7 +346,7 @@ fn run_into_equals_run() {
         let refs: Vec<&Tensor> = case.inputs.iter().collect();
         let want = CpuBackend.run(&case.op, &refs).expect("run");
         let meta = mllm_backends::TensorMeta::of(&want);
-        let mut out = vec![0.0f32; want.numel()];
+        let mut out = vec![f32::NAN; want.numel()];
         let wrote = CpuBackend
             .run_into(&case.op, &refs, &mut out)
             .unwrap_or_else(|e| panic!("{}: {e}", case.op.name()));
