@@ -96,6 +96,32 @@ fn quantize_row(x: &[f32], q: &mut [i8], d: &mut [f32], s: &mut [i32]) {
     quantize_row_scalar(x, q, d, s);
 }
 
+/// One row of 256-value blocks (`ActQ8K`): codes, scales and the codes'
+/// sums per 16; AVX-512 where the CPU has it (the scalar loop, whose
+/// NaN-skipping maximum does not vectorize, took ~4.5% of a Qwen3-0.6B
+/// IQ4_XS prefill). The same bits either way, as for `quantize_row`.
+fn quantize_row_k(x: &[f32], q: &mut [i8], d: &mut [f32], bs: &mut [i16]) {
+    #[cfg(target_arch = "x86_64")]
+    if super::Isa::allows_avx512() {
+        // SAFETY: features checked; `x`, `q` are whole blocks, `d` one
+        // value per block and `bs` sixteen (the caller's chunking).
+        unsafe { x86::quantize_row_k(x, q, d, bs) };
+        return;
+    }
+    quantize_row_k_scalar(x, q, d, bs);
+}
+
+fn quantize_row_k_scalar(x: &[f32], q: &mut [i8], d: &mut [f32], bs: &mut [i16]) {
+    let (xs, qs) = (x.as_chunks::<QK_K>().0, q.as_chunks_mut::<QK_K>().0);
+    for (b, (x, q)) in xs.iter().zip(qs).enumerate() {
+        d[b] = quantize_block(x, q);
+        for (s, q) in bs[16 * b..16 * b + 16].iter_mut().zip(q.chunks_exact(16)) {
+            // |sum| <= 16 * 127, well inside i16.
+            *s = q.iter().map(|&v| v as i16).sum();
+        }
+    }
+}
+
 fn quantize_row_scalar(x: &[f32], q: &mut [i8], d: &mut [f32], s: &mut [i32]) {
     let (xs, qs) = (x.as_chunks::<QK>().0, q.as_chunks_mut::<QK>().0);
     for (b, (x, q)) in xs.iter().zip(qs).enumerate() {
@@ -108,7 +134,7 @@ fn quantize_row_scalar(x: &[f32], q: &mut [i8], d: &mut [f32], s: &mut [i32]) {
 mod x86 {
     use std::arch::x86_64::*;
 
-    use crate::quant::QK;
+    use crate::quant::{QK, QK_K};
 
     #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
     pub(super) unsafe fn quantize_row(x: &[f32], q: &mut [i8], d: &mut [f32], s: &mut [i32]) {
@@ -146,6 +172,39 @@ mod x86 {
             _mm_storeu_si128(out.add(1), _mm512_cvtsepi32_epi8(c1));
             d[b] = db;
             s[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(c0, c1));
+        }
+    }
+
+    /// `quantize_row_k` with AVX-512: `quantize_row`'s steps on the
+    /// sixteen vectors of a 256-value block, and each vector's code sum.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    pub(super) unsafe fn quantize_row_k(x: &[f32], q: &mut [i8], d: &mut [f32], bs: &mut [i16]) {
+        let nb = x.len() / QK_K;
+        assert!(q.len() == x.len() && d.len() >= nb && bs.len() >= 16 * nb);
+        let abs = _mm512_set1_epi32(0x7FFF_FFFF);
+        let (lo, hi) = (_mm512_set1_ps(-128.0), _mm512_set1_ps(127.0));
+        for b in 0..nb {
+            let p = x.as_ptr().add(b * QK_K);
+            // max(x, acc) returns acc where x is NaN, as `f32::max` skips it.
+            let mut m = _mm512_setzero_ps();
+            for g in 0..16 {
+                let v = _mm512_castps_si512(_mm512_loadu_ps(p.add(16 * g)));
+                m = _mm512_max_ps(_mm512_castsi512_ps(_mm512_and_si512(v, abs)), m);
+            }
+            let db = _mm512_reduce_max_ps(m) / 127.0;
+            let id = if db != 0.0 { 1.0 / db } else { 0.0 };
+            let idv = _mm512_set1_ps(id);
+            for g in 0..16 {
+                // As `quantize_row`: clamped (an infinite product
+                // saturates), NaN to 0, rounded to nearest even.
+                let y = _mm512_mul_ps(_mm512_loadu_ps(p.add(16 * g)), idv);
+                let ok = _mm512_cmp_ps_mask::<_CMP_ORD_Q>(y, y);
+                let c = _mm512_maskz_cvtps_epi32(ok, _mm512_min_ps(_mm512_max_ps(y, lo), hi));
+                let out = q.as_mut_ptr().add(b * QK_K + 16 * g) as *mut __m128i;
+                _mm_storeu_si128(out, _mm512_cvtsepi32_epi8(c));
+                bs[16 * b + g] = _mm512_reduce_add_epi32(c) as i16;
+            }
+            d[b] = db;
         }
     }
 
@@ -260,16 +319,7 @@ impl ActQ8K {
         refill(&mut self.qs, m * k, 0);
         refill(&mut self.d, m * nb, 0.0);
         refill(&mut self.bsums, m * k / 16, 0);
-        let row = |((x, q), (d, bs)): RowParts<i16>| {
-            let (xs, qs) = (x.as_chunks::<QK_K>().0, q.as_chunks_mut::<QK_K>().0);
-            for (b, (x, q)) in xs.iter().zip(qs).enumerate() {
-                d[b] = quantize_block(x, q);
-                for (s, q) in bs[16 * b..16 * b + 16].iter_mut().zip(q.chunks_exact(16)) {
-                    // |sum| <= 16 * 127, well inside i16.
-                    *s = q.iter().map(|&v| v as i16).sum();
-                }
-            }
-        };
+        let row = |((x, q), (d, bs)): RowParts<i16>| quantize_row_k(x, q, d, bs);
         if k == 0 {
             return;
         }
@@ -408,6 +458,31 @@ mod tests {
                 proptest::prop_assert_eq!(&s2, &s);
                 proptest::prop_assert!(d2.iter().zip(&d).all(|(a, b)| a.to_bits() == b.to_bits()));
             }
+        }
+    }
+
+    proptest::proptest! {
+        /// `quantize_row_k` (AVX-512 where this CPU has it) gives the
+        /// scalar row's bits, with the specials of the 32-value test.
+        #[test]
+        fn k_rows_are_bit_identical(nb in 0usize..4, seed in proptest::prelude::any::<u64>(),
+                                    specials in proptest::collection::vec((0usize..1024, 0usize..8), 0..12)) {
+            let k = nb * QK_K;
+            let mut x = vec_f32(seed, k);
+            for (i, kind) in specials {
+                if i < k {
+                    x[i] = [0.0, f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 2.5, -1e30, 1e-44, -3e-45][kind];
+                }
+            }
+            if nb > 1 {
+                x[QK_K..2 * QK_K].iter_mut().enumerate().for_each(|(j, v)| *v = (j as f32 - 128.0) * 1e-45);
+            }
+            let run = |f: fn(&[f32], &mut [i8], &mut [f32], &mut [i16])| {
+                let (mut q, mut d, mut s) = (vec![0i8; k], vec![0f32; nb], vec![0i16; 16 * nb]);
+                f(&x, &mut q, &mut d, &mut s);
+                (q, d.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), s)
+            };
+            proptest::prop_assert_eq!(run(quantize_row_k), run(quantize_row_k_scalar));
         }
     }
 
