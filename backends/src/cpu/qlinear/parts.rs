@@ -201,6 +201,11 @@ fn dispatch(
         // m = 1 that is the part's offset plus j0 in `out`).
         let part = unsafe { std::slice::from_raw_parts_mut(dst.get().add(m * g0), m * nr) };
         if m > 1 {
+            // Not for the values (every kernel stores all of its outputs)
+            // but for speed: writing the block first brings it into this
+            // core's cache before the kernel's scattered row stores.
+            // Without it a Qwen3-0.6B Q4_K_M pp512 ran 5-8% slower
+            // (alternating runs, 2026-12-06).
             part.fill(0.0);
         }
         gemm(isa, p, wc, nr, s, x, k, part);
