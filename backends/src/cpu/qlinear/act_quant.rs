@@ -461,6 +461,9 @@ mod tests {
         }
     }
 
+    /// A 256-value row quantizer (`quantize_row_k` and its scalar twin).
+    type KRowFn = fn(&[f32], &mut [i8], &mut [f32], &mut [i16]);
+
     proptest::proptest! {
         /// `quantize_row_k` (AVX-512 where this CPU has it) gives the
         /// scalar row's bits, with the specials of the 32-value test.
@@ -477,7 +480,7 @@ mod tests {
             if nb > 1 {
                 x[QK_K..2 * QK_K].iter_mut().enumerate().for_each(|(j, v)| *v = (j as f32 - 128.0) * 1e-45);
             }
-            let run = |f: fn(&[f32], &mut [i8], &mut [f32], &mut [i16])| {
+            let run = |f: KRowFn| {
                 let (mut q, mut d, mut s) = (vec![0i8; k], vec![0f32; nb], vec![0i16; 16 * nb]);
                 f(&x, &mut q, &mut d, &mut s);
                 (q, d.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), s)
