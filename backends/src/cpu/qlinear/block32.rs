@@ -396,12 +396,11 @@ mod neon {
     /// fields, converted inline).
     #[inline(always)]
     unsafe fn dm_neon<B: Block32>(p: *const u8) -> (f32, f32) {
-        let m = if B::HAS_MIN {
-            super::f16_neon(p.add(2))
+        if B::HAS_MIN {
+            super::f16x2_neon(p)
         } else {
-            0.0
-        };
-        (super::f16_neon(p), m)
+            (super::f16_neon(p), 0.0)
+        }
     }
 
     /// One block of an R x C tile into the sums `acc` (see x86).
@@ -580,4 +579,4 @@ mod neon {
 }
 
 #[cfg(target_arch = "aarch64")]
-pub(super) use super::neon_dot::{dot_s8, f16_neon, nibbles_neon, sdot};
+pub(super) use super::neon_dot::{dot_s8, f16_neon, f16x2_neon, nibbles_neon, sdot};
