@@ -433,6 +433,36 @@ mod tests {
         v
     }
 
+    /// A random row of `nb` blocks of `block` values with zeros, ties,
+    /// huge, tiny and non-finite values at `specials` (index, kind), and
+    /// its second block all subnormals (the scale's inverse overflows).
+    fn special_row(seed: u64, nb: usize, block: usize, specials: &[(usize, usize)]) -> Vec<f32> {
+        let k = nb * block;
+        let mut x = vec_f32(seed, k);
+        for &(i, kind) in specials {
+            if i < k {
+                x[i] = [
+                    0.0,
+                    f32::NAN,
+                    f32::INFINITY,
+                    f32::NEG_INFINITY,
+                    2.5,
+                    -1e30,
+                    1e-44,
+                    -3e-45,
+                ][kind];
+            }
+        }
+        if nb > 1 {
+            let half = block as f32 / 2.0;
+            x[block..2 * block]
+                .iter_mut()
+                .enumerate()
+                .for_each(|(j, v)| *v = (j as f32 - half) * 1e-45);
+        }
+        x
+    }
+
     proptest::proptest! {
         /// The SIMD rows give the scalar row's bits on random rows of any
         /// whole number of blocks, with zeros, ties, huge, tiny (subnormal
@@ -441,16 +471,7 @@ mod tests {
         fn simd_rows_are_bit_identical(nb in 0usize..9, seed in proptest::prelude::any::<u64>(),
                                        specials in proptest::collection::vec((0usize..288, 0usize..8), 0..12)) {
             let k = nb * QK;
-            let mut x = vec_f32(seed, k);
-            for (i, kind) in specials {
-                if i < k {
-                    x[i] = [0.0, f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 2.5, -1e30, 1e-44, -3e-45][kind];
-                }
-            }
-            // A whole block of subnormals: its scale's inverse overflows.
-            if nb > 1 {
-                x[QK..2 * QK].iter_mut().enumerate().for_each(|(j, v)| *v = (j as f32 - 16.0) * 1e-45);
-            }
+            let x = special_row(seed, nb, QK, &specials);
             let (mut q, mut d, mut s) = (vec![0i8; k], vec![0f32; nb], vec![0i32; nb]);
             quantize_row_scalar(&x, &mut q, &mut d, &mut s);
             for (q2, d2, s2) in simd_paths(&x) {
@@ -471,15 +492,7 @@ mod tests {
         fn k_rows_are_bit_identical(nb in 0usize..4, seed in proptest::prelude::any::<u64>(),
                                     specials in proptest::collection::vec((0usize..1024, 0usize..8), 0..12)) {
             let k = nb * QK_K;
-            let mut x = vec_f32(seed, k);
-            for (i, kind) in specials {
-                if i < k {
-                    x[i] = [0.0, f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 2.5, -1e30, 1e-44, -3e-45][kind];
-                }
-            }
-            if nb > 1 {
-                x[QK_K..2 * QK_K].iter_mut().enumerate().for_each(|(j, v)| *v = (j as f32 - 128.0) * 1e-45);
-            }
+            let x = special_row(seed, nb, QK_K, &specials);
             let run = |f: KRowFn| {
                 let (mut q, mut d, mut s) = (vec![0i8; k], vec![0f32; nb], vec![0i16; 16 * nb]);
                 f(&x, &mut q, &mut d, &mut s);
