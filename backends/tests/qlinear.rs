@@ -285,6 +285,66 @@ fn k_quant_prefill_tiles_match_the_twin() {
 }
 
 #[test]
+fn merged_parts_write_their_own_columns() {
+    // K-quant parts of a merged linear write their columns of the whole
+    // output in place (the output's width apart); the others stage and
+    // copy. Each part's block must equal its own linear, from a NaN
+    // buffer, on the serial and the parallel path, with m on both sides
+    // of the 16-row panels' minimum.
+    let k = 512;
+    let tys = [
+        QuantType::Q4_K,
+        QuantType::Q8_0,
+        QuantType::Q6_K,
+        QuantType::IQ4_XS,
+    ];
+    let ns = [203, 77, 130, 48];
+    let ws: Vec<Vec<u8>> = tys
+        .iter()
+        .zip(ns)
+        .enumerate()
+        .map(|(i, (&ty, n))| weight(ty, n, k, 90 + i as u64))
+        .collect();
+    for m in [1, 3, 9, 20, 130] {
+        let x = vals(m as u64, m * k);
+        let parts: Vec<qlinear::Part> = tys
+            .iter()
+            .zip(ns)
+            .zip(&ws)
+            .map(|((&ty, n), w)| qlinear::Part { w, ty, n })
+            .collect();
+        let total: usize = ns.iter().sum();
+        let mut out = vec![f32::NAN; m * total];
+        qlinear::linear_parts_into(&x, m, k, &parts, &mut out).unwrap();
+        let mut at = 0;
+        for p in &parts {
+            let mut alone = vec![f32::NAN; m * p.n];
+            qlinear::linear_into_with(Isa::best(), &x, m, k, p.w, p.ty, p.n, None, &mut alone)
+                .unwrap();
+            let twin = qlinear::linear_with(Isa::Scalar, &x, m, k, p.w, p.ty, p.n, None).unwrap();
+            for (idx, ((a, b), t)) in out[at..at + m * p.n]
+                .iter()
+                .zip(&alone)
+                .zip(&twin)
+                .enumerate()
+            {
+                assert!(
+                    a.to_bits() == b.to_bits(),
+                    "{} m={m}: merged[{idx}] = {a}, alone {b}",
+                    p.ty
+                );
+                assert!(
+                    a.is_finite() && (!bit_exact(p.ty) || a.to_bits() == t.to_bits()),
+                    "{} m={m}: merged[{idx}] = {a}, twin {t}",
+                    p.ty
+                );
+            }
+            at += m * p.n;
+        }
+    }
+}
+
+#[test]
 fn reports_the_paths_this_cpu_runs() {
     let avail = Isa::available();
     assert_eq!(avail[0], Isa::Scalar);

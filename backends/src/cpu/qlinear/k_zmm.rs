@@ -138,7 +138,7 @@ unsafe fn tile<const R: usize, const C: usize>(ctx: &Ctx, j: usize, i: usize) {
     }
     for r in 0..R {
         for c in 0..C {
-            *ctx.out.add((i + c) * ctx.nr + j + r) = acc[r][c];
+            *ctx.out.add((i + c) * ctx.ldo + j + r) = acc[r][c];
         }
     }
 }

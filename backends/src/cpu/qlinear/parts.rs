@@ -68,12 +68,15 @@ fn gemm(
         QuantType::Q4_0 => block32::gemm::<q4_0::Q4_0>(isa, w, nr, &s.q8, out),
         QuantType::Q4_1 => block32::gemm::<q4_1::Q4_1>(isa, w, nr, &s.q8, out),
         QuantType::Q8_0 => block32::gemm::<q8_0::Q8_0>(isa, w, nr, &s.q8, out),
-        QuantType::Q4_K => k_quants::gemm(k_quants::Kind::Q4K, isa, w, nr, &s.q8k, out),
-        QuantType::Q5_K => k_quants::gemm(k_quants::Kind::Q5K, isa, w, nr, &s.q8k, out),
-        QuantType::Q6_K => k_quants::gemm(k_quants::Kind::Q6K, isa, w, nr, &s.q8k, out),
-        QuantType::IQ4_XS => k_quants::gemm(k_quants::Kind::IQ4XS, isa, w, nr, &s.q8k, out),
-        QuantType::Q2_K => k_quants::gemm(k_quants::Kind::Q2K, isa, w, nr, &s.q8k, out),
-        QuantType::Q3_K => k_quants::gemm(k_quants::Kind::Q3K, isa, w, nr, &s.q8k, out),
+        QuantType::Q4_K
+        | QuantType::Q5_K
+        | QuantType::Q6_K
+        | QuantType::IQ4_XS
+        | QuantType::Q2_K
+        | QuantType::Q3_K => {
+            let kind = k_quants::Kind::of(p.ty).expect("a K-quant type");
+            k_quants::gemm(kind, isa, w, nr, &s.q8k, out)
+        }
         QuantType::Q5_0 => block32::gemm::<q5::Q5_0>(isa, w, nr, &s.q8, out),
         QuantType::Q5_1 => block32::gemm::<q5::Q5_1>(isa, w, nr, &s.q8, out),
         QuantType::IQ4_NL => block32::gemm::<iq4_nl::IQ4NL>(isa, w, nr, &s.q8, out),
@@ -179,8 +182,10 @@ fn dispatch(
         unreachable!("task index past the last part")
     };
     // The staging buffer only grows: each task zeroes its own block (as a
-    // fresh buffer would be) before its kernel writes it.
-    if m > 1 && staged.len() < m * total {
+    // fresh buffer would be) before its kernel writes it. K-quant parts
+    // write in place and need none.
+    let in_place = |p: &Part| k_quants::Kind::of(p.ty).is_some();
+    if m > 1 && !parts.iter().all(in_place) && staged.len() < m * total {
         staged.resize(m * total, 0.0);
     }
     let dst = SendPtr(if m == 1 {
@@ -197,6 +202,19 @@ fn dispatch(
         let nr = tr.min(p.n - j0);
         let rb = p.row_bytes(k);
         let wc = &p.w[j0 * rb..(j0 + nr) * rb];
+        if m > 1 && in_place(p) {
+            if let Some(kind) = k_quants::Kind::of(p.ty) {
+                // K-quants write their columns of `out` in place. SAFETY:
+                // rows `j0..j0 + nr` of the part, whose `[m][p.n]` block
+                // starts at `m * (g0 - j0)`: cells no other task touches,
+                // inside `out` (checked above).
+                unsafe {
+                    let at = out_ptr.get().add(m * (g0 - j0) + j0);
+                    k_quants::gemm_strided(kind, isa, wc, nr, &s.q8k, at, p.n);
+                }
+                return;
+            }
+        }
         // Tasks write disjoint ranges: `m * g0 ..` of `m * nr` values (with
         // m = 1 that is the part's offset plus j0 in `out`).
         let part = unsafe { std::slice::from_raw_parts_mut(dst.get().add(m * g0), m * nr) };

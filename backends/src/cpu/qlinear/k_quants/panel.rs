@@ -280,7 +280,7 @@ unsafe fn tile<const VNNI: bool>(kind: Kind, ctx: &Ctx, panel: &[Sb], j: usize, 
     _mm256_storeu_ps(out.as_mut_ptr(), facc);
     for r in 0..R {
         for c in 0..C {
-            *ctx.out.add((i + c) * ctx.nr + j + r) = out[r * C + c];
+            *ctx.out.add((i + c) * ctx.ldo + j + r) = out[r * C + c];
         }
     }
 }
