@@ -285,6 +285,45 @@ unsafe fn tile<const VNNI: bool>(kind: Kind, ctx: &Ctx, panel: &[Sb], j: usize, 
     }
 }
 
+/// The weight bytes of one panel, prefetched in `parts` slices of cache
+/// lines while the panel before it computes: `build` reads a panel's rows
+/// in an order the hardware prefetchers do not follow.
+pub(super) struct Ahead {
+    base: *const u8,
+    lines: usize,
+    parts: usize,
+}
+
+impl Ahead {
+    /// Rows `next..next + rows` of `ctx`, or nothing.
+    pub(super) fn new(ctx: &Ctx, next: Option<usize>, rows: usize, parts: usize) -> Ahead {
+        match next {
+            Some(j) => Ahead {
+                base: ctx.w.wrapping_add(j * ctx.row_bytes),
+                lines: (rows * ctx.row_bytes).div_ceil(64),
+                parts: parts.max(1),
+            },
+            None => Ahead {
+                base: ctx.w,
+                lines: 0,
+                parts: 1,
+            },
+        }
+    }
+
+    /// Prefetches slice `t` of `parts` (a prefetch never faults).
+    #[inline(always)]
+    pub(super) unsafe fn slice(&self, t: usize) {
+        let (a, b) = (
+            t * self.lines / self.parts,
+            (t + 1) * self.lines / self.parts,
+        );
+        for line in a..b.min(self.lines) {
+            _mm_prefetch::<_MM_HINT_T0>(self.base.wrapping_add(64 * line) as *const i8);
+        }
+    }
+}
+
 /// `ctx.out [m][nr]` for all `nr` weight rows: panels of four rows with
 /// two-row tiles; the rows a panel or tile leaves over go to the plain
 /// tiles (which give the same bits).
@@ -296,8 +335,15 @@ unsafe fn run<const VNNI: bool>(kind: Kind, ctx: &Ctx, nr: usize, m: usize) {
         let i1 = (i0 + MB).min(m);
         for j in (0..whole).step_by(R) {
             build(kind, ctx, j, &mut panel);
+            let next = if j + R < whole {
+                Some(j + R)
+            } else {
+                (i1 < m).then_some(0)
+            };
+            let ahead = Ahead::new(ctx, next, R, (i1 - i0) / C);
             let mut i = i0;
             while i + C <= i1 {
+                ahead.slice((i - i0) / C);
                 tile::<VNNI>(kind, ctx, &panel, j, i);
                 i += C;
             }

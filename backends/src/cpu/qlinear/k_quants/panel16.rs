@@ -25,7 +25,7 @@
 
 use std::arch::x86_64::*;
 
-use super::panel::{self, Sb};
+use super::panel::{self, Ahead, Sb};
 use super::{Ctx, Kind};
 use crate::quant::QK_K;
 
@@ -204,44 +204,6 @@ unsafe fn tile<const N: usize, const PER32: bool>(
     }
 }
 
-/// The weight bytes of one panel (sixteen rows), prefetched in `parts`
-/// slices of cache lines.
-struct Ahead {
-    base: *const u8,
-    lines: usize,
-    parts: usize,
-}
-
-impl Ahead {
-    /// Rows `next..next + R` of `ctx`, or nothing.
-    fn new(ctx: &Ctx, next: Option<usize>, parts: usize) -> Ahead {
-        match next {
-            Some(j) => Ahead {
-                base: ctx.w.wrapping_add(j * ctx.row_bytes),
-                lines: (R * ctx.row_bytes).div_ceil(64),
-                parts: parts.max(1),
-            },
-            None => Ahead {
-                base: ctx.w,
-                lines: 0,
-                parts: 1,
-            },
-        }
-    }
-
-    /// Prefetches slice `t` of `parts` (a prefetch never faults).
-    #[inline(always)]
-    unsafe fn slice(&self, t: usize) {
-        let (a, b) = (
-            t * self.lines / self.parts,
-            (t + 1) * self.lines / self.parts,
-        );
-        for line in a..b.min(self.lines) {
-            _mm_prefetch::<_MM_HINT_T0>(self.base.wrapping_add(64 * line) as *const i8);
-        }
-    }
-}
-
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
 unsafe fn run(kind: Kind, ctx: &Ctx, nr: usize, m: usize) {
     // The panels are kept per thread: zeroing them for every call was ~3%
@@ -263,7 +225,7 @@ unsafe fn run(kind: Kind, ctx: &Ctx, nr: usize, m: usize) {
             } else {
                 (i1 < m).then_some(0)
             };
-            let ahead = Ahead::new(ctx, next, (i1 - i0) / C);
+            let ahead = Ahead::new(ctx, next, R, (i1 - i0) / C);
             let mut i = i0;
             if matches!(kind, Kind::Q4K | Kind::Q5K | Kind::IQ4XS) {
                 while i + C <= i1 {
