@@ -19,7 +19,7 @@
 //! Decode hides the chain's latency with two weight rows per tile instead.
 
 use super::act_quant::ActQ8;
-use super::{drive, Isa};
+use super::{drive, Isa, Out};
 use crate::quant::QK;
 
 /// A 32-value ggml block as the kernels see it. The methods are
@@ -96,7 +96,7 @@ pub(super) fn vec_dot<B: Block32>(w: &[u8], act: &ActQ8, i: usize) -> f32 {
 }
 
 /// Everything a tile needs: weight rows (`row_bytes` apart), the quantized
-/// activations and the output `[m][nr]`.
+/// activations and the output `[m][nr]`, rows `ldo` apart.
 pub(super) struct Ctx {
     pub(super) w: *const u8,
     pub(super) row_bytes: usize,
@@ -105,7 +105,10 @@ pub(super) struct Ctx {
     pub(super) ad: *const f32,
     pub(super) asum: *const i32,
     pub(super) out: *mut f32,
+    /// Weight rows (the x86 x16 tiles walk their groups by it).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     pub(super) nr: usize,
+    pub(super) ldo: usize,
     /// Activation rows of the whole step (how often a weight is read; the
     /// x86 tiles' prefetch distance).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
@@ -140,10 +143,14 @@ pub(super) use tile_table;
 
 /// `out [m][nr] = act [m, k] . w [nr, k]^T` for weight rows `w`
 /// (`nr` whole rows) with the kernels of `isa`.
-pub(super) fn gemm<B: Block32>(isa: Isa, w: &[u8], nr: usize, act: &ActQ8, out: &mut [f32]) {
+///
+/// # Safety
+/// `out` must be valid for writes of every cell `[i < m][j < nr]` that no
+/// other thread makes or reads during the call.
+pub(super) unsafe fn gemm<B: Block32>(isa: Isa, w: &[u8], nr: usize, act: &ActQ8, out: Out) {
     let (m, nb) = (act.m, act.blocks_per_row());
     let row_bytes = nb * B::SIZE;
-    assert!(w.len() == nr * row_bytes && out.len() == m * nr);
+    assert!(w.len() == nr * row_bytes && out.ld >= nr);
     let ctx = Ctx {
         w: w.as_ptr(),
         row_bytes,
@@ -151,13 +158,14 @@ pub(super) fn gemm<B: Block32>(isa: Isa, w: &[u8], nr: usize, act: &ActQ8, out: 
         aq: act.qs.as_ptr(),
         ad: act.d.as_ptr(),
         asum: act.sum.as_ptr(),
-        out: out.as_mut_ptr(),
+        out: out.ptr,
         nr,
+        ldo: out.ld,
         m,
     };
-    // SAFETY (all arms): the tiles read rows j..j+R < nr of `w`, rows
-    // i..i+C < m of the activations and write those cells of `out`, whose
-    // sizes were checked above; `isa` was detected on this machine.
+    // SAFETY (all arms): the tiles read rows j..j+R < nr of `w` (checked
+    // above), rows i..i+C < m of the activations and write those cells of
+    // `out` (the caller's); `isa` was detected on this machine.
     // Decode (a few activation rows): two weight rows per tile, whose
     // two multiply-add chains per activation row hide each other's
     // latency (every output sums in one chain: row invariance); tiles of 4
@@ -191,7 +199,7 @@ pub(super) fn gemm<B: Block32>(isa: Isa, w: &[u8], nr: usize, act: &ActQ8, out: 
             for j in 0..nr {
                 let row = &w[j * row_bytes..(j + 1) * row_bytes];
                 for i in 0..m {
-                    out[i * nr + j] = vec_dot::<B>(row, act, i);
+                    *out.at(i, j) = vec_dot::<B>(row, act, i);
                 }
             }
         }
@@ -286,7 +294,7 @@ mod x86 {
         }
         for r in 0..R {
             for c in 0..C {
-                *ctx.out.add((i + c) * ctx.nr + j + r) = hsum(acc[r][c]) + acc_min[r][c];
+                *ctx.out.add((i + c) * ctx.ldo + j + r) = hsum(acc[r][c]) + acc_min[r][c];
             }
         }
     }
@@ -455,7 +463,7 @@ mod neon {
         }
         for r in 0..R {
             for c in 0..C {
-                *ctx.out.add((i + c) * ctx.nr + j + r) = vaddvq_f32(acc[r][c]) + acc_min[r][c];
+                *ctx.out.add((i + c) * ctx.ldo + j + r) = vaddvq_f32(acc[r][c]) + acc_min[r][c];
             }
         }
     }
@@ -546,7 +554,7 @@ mod neon {
         vst1q_f32(f.as_mut_ptr(), facc);
         for r in 0..2 {
             for c in 0..2 {
-                *ctx.out.add((i + c) * ctx.nr + j + r) = f[r * 2 + c] + acc_min[r * 2 + c];
+                *ctx.out.add((i + c) * ctx.ldo + j + r) = f[r * 2 + c] + acc_min[r * 2 + c];
             }
         }
     }

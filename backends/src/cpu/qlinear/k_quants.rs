@@ -27,7 +27,7 @@
 //! all paths agree bit for bit.
 
 use super::act_quant::ActQ8K;
-use super::{drive, Isa, Tile};
+use super::{drive, Isa, Out, Tile};
 use crate::quant::iq4::{BlockIQ4XS, KVALUES_IQ4NL};
 use crate::quant::k_quants::{scale_min_k4, K_SCALE_SIZE};
 use crate::quant::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, QuantType, QK_K};
@@ -280,9 +280,7 @@ pub(super) struct Ctx {
     pub(super) ad: *const f32,
     pub(super) abs: *const i16,
     pub(super) out: *mut f32,
-    /// Values from one activation row's outputs to the next: the call's
-    /// row count, or the whole output's width when a task writes its
-    /// columns of a wider product in place (`gemm_strided`).
+    /// Values from one activation row's outputs to the next (`Out::ld`).
     pub(super) ldo: usize,
 }
 
@@ -343,35 +341,14 @@ impl Kind {
 }
 
 /// `out [m][nr] = act [m, k] . w [nr, k]^T` for `nr` whole weight rows.
-pub(super) fn gemm(kind: Kind, isa: Isa, w: &[u8], nr: usize, act: &ActQ8K, out: &mut [f32]) {
-    assert!(
-        out.len() == act.m * nr,
-        "k_quants::gemm: output is not m x nr"
-    );
-    // SAFETY: `out` holds exactly the m x nr cells written, and is ours.
-    unsafe { gemm_strided(kind, isa, w, nr, act, out.as_mut_ptr(), nr) }
-}
-
-/// As `gemm`, with output `[i][j]` at `out + i * ldo + j`: a task of a
-/// wider product writes its columns in place (no staging block and copy:
-/// ~5-9% of a K-quant prefill).
 ///
 /// # Safety
-/// For every activation row `i < m` and weight row `j < nr`, `out + i *
-/// ldo + j` must be valid for writes that no other thread makes or reads
-/// during the call; `ldo >= nr`.
-pub(super) unsafe fn gemm_strided(
-    kind: Kind,
-    isa: Isa,
-    w: &[u8],
-    nr: usize,
-    act: &ActQ8K,
-    out: *mut f32,
-    ldo: usize,
-) {
+/// `out` must be valid for writes of every cell `[i < m][j < nr]` that no
+/// other thread makes or reads during the call.
+pub(super) unsafe fn gemm(kind: Kind, isa: Isa, w: &[u8], nr: usize, act: &ActQ8K, out: Out) {
     let (m, nsb) = (act.m, act.blocks_per_row());
     let row_bytes = nsb * kind.size();
-    assert!(w.len() == nr * row_bytes && ldo >= nr);
+    assert!(w.len() == nr * row_bytes && out.ld >= nr);
     let ctx = Ctx {
         w: w.as_ptr(),
         row_bytes,
@@ -379,8 +356,8 @@ pub(super) unsafe fn gemm_strided(
         aq: act.qs.as_ptr(),
         ad: act.d.as_ptr(),
         abs: act.bsums.as_ptr(),
-        out,
-        ldo,
+        out: out.ptr,
+        ldo: out.ld,
     };
     // As in block32: one weight row per tile for decode, four for prefill.
     let rm = if m <= 4 { 1 } else { 4 };
@@ -433,7 +410,7 @@ pub(super) unsafe fn gemm_strided(
                         Kind::Q3K => vec_dot_q3k(row, act, i),
                     };
                     // SAFETY: inside the cells the caller vouched for.
-                    unsafe { *out.add(i * ldo + j) = v };
+                    unsafe { *out.at(i, j) = v };
                 }
             }
         }

@@ -1,9 +1,9 @@
 //! Quantized weights against one activation: a plain linear (one part) or
 //! a merged q/k/v or gate/up linear (several). The activations are
 //! quantized once per kind the weights need, and the row tasks of every
-//! part go to the pool in one dispatch. The quantized activations and the
-//! staging buffer of multi-row products live in a per-thread scratch that
-//! is reused from call to call, so a decode or prefill step allocates
+//! part go to the pool in one dispatch, each writing its columns of the
+//! output in place. The quantized activations live in a per-thread scratch
+//! that is reused from call to call, so a decode or prefill step allocates
 //! nothing here once the buffers have grown.
 
 use std::cell::Cell;
@@ -11,7 +11,7 @@ use std::cell::Cell;
 use super::act_quant::{ActQ8, ActQ8K};
 use super::w8a8::ActTok;
 use super::{
-    block32, iq4_nl, k_quants, q4_0, q4_1, q5, q8_0, w4a16, w8a8, x16, Isa, SendPtr, PAR_MACS,
+    block32, iq4_nl, k_quants, q4_0, q4_1, q5, q8_0, w4a16, w8a8, x16, Isa, Out, SendPtr, PAR_MACS,
 };
 use crate::quant::QuantType;
 
@@ -35,8 +35,6 @@ struct Scratch {
     q8: ActQ8,
     q8k: ActQ8K,
     tok: ActTok,
-    /// Task-major results of multi-row products, scattered afterwards.
-    staged: Vec<f32>,
 }
 
 thread_local! {
@@ -52,8 +50,12 @@ fn rows_per_task(n: usize, unit: usize) -> usize {
 }
 
 /// `out [m][nr] = x @ w^T` for `nr` rows of part `p`'s weight `w`.
+///
+/// # Safety
+/// `out` must be valid for writes of every cell `[i < m][j < nr]` that no
+/// other thread makes or reads during the call.
 #[allow(clippy::too_many_arguments)]
-fn gemm(
+unsafe fn gemm(
     isa: Isa,
     p: &Part,
     w: &[u8],
@@ -61,9 +63,9 @@ fn gemm(
     s: &Scratch,
     x: &[f32],
     k: usize,
-    out: &mut [f32],
+    m: usize,
+    out: Out,
 ) {
-    let m = out.len() / nr.max(1);
     match p.ty {
         QuantType::Q4_0 => block32::gemm::<q4_0::Q4_0>(isa, w, nr, &s.q8, out),
         QuantType::Q4_1 => block32::gemm::<q4_1::Q4_1>(isa, w, nr, &s.q8, out),
@@ -128,24 +130,15 @@ pub(super) fn linear_parts(
     if needs(|t| matches!(t, QuantType::W8A8 { .. })) {
         s.tok.quantize_into(x, m, k);
     }
-    let mut staged = std::mem::take(&mut s.staged);
-    dispatch(isa, x, m, k, parts, &s, &mut staged, out);
-    s.staged = staged;
+    dispatch(isa, x, m, k, parts, &s, out);
     SCRATCH.with(|c| c.set(Some(s)));
 }
 
-#[allow(clippy::too_many_arguments)]
-fn dispatch(
-    isa: Isa,
-    x: &[f32],
-    m: usize,
-    k: usize,
-    parts: &[Part],
-    s: &Scratch,
-    staged: &mut Vec<f32>,
-    out: &mut [f32],
-) {
+fn dispatch(isa: Isa, x: &[f32], m: usize, k: usize, parts: &[Part], s: &Scratch, out: &mut [f32]) {
     let total: usize = parts.iter().map(|p| p.n).sum();
+    // Every write below stays inside `out`'s m * total values: part `p`'s
+    // block `[m][p.n]` starts at m times the rows of the parts before it.
+    assert!(out.len() >= m * total, "linear_parts: output too small");
     let unit = if parts.iter().any(|p| p.ty.is_packed()) {
         crate::quant::packed::ROWS
     } else if k_quants::sixteen_rows(isa, m) && parts.iter().any(|p| p.ty.has_super_blocks()) {
@@ -158,15 +151,18 @@ fn dispatch(
     if m * total * k < PAR_MACS || tr >= total {
         let mut off = 0;
         for p in parts {
-            gemm(isa, p, p.w, p.n, s, x, k, &mut out[off..off + m * p.n]);
+            let block = &mut out[off..off + m * p.n];
+            let at = Out {
+                ptr: block.as_mut_ptr(),
+                ld: p.n,
+            };
+            // SAFETY: the part's whole block, borrowed here.
+            unsafe { gemm(isa, p, p.w, p.n, s, x, k, m, at) };
             off += m * p.n;
         }
         return;
     }
-    // Task t: rows j0.. of one part (tasks never straddle two parts). One
-    // activation row: straight into `out`. Several: into the task-major
-    // staging buffer, scattered afterwards (m * n copies against m * n * k
-    // multiply-adds).
+    // Task t: rows j0.. of one part (tasks never straddle two parts).
     let tasks: usize = parts.iter().map(|p| p.n.div_ceil(tr)).sum();
     // Part, first row in it, and that row's index over all parts.
     let locate = |mut t: usize| {
@@ -181,20 +177,6 @@ fn dispatch(
         }
         unreachable!("task index past the last part")
     };
-    // The staging buffer only grows: each task zeroes its own block (as a
-    // fresh buffer would be) before its kernel writes it. K-quant parts
-    // write in place and need none.
-    let in_place = |p: &Part| k_quants::Kind::of(p.ty).is_some();
-    if m > 1 && !parts.iter().all(in_place) && staged.len() < m * total {
-        staged.resize(m * total, 0.0);
-    }
-    let dst = SendPtr(if m == 1 {
-        out.as_mut_ptr()
-    } else {
-        staged.as_mut_ptr()
-    });
-    // Every task's copy below stays inside `out`'s m * total values.
-    assert!(out.len() >= m * total, "linear_parts: output too small");
     let out_ptr = SendPtr(out.as_mut_ptr());
     crate::cpu::pool::for_each(tasks, |t| {
         let (pi, j0, g0) = locate(t);
@@ -202,44 +184,14 @@ fn dispatch(
         let nr = tr.min(p.n - j0);
         let rb = p.row_bytes(k);
         let wc = &p.w[j0 * rb..(j0 + nr) * rb];
-        if m > 1 && in_place(p) {
-            if let Some(kind) = k_quants::Kind::of(p.ty) {
-                // K-quants write their columns of `out` in place. SAFETY:
-                // rows `j0..j0 + nr` of the part, whose `[m][p.n]` block
-                // starts at `m * (g0 - j0)`: cells no other task touches,
-                // inside `out` (checked above).
-                unsafe {
-                    let at = out_ptr.get().add(m * (g0 - j0) + j0);
-                    k_quants::gemm_strided(kind, isa, wc, nr, &s.q8k, at, p.n);
-                }
-                return;
-            }
-        }
-        // Tasks write disjoint ranges: `m * g0 ..` of `m * nr` values (with
-        // m = 1 that is the part's offset plus j0 in `out`).
-        let part = unsafe { std::slice::from_raw_parts_mut(dst.get().add(m * g0), m * nr) };
-        if m > 1 {
-            // Not for the values (every kernel stores all of its outputs)
-            // but for speed: writing the block first brings it into this
-            // core's cache before the kernel's scattered row stores.
-            // Without it a Qwen3-0.6B Q4_K_M pp512 ran 5-8% slower
-            // (alternating runs, 2026-12-06).
-            part.fill(0.0);
-        }
-        gemm(isa, p, wc, nr, s, x, k, part);
-        if m > 1 {
-            // Scattered by the task itself, while its block is in cache
-            // (the main thread copying every block after the others
-            // finished left the pool's other threads waiting: ~2% of a
-            // pp512). Rows `j0..j0 + nr` of activation row i: disjoint
-            // from every other task's.
-            let off = m * (g0 - j0);
-            for (i, src) in part.chunks_exact(nr).enumerate() {
-                let o = off + i * p.n + j0;
-                unsafe {
-                    std::ptr::copy_nonoverlapping(src.as_ptr(), out_ptr.get().add(o), nr);
-                }
-            }
-        }
+        // Columns j0..j0 + nr of the part's block, which starts at m *
+        // (g0 - j0): cells no other task writes, inside `out` (asserted
+        // above).
+        let at = Out {
+            ptr: unsafe { out_ptr.get().add(m * (g0 - j0) + j0) },
+            ld: p.n,
+        };
+        // SAFETY: as just said.
+        unsafe { gemm(isa, p, wc, nr, s, x, k, m, at) };
     });
 }

@@ -12,7 +12,7 @@
 //! AVX-512 is not used yet: decode is memory-bound, and prefill with f32
 //! activations is what this type trades for accuracy.
 
-use super::Isa;
+use super::{Isa, Out};
 use crate::quant::w4a16::group_bytes;
 
 /// Scalar twin: weight row `row` (groups of `g`) against `x` (one row).
@@ -32,8 +32,12 @@ fn row_dot(g: usize, row: &[u8], x: &[f32]) -> f32 {
 }
 
 /// `out [m][nr] = x [m][k] @ w^T` for `nr` rows of groups of `g`.
+///
+/// # Safety
+/// `out` must be valid for writes of every cell `[i < m][j < nr]` that no
+/// other thread makes or reads during the call.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn gemm(
+pub(super) unsafe fn gemm(
     isa: Isa,
     g: usize,
     w: &[u8],
@@ -41,7 +45,7 @@ pub(super) fn gemm(
     k: usize,
     x: &[f32],
     m: usize,
-    out: &mut [f32],
+    out: Out,
 ) {
     let rb = k / g * group_bytes(g);
     for j in 0..nr {
@@ -52,7 +56,7 @@ pub(super) fn gemm(
             let mut acc = [0.0f32; 4];
             tile(isa, g, row, &x[i * k..(i + c) * k], k, c, &mut acc);
             for t in 0..c {
-                out[(i + t) * nr + j] = acc[t];
+                *out.at(i + t, j) = acc[t];
             }
             i += c;
         }

@@ -14,7 +14,7 @@
 use rayon::prelude::*;
 
 use super::act_quant::round_to_i8;
-use super::Isa;
+use super::{Isa, Out};
 use crate::cpu::refill;
 use crate::quant::w8a8::row_scale;
 
@@ -82,7 +82,11 @@ fn dot(isa: Isa, w: &[u8], a: &[i8], sum_a: i32) -> i32 {
 }
 
 /// `out [m][nr] = x @ w^T` for `nr` weight rows of `k` values.
-pub(super) fn gemm(isa: Isa, w: &[u8], nr: usize, act: &ActTok, out: &mut [f32]) {
+///
+/// # Safety
+/// `out` must be valid for writes of every cell `[i < m][j < nr]` that no
+/// other thread makes or reads during the call.
+pub(super) unsafe fn gemm(isa: Isa, w: &[u8], nr: usize, act: &ActTok, out: Out) {
     let k = act.k;
     let rb = k + 4;
     for j in 0..nr {
@@ -90,7 +94,7 @@ pub(super) fn gemm(isa: Isa, w: &[u8], nr: usize, act: &ActTok, out: &mut [f32])
         let (dw, codes) = (row_scale(row), &row[4..]);
         for i in 0..act.m {
             let a = &act.qs[i * k..(i + 1) * k];
-            out[i * nr + j] = dw * act.d[i] * dot(isa, codes, a, act.sum[i]) as f32;
+            *out.at(i, j) = dw * act.d[i] * dot(isa, codes, a, act.sum[i]) as f32;
         }
     }
 }

@@ -19,7 +19,7 @@ use super::act_quant::ActQ8;
 use super::block32::Ctx;
 #[cfg(target_arch = "x86_64")]
 use super::x16_avx2;
-use super::Isa;
+use super::{Isa, Out};
 use crate::quant::packed::ROWS;
 use crate::quant::QK;
 
@@ -81,7 +81,10 @@ fn field(p: &[u8], h: usize, l: usize) -> f32 {
 
 /// The scalar twin: `out [m][nr] = act . w^T` for `nr` rows (whole
 /// groups), block by block as the plain types' twin (`block32::vec_dot`).
-fn gemm_scalar<const KIND: u8>(w: &[u8], nr: usize, act: &ActQ8, out: &mut [f32]) {
+///
+/// # Safety
+/// As `gemm`'s.
+unsafe fn gemm_scalar<const KIND: u8>(w: &[u8], nr: usize, act: &ActQ8, out: Out) {
     let (m, nb) = (act.m, act.blocks_per_row());
     let gb = ROWS * type_size(KIND);
     for g in 0..nr / ROWS {
@@ -101,7 +104,7 @@ fn gemm_scalar<const KIND: u8>(w: &[u8], nr: usize, act: &ActQ8, out: &mut [f32]
                         acc_min += field(p, 1, l) * (ds[b] * sums[b] as f32);
                     }
                 }
-                out[i * nr + g * ROWS + l] = acc + acc_min;
+                *out.at(i, g * ROWS + l) = acc + acc_min;
             }
         }
     }
@@ -109,13 +112,15 @@ fn gemm_scalar<const KIND: u8>(w: &[u8], nr: usize, act: &ActQ8, out: &mut [f32]
 
 /// `out [m][nr] = act [m, k] . w [nr, k]^T` for `nr` rows (a multiple of
 /// 16) of a packed weight of `KIND`.
-pub(super) fn gemm<const KIND: u8>(isa: Isa, w: &[u8], nr: usize, act: &ActQ8, out: &mut [f32]) {
-    let (m, nb) = (act.m, act.blocks_per_row());
-    assert!(nr.is_multiple_of(ROWS) && w.len() == nr * nb * type_size(KIND) && out.len() == m * nr);
+///
+/// # Safety
+/// `out` must be valid for writes of every cell `[i < m][j < nr]` that no
+/// other thread makes or reads during the call.
+pub(super) unsafe fn gemm<const KIND: u8>(isa: Isa, w: &[u8], nr: usize, act: &ActQ8, out: Out) {
+    let nb = act.blocks_per_row();
+    assert!(nr.is_multiple_of(ROWS) && w.len() == nr * nb * type_size(KIND) && out.ld >= nr);
     // The tiles' shared arguments; `asum` is the per-block activation term
     // each ISA's tile starts from.
-    #[cfg(target_arch = "x86_64")]
-    let out_ptr = out.as_mut_ptr();
     #[cfg(target_arch = "x86_64")]
     let ctx = |asum: *const i32| Ctx {
         w: w.as_ptr(),
@@ -124,9 +129,10 @@ pub(super) fn gemm<const KIND: u8>(isa: Isa, w: &[u8], nr: usize, act: &ActQ8, o
         aq: act.qs.as_ptr(),
         ad: act.d.as_ptr(),
         asum,
-        out: out_ptr,
+        out: out.ptr,
         nr,
-        m,
+        ldo: out.ld,
+        m: act.m,
     };
     match isa {
         #[cfg(target_arch = "x86_64")]
@@ -138,10 +144,10 @@ pub(super) fn gemm<const KIND: u8>(isa: Isa, w: &[u8], nr: usize, act: &ActQ8, o
                 Q8_0 => act.neg128.as_ptr(),
                 _ => act.sum.as_ptr(),
             };
-            // SAFETY: the tiles read groups g < nr / 16 of `w` and rows
-            // i..i+C < m of the activations and write those cells of
-            // `out` (sizes checked above); the CPU has the features.
-            unsafe { x86::run::<KIND>(&ctx(asum), m) }
+            // SAFETY: the tiles read groups g < nr / 16 of `w` (checked
+            // above) and rows i..i+C < m of the activations and write
+            // those cells of `out` (the caller's); the CPU has the features.
+            unsafe { x86::run::<KIND>(&ctx(asum), act.m) }
         }
         // AVX2: half a group (8 rows, one 256-bit vector) per tile
         // (`x16_avx2.rs`); Q8_0 takes signed codes there (no offset term).
@@ -153,7 +159,7 @@ pub(super) fn gemm<const KIND: u8>(isa: Isa, w: &[u8], nr: usize, act: &ActQ8, o
                 act.sum.as_ptr()
             };
             // SAFETY: as for the 512-bit arm.
-            unsafe { x16_avx2::run::<KIND>(&ctx(asum), m) }
+            unsafe { x16_avx2::run::<KIND>(&ctx(asum), act.m) }
         }
         _ => gemm_scalar::<KIND>(w, nr, act, out),
     }
@@ -273,7 +279,7 @@ mod x86 {
             } else {
                 facc[c]
             };
-            _mm512_storeu_ps(ctx.out.add((i + c) * ctx.nr + g * ROWS), v);
+            _mm512_storeu_ps(ctx.out.add((i + c) * ctx.ldo + g * ROWS), v);
         }
     }
 

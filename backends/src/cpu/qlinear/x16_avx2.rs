@@ -115,7 +115,7 @@ unsafe fn tile<const KIND: u8, const C: usize, const H: usize>(
                 facc[hh][c]
             };
             _mm256_storeu_ps(
-                ctx.out.add((i + c) * ctx.nr + g * ROWS + HALF * (h0 + hh)),
+                ctx.out.add((i + c) * ctx.ldo + g * ROWS + HALF * (h0 + hh)),
                 v,
             );
         }

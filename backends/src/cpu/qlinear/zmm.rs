@@ -88,7 +88,7 @@ unsafe fn tile_body<B: Block32, const R: usize, const C: usize>(ctx: &Ctx, j: us
         for c in 0..C {
             let t = _mm512_castps256_ps512(tail[r][c]);
             let v = _mm512_add_ps(acc[r][c], _mm512_maskz_mov_ps(0x00FF, t));
-            *ctx.out.add((i + c) * ctx.nr + j + r) =
+            *ctx.out.add((i + c) * ctx.ldo + j + r) =
                 _mm512_reduce_add_ps(v) + (acc_min[r][c] + tail_min[r][c]);
         }
     }
