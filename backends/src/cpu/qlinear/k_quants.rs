@@ -375,6 +375,26 @@ pub(super) unsafe fn gemm(kind: Kind, isa: Isa, w: &[u8], nr: usize, act: &ActQ8
     }
     // SAFETY (all arms): tiles stay inside the rows checked above and the
     // cells the caller vouched for; `isa` was detected on this machine.
+    // One-row decode of Q4_K/Q5_K on x86: four weight rows finished
+    // together (`rows4`; with more activation rows the tiles below read
+    // each weight once per two of them, which wins).
+    #[cfg(target_arch = "x86_64")]
+    if m == 1 && matches!(isa, Isa::Avx2 | Isa::Avx512Vnni) {
+        if let Some(four) = rows4::tile_fn(kind, isa == Isa::Avx512Vnni) {
+            let vnni = isa == Isa::Avx512Vnni;
+            return unsafe {
+                drive(&ctx, nr, m, 4, 1, |r, c| {
+                    if r == 4 {
+                        four
+                    } else if vnni {
+                        x86::tile_fn::<true>(kind, r, c)
+                    } else {
+                        x86::tile_fn::<false>(kind, r, c)
+                    }
+                })
+            };
+        }
+    }
     #[allow(unreachable_patterns)]
     match (isa, kind) {
         #[cfg(target_arch = "x86_64")]
@@ -431,6 +451,8 @@ const PANEL_MIN_ROWS: usize = 8;
 mod panel;
 #[cfg(target_arch = "x86_64")]
 mod panel16;
+#[cfg(target_arch = "x86_64")]
+mod rows4;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 

@@ -18,7 +18,7 @@ unsafe fn hsum_i32(v: __m256i) -> i32 {
 /// The eight 6-bit scales of a Q4_K/Q5_K super-block as i16 in both
 /// 128-bit halves, and its eight mins as i16.
 #[inline(always)]
-unsafe fn scales_mins(p: *const u8) -> (__m256i, __m128i) {
+pub(super) unsafe fn scales_mins(p: *const u8) -> (__m256i, __m128i) {
     let u = unpack_scales_u32(std::slice::from_raw_parts(p, 12));
     let sc = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, u[1] as i32, u[0] as i32));
     let mn = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, u[3] as i32, u[2] as i32));
@@ -27,7 +27,7 @@ unsafe fn scales_mins(p: *const u8) -> (__m256i, __m128i) {
 
 /// Scale `j` (of `scales_mins`) in every i16 lane.
 #[inline(always)]
-unsafe fn scale_at(sc: __m256i, j: usize) -> __m256i {
+pub(super) unsafe fn scale_at(sc: __m256i, j: usize) -> __m256i {
     // Bytes 2j, 2j + 1 (lane j) into every lane: one broadcast mask.
     let pick = (((2 * j + 1) << 8) | (2 * j)) as i16;
     _mm256_shuffle_epi8(sc, _mm256_set1_epi16(pick))
