@@ -1,4 +1,4 @@
-//! Q4_K / Q5_K / IQ4_XS decode tiles of four weight rows that finish the four rows
+//! Q4_K / Q5_K / IQ4_XS / Q2_K decode tiles of four weight rows that finish the four rows
 //! together. A one-row tile spends most of a super-block after its
 //! products: a horizontal sum, the minimum term and the float finish, per
 //! row (~30 cycles per super-block on an AMD EPYC core with the weight in
@@ -13,7 +13,9 @@
 use std::arch::x86_64::*;
 
 use super::super::block32::f16_at;
-use super::x86::{iq4_values, madd_scaled, scale_at, scales_mins};
+use super::x86::{
+    iq4_values, madd_scaled, per16_dots, q2_codes, q2_rows, scale_at, scales_mins, Q2Rows,
+};
 use super::{iq4xs_scales, store, Ctx, Kind, Tile};
 use crate::quant::QK_K;
 
@@ -42,6 +44,27 @@ unsafe fn sums4(v: [__m256i; 4]) -> __m128i {
 #[inline(always)]
 unsafe fn sums4x(v: [__m128i; 4]) -> __m128i {
     _mm_hadd_epi32(_mm_hadd_epi32(v[0], v[1]), _mm_hadd_epi32(v[2], v[3]))
+}
+
+/// `finish_q4k` for four rows, lane by lane: `(d * da) * isum - (dmin *
+/// da) * imin` with separate multiplies and subtract, as the twin.
+#[inline(always)]
+unsafe fn finish4(d: &[f32; R], dmin: &[f32; R], da: f32, isum: __m128i, imin: __m128i) -> __m128 {
+    let da = _mm_set1_ps(da);
+    let dd = _mm_mul_ps(_mm_loadu_ps(d.as_ptr()), da);
+    let dm = _mm_mul_ps(_mm_loadu_ps(dmin.as_ptr()), da);
+    _mm_sub_ps(
+        _mm_mul_ps(dd, _mm_cvtepi32_ps(isum)),
+        _mm_mul_ps(dm, _mm_cvtepi32_ps(imin)),
+    )
+}
+
+/// The four rows' sums into output `[i][j..j + 4]`.
+#[inline(always)]
+unsafe fn store4(ctx: &Ctx, j: usize, i: usize, acc: __m128) {
+    let mut out = [0.0f32; R];
+    _mm_storeu_ps(out.as_mut_ptr(), acc);
+    store::<R, 1>(ctx, j, i, &out.map(|v| [v]));
 }
 
 /// Rows `j..j + 4` by activation row `i`.
@@ -105,18 +128,9 @@ unsafe fn tile<const VNNI: bool, const Q5: bool>(ctx: &Ctx, j: usize, i: usize) 
             _mm_loadu_si128(bs.add(8) as *const __m128i),
         );
         let imin = sums4x(mn.map(|mn| _mm_madd_epi16(mn, b32)));
-        let da = _mm_set1_ps(*ctx.ad.add(bi));
-        let dd = _mm_mul_ps(_mm_loadu_ps(d.as_ptr()), da);
-        let dm = _mm_mul_ps(_mm_loadu_ps(dmin.as_ptr()), da);
-        let v = _mm_sub_ps(
-            _mm_mul_ps(dd, _mm_cvtepi32_ps(isum)),
-            _mm_mul_ps(dm, _mm_cvtepi32_ps(imin)),
-        );
-        acc = _mm_add_ps(acc, v);
+        acc = _mm_add_ps(acc, finish4(&d, &dmin, *ctx.ad.add(bi), isum, imin));
     }
-    let mut out = [0.0f32; R];
-    _mm_storeu_ps(out.as_mut_ptr(), acc);
-    store::<R, 1>(ctx, j, i, &out.map(|v| [v]));
+    store4(ctx, j, i, acc);
 }
 
 /// The prefetch of the tile `AHEAD` tiles on, slice `sb` of `nsb`.
@@ -165,9 +179,48 @@ unsafe fn tile_iq4xs<const VNNI: bool>(ctx: &Ctx, j: usize, i: usize) {
         let dd = _mm_mul_ps(_mm_loadu_ps(d.as_ptr()), da);
         acc = _mm_add_ps(acc, _mm_mul_ps(dd, _mm_cvtepi32_ps(sums4(iacc))));
     }
-    let mut out = [0.0f32; R];
-    _mm_storeu_ps(out.as_mut_ptr(), acc);
-    store::<R, 1>(ctx, j, i, &out.map(|v| [v]));
+    store4(ctx, j, i, acc);
+}
+
+/// Q2_K rows `j..j + 4` by activation row `i` (the products as
+/// `x86::tile_q2k` takes them).
+#[inline(always)]
+unsafe fn tile_q2k<const VNNI: bool>(ctx: &Ctx, j: usize, i: usize) {
+    let nsb = ctx.nsb;
+    let mut acc = _mm_setzero_ps();
+    for sb in 0..nsb {
+        let q: Q2Rows<R> = q2_rows(ctx, j, sb);
+        prefetch_ahead(ctx, j, sb);
+        let mut iacc = [[_mm256_setzero_si256(); 1]; R];
+        let mut iacc2 = [[_mm256_setzero_si256(); 1]; R];
+        per16_dots::<R, 1, VNNI>(
+            ctx,
+            i,
+            sb,
+            &q.halves,
+            |r, n, g| q2_codes(q.qs[r], n, g),
+            &mut iacc,
+            &mut iacc2,
+        );
+        let isum = sums4(std::array::from_fn(|r| {
+            _mm256_add_epi32(iacc[r][0], iacc2[r][0])
+        }));
+        let bi = i * nsb + sb;
+        let bs = _mm256_loadu_si256(ctx.abs.add(bi * 16) as *const __m256i);
+        let imin = sums4(q.mn.map(|m| _mm256_madd_epi16(m, bs)));
+        acc = _mm_add_ps(acc, finish4(&q.d, &q.dmin, *ctx.ad.add(bi), isum, imin));
+    }
+    store4(ctx, j, i, acc);
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q2k_avx2(ctx: &Ctx, j: usize, i: usize) {
+    tile_q2k::<false>(ctx, j, i)
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+unsafe fn q2k_vnni(ctx: &Ctx, j: usize, i: usize) {
+    tile_q2k::<true>(ctx, j, i)
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -200,7 +253,7 @@ unsafe fn q5k_vnni(ctx: &Ctx, j: usize, i: usize) {
     tile::<true, true>(ctx, j, i)
 }
 
-/// The four-row tile of `kind` (Q4_K, Q5_K, IQ4_XS) by one activation row, if
+/// The four-row tile of `kind` (Q4_K, Q5_K, IQ4_XS, Q2_K) by one activation row, if
 /// there is one.
 pub(super) fn tile_fn(kind: Kind, vnni: bool) -> Option<Tile<Ctx>> {
     Some(match (kind, vnni) {
@@ -210,6 +263,8 @@ pub(super) fn tile_fn(kind: Kind, vnni: bool) -> Option<Tile<Ctx>> {
         (Kind::Q5K, true) => q5k_vnni,
         (Kind::IQ4XS, false) => iq4xs_avx2,
         (Kind::IQ4XS, true) => iq4xs_vnni,
+        (Kind::Q2K, false) => q2k_avx2,
+        (Kind::Q2K, true) => q2k_vnni,
         _ => return None,
     })
 }

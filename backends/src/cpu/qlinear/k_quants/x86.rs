@@ -220,7 +220,7 @@ unsafe fn finish_d<const R: usize, const C: usize>(
 /// holds each row's scales 0-7 and 8-15 in both 128-bit halves.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn per16_dots<const R: usize, const C: usize, const VNNI: bool>(
+pub(super) unsafe fn per16_dots<const R: usize, const C: usize, const VNNI: bool>(
     ctx: &Ctx,
     i: usize,
     sb: usize,
@@ -356,6 +356,39 @@ pub(super) unsafe fn q2_scales_mins(p: *const u8) -> (__m256i, __m256i) {
     )
 }
 
+/// Super-block `sb` of Q2_K rows `j..j + R`: scales, mins, codes.
+pub(super) struct Q2Rows<const R: usize> {
+    pub(super) d: [f32; R],
+    pub(super) dmin: [f32; R],
+    /// Each row's sixteen scales, 0-7 and 8-15 in both 128-bit halves.
+    pub(super) halves: [[__m256i; 2]; R],
+    pub(super) mn: [__m256i; R],
+    pub(super) qs: [*const u8; R],
+}
+
+#[inline(always)]
+pub(super) unsafe fn q2_rows<const R: usize>(ctx: &Ctx, j: usize, sb: usize) -> Q2Rows<R> {
+    let mut rows = Q2Rows {
+        d: [0.0; R],
+        dmin: [0.0; R],
+        halves: [[_mm256_setzero_si256(); 2]; R],
+        mn: [_mm256_setzero_si256(); R],
+        qs: [std::ptr::null(); R],
+    };
+    for r in 0..R {
+        let p = ctx.w.add((j + r) * ctx.row_bytes + sb * 84);
+        (rows.d[r], rows.dmin[r]) = (f16_at(p.add(80)), f16_at(p.add(82)));
+        let (sc16, mn16) = q2_scales_mins(p);
+        rows.mn[r] = mn16;
+        rows.halves[r] = [
+            _mm256_permute2x128_si256(sc16, sc16, 0x00),
+            _mm256_permute2x128_si256(sc16, sc16, 0x11),
+        ];
+        rows.qs[r] = p.add(16);
+    }
+    rows
+}
+
 /// Q2_K tile.
 #[inline(always)]
 unsafe fn tile_q2k<const R: usize, const C: usize, const VNNI: bool>(
@@ -366,23 +399,17 @@ unsafe fn tile_q2k<const R: usize, const C: usize, const VNNI: bool>(
     let nsb = ctx.nsb;
     let mut acc = [[0.0f32; C]; R];
     for sb in 0..nsb {
-        let mut d = [0.0f32; R];
-        let mut dmin = [0.0f32; R];
-        let mut halves = [[_mm256_setzero_si256(); 2]; R];
-        let mut mn = [_mm256_setzero_si256(); R];
-        let mut qs = [std::ptr::null::<u8>(); R];
         for r in 0..R {
             let p = ctx.w.add((j + r) * ctx.row_bytes + sb * 84);
             prefetch_next_row::<R>(p, ctx.row_bytes, 84);
-            (d[r], dmin[r]) = (f16_at(p.add(80)), f16_at(p.add(82)));
-            let (sc16, mn16) = q2_scales_mins(p);
-            mn[r] = mn16;
-            halves[r] = [
-                _mm256_permute2x128_si256(sc16, sc16, 0x00),
-                _mm256_permute2x128_si256(sc16, sc16, 0x11),
-            ];
-            qs[r] = p.add(16);
         }
+        let Q2Rows {
+            d,
+            dmin,
+            halves,
+            mn,
+            qs,
+        } = q2_rows::<R>(ctx, j, sb);
         let mut iacc = [[_mm256_setzero_si256(); C]; R];
         let mut iacc2 = [[_mm256_setzero_si256(); C]; R];
         per16_dots::<R, C, VNNI>(
