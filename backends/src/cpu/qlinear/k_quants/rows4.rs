@@ -14,7 +14,8 @@ use std::arch::x86_64::*;
 
 use super::super::block32::f16_at;
 use super::x86::{
-    iq4_values, madd_scaled, per16_dots, q2_codes, q2_rows, scale_at, scales_mins, Q2Rows,
+    iq4_values, madd_scaled, per16_dots, q2_codes, q2_rows, q4k_codes, q4k_rows, scale_at, Q2Rows,
+    Q4Rows,
 };
 use super::{iq4xs_scales, store, Ctx, Kind, Tile};
 use crate::quant::QK_K;
@@ -67,33 +68,15 @@ unsafe fn store4(ctx: &Ctx, j: usize, i: usize, acc: __m128) {
     store::<R, 1>(ctx, j, i, &out.map(|v| [v]));
 }
 
-/// Rows `j..j + 4` by activation row `i`.
+/// Q4_K/Q5_K rows `j..j + 4` by activation row `i` (the codes as
+/// `x86::tile_q4k` takes them).
 #[inline(always)]
 unsafe fn tile<const VNNI: bool, const Q5: bool>(ctx: &Ctx, j: usize, i: usize) {
     let nsb = ctx.nsb;
     let k = nsb * QK_K;
-    let size = if Q5 { 176 } else { 144 };
-    let mask = _mm256_set1_epi8(0x0F);
     let mut acc = _mm_setzero_ps();
     for sb in 0..nsb {
-        let mut d = [0.0f32; R];
-        let mut dmin = [0.0f32; R];
-        let mut sc = [_mm256_setzero_si256(); R];
-        let mut mn = [_mm_setzero_si128(); R];
-        let mut qs = [std::ptr::null::<u8>(); R];
-        let mut hb = [_mm256_setzero_si256(); R];
-        for r in 0..R {
-            let p = ctx.w.add((j + r) * ctx.row_bytes + sb * size);
-            d[r] = f16_at(p);
-            dmin[r] = f16_at(p.add(2));
-            (sc[r], mn[r]) = scales_mins(p.add(4));
-            if Q5 {
-                hb[r] = _mm256_loadu_si256(p.add(16) as *const __m256i);
-                qs[r] = p.add(48);
-            } else {
-                qs[r] = p.add(16);
-            }
-        }
+        let mut q: Q4Rows<R> = q4k_rows::<R, Q5>(ctx, j, sb);
         prefetch_ahead(ctx, j, sb);
         let pa = ctx.aq.add(i * k + sb * QK_K);
         let mut iacc = [_mm256_setzero_si256(); R];
@@ -101,21 +84,9 @@ unsafe fn tile<const VNNI: bool, const Q5: bool>(ctx: &Ctx, j: usize, i: usize) 
             let alo = _mm256_loadu_si256(pa.add(64 * pp) as *const __m256i);
             let ahi = _mm256_loadu_si256(pa.add(64 * pp + 32) as *const __m256i);
             for r in 0..R {
-                let q = _mm256_loadu_si256(qs[r].add(32 * pp) as *const __m256i);
-                let mut lo = _mm256_and_si256(q, mask);
-                let mut hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), mask);
-                if Q5 {
-                    // As `x86::tile_q4k`: bits 0 and 1 of each byte are
-                    // sub-blocks 2pp and 2pp + 1.
-                    let h = hb[r];
-                    let h0 = _mm256_and_si256(h, _mm256_set1_epi8(1));
-                    let h1 = _mm256_and_si256(h, _mm256_set1_epi8(2));
-                    lo = _mm256_or_si256(lo, _mm256_slli_epi16(h0, 4));
-                    hi = _mm256_or_si256(hi, _mm256_slli_epi16(h1, 3));
-                    hb[r] = _mm256_srli_epi16(h, 2);
-                }
-                iacc[r] = madd_scaled::<VNNI>(iacc[r], lo, alo, scale_at(sc[r], 2 * pp));
-                iacc[r] = madd_scaled::<VNNI>(iacc[r], hi, ahi, scale_at(sc[r], 2 * pp + 1));
+                let (lo, hi) = q4k_codes::<Q5>(q.qs[r], pp, &mut q.hb[r]);
+                iacc[r] = madd_scaled::<VNNI>(iacc[r], lo, alo, scale_at(q.sc[r], 2 * pp));
+                iacc[r] = madd_scaled::<VNNI>(iacc[r], hi, ahi, scale_at(q.sc[r], 2 * pp + 1));
             }
         }
         let isum = sums4(iacc);
@@ -127,8 +98,8 @@ unsafe fn tile<const VNNI: bool, const Q5: bool>(ctx: &Ctx, j: usize, i: usize) 
             _mm_loadu_si128(bs as *const __m128i),
             _mm_loadu_si128(bs.add(8) as *const __m128i),
         );
-        let imin = sums4x(mn.map(|mn| _mm_madd_epi16(mn, b32)));
-        acc = _mm_add_ps(acc, finish4(&d, &dmin, *ctx.ad.add(bi), isum, imin));
+        let imin = sums4x(q.mn.map(|mn| _mm_madd_epi16(mn, b32)));
+        acc = _mm_add_ps(acc, finish4(&q.d, &q.dmin, *ctx.ad.add(bi), isum, imin));
     }
     store4(ctx, j, i, acc);
 }
@@ -213,44 +184,24 @@ unsafe fn tile_q2k<const VNNI: bool>(ctx: &Ctx, j: usize, i: usize) {
     store4(ctx, j, i, acc);
 }
 
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q2k_avx2(ctx: &Ctx, j: usize, i: usize) {
-    tile_q2k::<false>(ctx, j, i)
+/// A pair of `#[target_feature]` entry points (AVX2, AVX-512 VNNI) per tile.
+macro_rules! wrappers {
+    ($($avx2:ident, $vnni:ident => $tile:ident $(, $g:tt)*;)*) => {$(
+        #[target_feature(enable = "avx2,fma,f16c")]
+        unsafe fn $avx2(ctx: &Ctx, j: usize, i: usize) {
+            $tile::<false $(, $g)*>(ctx, j, i)
+        }
+        #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
+        unsafe fn $vnni(ctx: &Ctx, j: usize, i: usize) {
+            $tile::<true $(, $g)*>(ctx, j, i)
+        }
+    )*};
 }
-
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
-unsafe fn q2k_vnni(ctx: &Ctx, j: usize, i: usize) {
-    tile_q2k::<true>(ctx, j, i)
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn iq4xs_avx2(ctx: &Ctx, j: usize, i: usize) {
-    tile_iq4xs::<false>(ctx, j, i)
-}
-
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
-unsafe fn iq4xs_vnni(ctx: &Ctx, j: usize, i: usize) {
-    tile_iq4xs::<true>(ctx, j, i)
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4k_avx2(ctx: &Ctx, j: usize, i: usize) {
-    tile::<false, false>(ctx, j, i)
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q5k_avx2(ctx: &Ctx, j: usize, i: usize) {
-    tile::<false, true>(ctx, j, i)
-}
-
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
-unsafe fn q4k_vnni(ctx: &Ctx, j: usize, i: usize) {
-    tile::<true, false>(ctx, j, i)
-}
-
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
-unsafe fn q5k_vnni(ctx: &Ctx, j: usize, i: usize) {
-    tile::<true, true>(ctx, j, i)
+wrappers! {
+    q4k_avx2, q4k_vnni => tile, false;
+    q5k_avx2, q5k_vnni => tile, true;
+    iq4xs_avx2, iq4xs_vnni => tile_iq4xs;
+    q2k_avx2, q2k_vnni => tile_q2k;
 }
 
 /// The four-row tile of `kind` (Q4_K, Q5_K, IQ4_XS, Q2_K) by one activation row, if

@@ -77,6 +77,83 @@ pub(super) unsafe fn madd_scaled<const VNNI: bool>(
     }
 }
 
+/// Bytes of a Q4_K (144) or Q5_K (176) super-block.
+pub(super) const fn q4k_size<const Q5: bool>() -> usize {
+    if Q5 {
+        176
+    } else {
+        144
+    }
+}
+
+/// Super-block `sb` of Q4_K/Q5_K rows `j..j + R`: scales, mins, codes.
+pub(super) struct Q4Rows<const R: usize> {
+    pub(super) d: [f32; R],
+    pub(super) dmin: [f32; R],
+    /// Each row's eight scales (`scales_mins`).
+    pub(super) sc: [__m256i; R],
+    pub(super) mn: [__m128i; R],
+    pub(super) qs: [*const u8; R],
+    /// Q5_K's fifth bits, consumed two sub-blocks at a time by `q4k_codes`.
+    pub(super) hb: [__m256i; R],
+}
+
+#[inline(always)]
+pub(super) unsafe fn q4k_rows<const R: usize, const Q5: bool>(
+    ctx: &Ctx,
+    j: usize,
+    sb: usize,
+) -> Q4Rows<R> {
+    let mut rows = Q4Rows {
+        d: [0.0; R],
+        dmin: [0.0; R],
+        sc: [_mm256_setzero_si256(); R],
+        mn: [_mm_setzero_si128(); R],
+        qs: [std::ptr::null(); R],
+        hb: [_mm256_setzero_si256(); R],
+    };
+    for r in 0..R {
+        let p = ctx.w.add((j + r) * ctx.row_bytes + sb * q4k_size::<Q5>());
+        rows.d[r] = f16_at(p);
+        rows.dmin[r] = f16_at(p.add(2));
+        (rows.sc[r], rows.mn[r]) = scales_mins(p.add(4));
+        if Q5 {
+            rows.hb[r] = _mm256_loadu_si256(p.add(16) as *const __m256i);
+            rows.qs[r] = p.add(48);
+        } else {
+            rows.qs[r] = p.add(16);
+        }
+    }
+    rows
+}
+
+/// The codes of sub-blocks `2pp` (low) and `2pp + 1` (high) of a Q4_K/Q5_K
+/// block whose nibbles start at `qs`; for Q5_K, `hb` (the fifth bits)
+/// moves on to the next pair. Called for `pp` = 0, 1, 2, 3 in order.
+#[inline(always)]
+pub(super) unsafe fn q4k_codes<const Q5: bool>(
+    qs: *const u8,
+    pp: usize,
+    hb: &mut __m256i,
+) -> (__m256i, __m256i) {
+    let mask = _mm256_set1_epi8(0x0F);
+    let q = _mm256_loadu_si256(qs.add(32 * pp) as *const __m256i);
+    let mut lo = _mm256_and_si256(q, mask);
+    let mut hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), mask);
+    if Q5 {
+        // Bits 0 and 1 of each byte are sub-blocks 2pp and 2pp + 1 (hb is
+        // shifted by 2 per pair; bits that cross from the next byte land
+        // at bit 2 or above).
+        let h = *hb;
+        let h0 = _mm256_and_si256(h, _mm256_set1_epi8(1));
+        let h1 = _mm256_and_si256(h, _mm256_set1_epi8(2));
+        lo = _mm256_or_si256(lo, _mm256_slli_epi16(h0, 4));
+        hi = _mm256_or_si256(hi, _mm256_slli_epi16(h1, 3));
+        *hb = _mm256_srli_epi16(h, 2);
+    }
+    (lo, hi)
+}
+
 /// Q4_K / Q5_K tile: `R` weight rows by `C` activation rows.
 #[inline(always)]
 unsafe fn tile_q4k<const R: usize, const C: usize, const VNNI: bool, const Q5: bool>(
@@ -86,30 +163,21 @@ unsafe fn tile_q4k<const R: usize, const C: usize, const VNNI: bool, const Q5: b
 ) {
     let nsb = ctx.nsb;
     let k = nsb * QK_K;
-    let mask = _mm256_set1_epi8(0x0F);
+    let size = q4k_size::<Q5>();
     let mut acc = [[0.0f32; C]; R];
     for sb in 0..nsb {
-        let mut d = [0.0f32; R];
-        let mut dmin = [0.0f32; R];
-        let mut sc = [_mm256_setzero_si256(); R];
-        let mut mn = [_mm_setzero_si128(); R];
-        let mut qs = [std::ptr::null::<u8>(); R];
-        let mut hb = [_mm256_setzero_si256(); R];
         for r in 0..R {
-            let p = ctx
-                .w
-                .add((j + r) * ctx.row_bytes + sb * if Q5 { 176 } else { 144 });
-            prefetch_next_row::<R>(p, ctx.row_bytes, if Q5 { 176 } else { 144 });
-            d[r] = f16_at(p);
-            dmin[r] = f16_at(p.add(2));
-            (sc[r], mn[r]) = scales_mins(p.add(4));
-            if Q5 {
-                hb[r] = _mm256_loadu_si256(p.add(16) as *const __m256i);
-                qs[r] = p.add(48);
-            } else {
-                qs[r] = p.add(16);
-            }
+            let p = ctx.w.add((j + r) * ctx.row_bytes + sb * size);
+            prefetch_next_row::<R>(p, ctx.row_bytes, size);
         }
+        let Q4Rows {
+            d,
+            dmin,
+            sc,
+            mn,
+            qs,
+            mut hb,
+        } = q4k_rows::<R, Q5>(ctx, j, sb);
         // Two chains (low and high sub-block of each pair) so that a
         // one-row tile is not bound by the multiply-add latency.
         let mut iacc = [[_mm256_setzero_si256(); C]; R];
@@ -120,20 +188,7 @@ unsafe fn tile_q4k<const R: usize, const C: usize, const VNNI: bool, const Q5: b
             let mut slo = [_mm256_setzero_si256(); R];
             let mut shi = [_mm256_setzero_si256(); R];
             for r in 0..R {
-                let q = _mm256_loadu_si256(qs[r].add(32 * pp) as *const __m256i);
-                lo[r] = _mm256_and_si256(q, mask);
-                hi[r] = _mm256_and_si256(_mm256_srli_epi16(q, 4), mask);
-                if Q5 {
-                    // Bits 0 and 1 of each byte are sub-blocks 2pp and
-                    // 2pp + 1 (hb is shifted by 2 per pair; bits that
-                    // cross from the next byte land at bit 2 or above).
-                    let h = hb[r];
-                    let h0 = _mm256_and_si256(h, _mm256_set1_epi8(1));
-                    let h1 = _mm256_and_si256(h, _mm256_set1_epi8(2));
-                    lo[r] = _mm256_or_si256(lo[r], _mm256_slli_epi16(h0, 4));
-                    hi[r] = _mm256_or_si256(hi[r], _mm256_slli_epi16(h1, 3));
-                    hb[r] = _mm256_srli_epi16(h, 2);
-                }
+                (lo[r], hi[r]) = q4k_codes::<Q5>(qs[r], pp, &mut hb[r]);
                 slo[r] = scale_at(sc[r], 2 * pp);
                 shi[r] = scale_at(sc[r], 2 * pp + 1);
             }
