@@ -81,6 +81,7 @@ fn k_blocks(ty: QuantType, count: usize, seed: u64) -> Vec<u8> {
         let d = half::f16::from_f32(0.01).to_le_bytes();
         match ty {
             QuantType::Q6_K => blk[208..210].copy_from_slice(&d),
+            QuantType::Q3_K => blk[108..110].copy_from_slice(&d),
             QuantType::Q2_K => {
                 blk[80..82].copy_from_slice(&d);
                 blk[82..84].copy_from_slice(&d);
@@ -182,6 +183,7 @@ fn main() {
         W::Q(QuantType::Q5_K),
         W::Q(QuantType::Q6_K),
         W::Q(QuantType::Q2_K),
+        W::Q(QuantType::Q3_K),
         W::Q(QuantType::IQ4_XS),
         W::Q(QuantType::Q5_0),
         W::Q(QuantType::Q5_1),

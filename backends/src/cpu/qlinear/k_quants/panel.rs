@@ -23,7 +23,8 @@
 use std::arch::x86_64::*;
 
 use super::super::block32::f16_at;
-use super::x86::{iq4_values, madd_scaled, q2_codes, q2_scales_mins, q3_codes, q6_codes, tile_fn};
+use super::x86::{iq4_values, madd_scaled, tile_fn};
+use super::x86_per16::{q2_codes, q2_scales_mins, q3_codes, q6_codes};
 use super::{iq4xs_scales, q3k_scales, unpack_scales, Ctx, Kind};
 use crate::quant::QK_K;
 
