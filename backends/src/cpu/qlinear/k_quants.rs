@@ -447,6 +447,18 @@ pub(super) fn sixteen_rows(isa: Isa, m: usize) -> bool {
 /// a panel costs about what it saves.
 const PANEL_MIN_ROWS: usize = 8;
 
+/// `$body` once per literal, `$i` bound to it: a super-block's chunk loop
+/// unrolled by hand. Left as a loop (the four-row tiles are too big for the
+/// compiler to unroll), each chunk's scale-pick mask and code shifts were
+/// built at run time or dispatched through a jump table.
+#[cfg(target_arch = "x86_64")]
+macro_rules! unroll {
+    ($i:ident in [$($v:literal),*] $body:block) => {$({
+        let $i: usize = $v;
+        $body
+    })*};
+}
+
 #[cfg(target_arch = "x86_64")]
 mod panel;
 #[cfg(target_arch = "x86_64")]

@@ -88,7 +88,7 @@ unsafe fn tile<const VNNI: bool, const Q5: bool>(ctx: &Ctx, j: usize, i: usize) 
         prefetch_ahead(ctx, j, sb);
         let pa = ctx.aq.add(i * k + sb * QK_K);
         let mut iacc = [_mm256_setzero_si256(); R];
-        for pp in 0..4 {
+        unroll!(pp in [0, 1, 2, 3] {
             let alo = _mm256_loadu_si256(pa.add(64 * pp) as *const __m256i);
             let ahi = _mm256_loadu_si256(pa.add(64 * pp + 32) as *const __m256i);
             for r in 0..R {
@@ -96,7 +96,7 @@ unsafe fn tile<const VNNI: bool, const Q5: bool>(ctx: &Ctx, j: usize, i: usize) 
                 iacc[r] = madd_scaled::<VNNI>(iacc[r], lo, alo, scale_at(q.sc[r], 2 * pp));
                 iacc[r] = madd_scaled::<VNNI>(iacc[r], hi, ahi, scale_at(q.sc[r], 2 * pp + 1));
             }
-        }
+        });
         let isum = sums4(iacc);
         // The minimum terms: the per-32 activation sums once, then each
         // row's eight mins against them (`x86::min_sum_simd`, four rows).
@@ -144,7 +144,7 @@ unsafe fn tile_iq4xs<const VNNI: bool>(ctx: &Ctx, j: usize, i: usize) {
         prefetch_ahead(ctx, j, sb);
         let pa = ctx.aq.add(i * k + sb * QK_K);
         let mut iacc = [_mm256_setzero_si256(); R];
-        for t in 0..8 {
+        unroll!(t in [0, 1, 2, 3, 4, 5, 6, 7] {
             let a = _mm256_loadu_si256(pa.add(32 * t) as *const __m256i);
             for r in 0..R {
                 let v = iq4_values(blk[r].add(8 + 16 * t));
@@ -153,7 +153,7 @@ unsafe fn tile_iq4xs<const VNNI: bool>(ctx: &Ctx, j: usize, i: usize) {
                 let sa = _mm256_sign_epi8(a, v);
                 iacc[r] = madd_scaled::<VNNI>(iacc[r], u, sa, scale_at(sc[r], t));
             }
-        }
+        });
         acc = _mm_add_ps(acc, finish_d4(&d, *ctx.ad.add(i * nsb + sb), sums4(iacc)));
     }
     store4(ctx, j, i, acc);

@@ -56,24 +56,14 @@ pub(super) unsafe fn per16_dots<const R: usize, const C: usize, const VNNI: bool
     iacc: &mut [[__m256i; C]; R],
     iacc2: &mut [[__m256i; C]; R],
 ) {
-    // Unrolled by hand: with four rows the compiler keeps the loops over
-    // (n, g) and dispatches the per-g shifts of the codes through a jump
-    // table (Q3_K's four-row tile ran at 0.6x its one-row tile).
-    macro_rules! steps {
-        ($(($n:literal, $g:literal)),*) => {$(
-            per16_step::<R, C, VNNI>(ctx, i, sb, halves, &codes, iacc, iacc2, $n, $g);
-        )*};
-    }
-    steps!(
-        (0, 0),
-        (0, 1),
-        (0, 2),
-        (0, 3),
-        (1, 0),
-        (1, 1),
-        (1, 2),
-        (1, 3)
-    );
+    // Unrolled (`unroll!`): with four rows the compiler kept the loops
+    // over (n, g) and dispatched the per-g shifts of the codes through a
+    // jump table (Q3_K's four-row tile ran at 0.6x its one-row tile).
+    unroll!(n in [0, 1] {
+        unroll!(g in [0, 1, 2, 3] {
+            per16_step::<R, C, VNNI>(ctx, i, sb, halves, &codes, iacc, iacc2, n, g);
+        });
+    });
 }
 
 /// Chunk `(n, g)` of `per16_dots`.
