@@ -13,7 +13,7 @@
 use std::arch::x86_64::*;
 
 use super::super::block32::f16_at;
-use super::x86::{iq4_values, madd_scaled, q4k_codes, q4k_rows, scale_at, Q4Rows};
+use super::x86::{iq4_values2, madd_scaled, q4k_codes, q4k_rows, scale_at, Q4Rows};
 use super::x86_per16::{
     per16_dots, q2_codes, q2_rows, q6_rows, q6_start, q6k_codes, Q2Rows, Q6Rows,
 };
@@ -144,17 +144,22 @@ unsafe fn tile_iq4xs<const VNNI: bool>(ctx: &Ctx, j: usize, i: usize) {
         prefetch_ahead(ctx, j, sb);
         let pa = ctx.aq.add(i * k + sb * QK_K);
         let mut iacc = [_mm256_setzero_si256(); R];
-        unroll!(t in [0, 1, 2, 3, 4, 5, 6, 7] {
-            let a = _mm256_loadu_si256(pa.add(32 * t) as *const __m256i);
+        unroll!(t in [0, 2, 4, 6] {
+            // |a| once for the four rows; a's sign moves to the table
+            // values: |a| * (v * sign(a)) is each product v * a (and at
+            // most 2 * 128 * 127 per pair, so `vpmaddubsw` cannot saturate).
+            let a0 = _mm256_loadu_si256(pa.add(32 * t) as *const __m256i);
+            let a1 = _mm256_loadu_si256(pa.add(32 * t + 32) as *const __m256i);
+            let (u0, u1) = (_mm256_abs_epi8(a0), _mm256_abs_epi8(a1));
             for r in 0..R {
-                let v = iq4_values(blk[r].add(8 + 16 * t));
-                // |v| times a with v's sign: the products of v and a.
-                let u = _mm256_sign_epi8(v, v);
-                let sa = _mm256_sign_epi8(a, v);
-                iacc[r] = madd_scaled::<VNNI>(iacc[r], u, sa, scale_at(sc[r], t));
+                let (v0, v1) = iq4_values2(blk[r].add(8 + 16 * t));
+                let (s0, s1) = (_mm256_sign_epi8(v0, a0), _mm256_sign_epi8(v1, a1));
+                iacc[r] = madd_scaled::<VNNI>(iacc[r], u0, s0, scale_at(sc[r], t));
+                iacc[r] = madd_scaled::<VNNI>(iacc[r], u1, s1, scale_at(sc[r], t + 1));
             }
         });
-        acc = _mm_add_ps(acc, finish_d4(&d, *ctx.ad.add(i * nsb + sb), sums4(iacc)));
+        let isum = sums4(iacc);
+        acc = _mm_add_ps(acc, finish_d4(&d, *ctx.ad.add(i * nsb + sb), isum));
     }
     store4(ctx, j, i, acc);
 }

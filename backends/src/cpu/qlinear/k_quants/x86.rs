@@ -260,6 +260,24 @@ pub(super) unsafe fn iq4_values(qs: *const u8) -> __m256i {
     _mm256_shuffle_epi8(table, idx)
 }
 
+/// `iq4_values` of sub-blocks `t` and `t + 1` (the 32 bytes at `qs`): one
+/// load, one nibble split and one table lookup per sub-block, the halves
+/// put in element order by two lane permutes (two loads and splits saved).
+#[inline(always)]
+pub(super) unsafe fn iq4_values2(qs: *const u8) -> (__m256i, __m256i) {
+    let table =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i));
+    let q = _mm256_loadu_si256(qs as *const __m256i);
+    let m4 = _mm256_set1_epi8(0x0F);
+    // Lane 0 holds sub-block t's codes, lane 1 sub-block t + 1's.
+    let lo = _mm256_shuffle_epi8(table, _mm256_and_si256(q, m4));
+    let hi = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+    (
+        _mm256_permute2x128_si256(lo, hi, 0x20),
+        _mm256_permute2x128_si256(lo, hi, 0x31),
+    )
+}
+
 /// IQ4_XS tile.
 #[inline(always)]
 unsafe fn tile_iq4xs<const R: usize, const C: usize, const VNNI: bool>(
