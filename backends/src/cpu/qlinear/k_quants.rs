@@ -375,7 +375,7 @@ pub(super) unsafe fn gemm(kind: Kind, isa: Isa, w: &[u8], nr: usize, act: &ActQ8
     }
     // SAFETY (all arms): tiles stay inside the rows checked above and the
     // cells the caller vouched for; `isa` was detected on this machine.
-    // One-row decode of Q4_K/Q5_K/IQ4_XS/Q2_K/Q3_K on x86: four weight rows finished
+    // One-row decode of the K-quants on x86 (Q6_K on AVX2 only): four weight rows finished
     // together (`rows4`; with more activation rows the tiles below read
     // each weight once per two of them, which wins).
     #[cfg(target_arch = "x86_64")]

@@ -1,4 +1,4 @@
-//! Q4_K / Q5_K / IQ4_XS / Q2_K / Q3_K decode tiles of four weight rows that finish the four rows
+//! K-quant decode tiles of four weight rows that finish the four rows
 //! together. A one-row tile spends most of a super-block after its
 //! products: a horizontal sum, the minimum term and the float finish, per
 //! row (~30 cycles per super-block on an AMD EPYC core with the weight in
@@ -8,12 +8,15 @@
 //! runs once on a 4-lane vector: lane `r` computes exactly `finish_q4k`'s
 //! `(d * da) * isum - (dmin * da) * imin` for row `r`, separate multiplies
 //! and subtract as the twin, so the bits are the twin's (IQ4_XS: `(d * da)
-//! * isum`, and Q3_K's likewise). Q6_K has none (see `tile_fn`).
+//! * isum`, and Q3_K's likewise). Q6_K's AVX2 tile (`tile_q6k_seq`) computes
+//! its four rows in turn and shares only the finish (see `tile_fn`).
 
 use std::arch::x86_64::*;
 
 use super::super::block32::f16_at;
-use super::x86::{iq4_values2, madd_scaled, q4k_codes, q4k_rows, scale_at, Q4Rows};
+use super::x86::{
+    iq4_values2, madd_scaled, prefetch_next_row, q4k_codes, q4k_rows, scale_at, Q4Rows,
+};
 use super::x86_per16::{
     per16_dots, q2_codes, q2_rows, q6_rows, q6_start, q6k_codes, Q2Rows, Q6Rows,
 };
@@ -227,6 +230,52 @@ unsafe fn tile_q6k<const VNNI: bool, const Q3: bool>(ctx: &Ctx, j: usize, i: usi
     store4(ctx, j, i, acc);
 }
 
+/// Q6_K rows `j..j + 4` by activation row `i`, each row's products in the
+/// one-row tiles' order (a row at a time, prefetching 8 rows ahead, which
+/// streams at memory speed where the interleaved four-row order did not:
+/// see `tile_fn`), the four rows' per-super-block sums kept and finished
+/// together. Lane `r` adds row `r`'s super-blocks in order, as the twin.
+#[inline(always)]
+unsafe fn tile_q6k_seq<const VNNI: bool>(ctx: &Ctx, j: usize, i: usize) {
+    /// Super-blocks per pass: 16 x 4 sums of 32 bytes stay on the stack.
+    const CHUNK: usize = 16;
+    let nsb = ctx.nsb;
+    let mut acc = _mm_setzero_ps();
+    let mut s0 = 0;
+    while s0 < nsb {
+        let len = CHUNK.min(nsb - s0);
+        let mut sums = [[_mm256_setzero_si256(); R]; CHUNK];
+        let mut d = [[0.0f32; R]; CHUNK];
+        for r in 0..R {
+            for c in 0..len {
+                let sb = s0 + c;
+                let q: Q6Rows<1> = q6_rows::<1, false>(ctx, j + r, sb);
+                prefetch_next_row::<1>(q.blk[0], ctx.row_bytes, 210);
+                let bi = i * nsb + sb;
+                let mut iacc = [[q6_start::<false>(q.sc16[0], ctx.abs.add(bi * 16))]];
+                let mut iacc2 = [[_mm256_setzero_si256()]];
+                per16_dots::<1, 1, VNNI>(
+                    ctx,
+                    i,
+                    sb,
+                    &q.halves,
+                    |_, n, g| q6k_codes::<false>(q.blk[0], n, g),
+                    &mut iacc,
+                    &mut iacc2,
+                );
+                sums[c][r] = _mm256_add_epi32(iacc[0][0], iacc2[0][0]);
+                d[c][r] = q.d[0];
+            }
+        }
+        for c in 0..len {
+            let da = *ctx.ad.add(i * nsb + s0 + c);
+            acc = _mm_add_ps(acc, finish_d4(&d[c], da, sums4(sums[c])));
+        }
+        s0 += len;
+    }
+    store4(ctx, j, i, acc);
+}
+
 /// A pair of `#[target_feature]` entry points (AVX2, AVX-512 VNNI) per tile.
 macro_rules! wrappers {
     ($($avx2:ident, $vnni:ident => $tile:ident $(, $g:tt)*;)*) => {$(
@@ -240,6 +289,11 @@ macro_rules! wrappers {
         }
     )*};
 }
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q6k_avx2(ctx: &Ctx, j: usize, i: usize) {
+    tile_q6k_seq::<false>(ctx, j, i)
+}
+
 wrappers! {
     q4k_avx2, q4k_vnni => tile, false;
     q5k_avx2, q5k_vnni => tile, true;
@@ -262,10 +316,13 @@ pub(super) fn tile_fn(kind: Kind, vnni: bool) -> Option<Tile<Ctx>> {
         (Kind::Q2K, true) => q2k_vnni,
         (Kind::Q3K, false) => q3k_avx2,
         (Kind::Q3K, true) => q3k_vnni,
-        // Q6_K stays on its one-row tiles: a four-row tile (256-bit here,
-        // 512-bit before) was faster with the weight in cache (qbench GEMV
-        // hot 0.095 -> 0.081 ms) but streamed from memory at half speed
-        // (cold 0.13 -> 0.22 ms); why is open.
-        (Kind::Q6K, _) => return None,
+        // Q6_K: rows in turn (`tile_q6k_seq`). Interleaved as the others
+        // (`tile_q6k::<false>`, 256- or 512-bit) it was faster with the
+        // weight in cache (qbench GEMV hot 0.095 -> 0.081 ms) but streamed
+        // from memory at half speed (cold 0.13 -> 0.22 ms); why is open. On
+        // AVX-512 the 512-bit one-row tile (`k_zmm`) streams faster than
+        // either (qbench GEMV cold 52-54 vs 41-45 GFLOP/s).
+        (Kind::Q6K, false) => q6k_avx2,
+        (Kind::Q6K, true) => return None,
     })
 }
