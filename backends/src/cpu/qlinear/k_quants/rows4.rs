@@ -13,14 +13,14 @@
 
 use std::arch::x86_64::*;
 
-use super::super::block32::f16_at;
 use super::x86::{
-    iq4_values2, madd_scaled, prefetch_next_row, q4k_codes, q4k_rows, scale_at, Q4Rows,
+    iq4_values2, iq4xs_rows, madd_scaled, prefetch_next_row, q4k_codes, q4k_rows, scale_at, IqRows,
+    Q4Rows,
 };
 use super::x86_per16::{
-    per16_dots, q2_codes, q2_rows, q6_rows, q6_start, q6k_codes, Q2Rows, Q6Rows,
+    per16_dots, q2_codes, q2_rows, q3_codes, q6_rows, q6_start, q6k_codes, Q2Rows, Q6Rows,
 };
-use super::{iq4xs_scales, store, Ctx, Kind, Tile};
+use super::{store, Ctx, Kind, Tile};
 use crate::quant::QK_K;
 
 /// Rows per tile.
@@ -133,17 +133,7 @@ unsafe fn tile_iq4xs<const VNNI: bool>(ctx: &Ctx, j: usize, i: usize) {
     let k = nsb * QK_K;
     let mut acc = _mm_setzero_ps();
     for sb in 0..nsb {
-        let mut d = [0.0f32; R];
-        let mut sc = [_mm256_setzero_si256(); R];
-        let mut blk = [std::ptr::null::<u8>(); R];
-        for r in 0..R {
-            let p = ctx.w.add((j + r) * ctx.row_bytes + sb * 136);
-            blk[r] = p;
-            d[r] = f16_at(p);
-            let s = iq4xs_scales(std::slice::from_raw_parts(p, 8));
-            let s = _mm_loadu_si128(s.as_ptr() as *const __m128i);
-            sc[r] = _mm256_set_m128i(s, s);
-        }
+        let q: IqRows<R> = iq4xs_rows::<R>(ctx, j, sb);
         prefetch_ahead(ctx, j, sb);
         let pa = ctx.aq.add(i * k + sb * QK_K);
         let mut iacc = [_mm256_setzero_si256(); R];
@@ -155,14 +145,14 @@ unsafe fn tile_iq4xs<const VNNI: bool>(ctx: &Ctx, j: usize, i: usize) {
             let a1 = _mm256_loadu_si256(pa.add(32 * t + 32) as *const __m256i);
             let (u0, u1) = (_mm256_abs_epi8(a0), _mm256_abs_epi8(a1));
             for r in 0..R {
-                let (v0, v1) = iq4_values2(blk[r].add(8 + 16 * t));
+                let (v0, v1) = iq4_values2(q.blk[r].add(8 + 16 * t));
                 let (s0, s1) = (_mm256_sign_epi8(v0, a0), _mm256_sign_epi8(v1, a1));
-                iacc[r] = madd_scaled::<VNNI>(iacc[r], u0, s0, scale_at(sc[r], t));
-                iacc[r] = madd_scaled::<VNNI>(iacc[r], u1, s1, scale_at(sc[r], t + 1));
+                iacc[r] = madd_scaled::<VNNI>(iacc[r], u0, s0, scale_at(q.sc[r], t));
+                iacc[r] = madd_scaled::<VNNI>(iacc[r], u1, s1, scale_at(q.sc[r], t + 1));
             }
         });
         let isum = sums4(iacc);
-        acc = _mm_add_ps(acc, finish_d4(&d, *ctx.ad.add(i * nsb + sb), isum));
+        acc = _mm_add_ps(acc, finish_d4(&q.d, *ctx.ad.add(i * nsb + sb), isum));
     }
     store4(ctx, j, i, acc);
 }
@@ -198,19 +188,19 @@ unsafe fn tile_q2k<const VNNI: bool>(ctx: &Ctx, j: usize, i: usize) {
     store4(ctx, j, i, acc);
 }
 
-/// Q6_K/Q3_K rows `j..j + 4` by activation row `i` (the products as
-/// `x86::tile_q6k` takes them).
+/// Q3_K rows `j..j + 4` by activation row `i` (the products as
+/// `x86_per16::tile_q6k::<.., true>` takes them).
 #[inline(always)]
-unsafe fn tile_q6k<const VNNI: bool, const Q3: bool>(ctx: &Ctx, j: usize, i: usize) {
+unsafe fn tile_q3k<const VNNI: bool>(ctx: &Ctx, j: usize, i: usize) {
     let nsb = ctx.nsb;
     let mut acc = _mm_setzero_ps();
     for sb in 0..nsb {
-        let q: Q6Rows<R> = q6_rows::<R, Q3>(ctx, j, sb);
+        let q: Q6Rows<R> = q6_rows::<R, true>(ctx, j, sb);
         prefetch_ahead(ctx, j, sb);
         let bi = i * nsb + sb;
         let mut iacc = [[_mm256_setzero_si256(); 1]; R];
         for r in 0..R {
-            iacc[r][0] = q6_start::<Q3>(q.sc16[r], ctx.abs.add(bi * 16));
+            iacc[r][0] = q6_start::<true>(q.sc16[r], ctx.abs.add(bi * 16));
         }
         let mut iacc2 = [[_mm256_setzero_si256(); 1]; R];
         per16_dots::<R, 1, VNNI>(
@@ -218,7 +208,7 @@ unsafe fn tile_q6k<const VNNI: bool, const Q3: bool>(ctx: &Ctx, j: usize, i: usi
             i,
             sb,
             &q.halves,
-            |r, n, g| q6k_codes::<Q3>(q.blk[r], n, g),
+            |r, n, g| q3_codes(q.blk[r], n, g),
             &mut iacc,
             &mut iacc2,
         );
@@ -236,7 +226,7 @@ unsafe fn tile_q6k<const VNNI: bool, const Q3: bool>(ctx: &Ctx, j: usize, i: usi
 /// see `tile_fn`), the four rows' per-super-block sums kept and finished
 /// together. Lane `r` adds row `r`'s super-blocks in order, as the twin.
 #[inline(always)]
-unsafe fn tile_q6k_seq<const VNNI: bool>(ctx: &Ctx, j: usize, i: usize) {
+unsafe fn tile_q6k_seq(ctx: &Ctx, j: usize, i: usize) {
     /// Super-blocks per pass: 16 x 4 sums of 32 bytes stay on the stack.
     const CHUNK: usize = 16;
     let nsb = ctx.nsb;
@@ -254,7 +244,7 @@ unsafe fn tile_q6k_seq<const VNNI: bool>(ctx: &Ctx, j: usize, i: usize) {
                 let bi = i * nsb + sb;
                 let mut iacc = [[q6_start::<false>(q.sc16[0], ctx.abs.add(bi * 16))]];
                 let mut iacc2 = [[_mm256_setzero_si256()]];
-                per16_dots::<1, 1, VNNI>(
+                per16_dots::<1, 1, false>(
                     ctx,
                     i,
                     sb,
@@ -291,7 +281,7 @@ macro_rules! wrappers {
 }
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q6k_avx2(ctx: &Ctx, j: usize, i: usize) {
-    tile_q6k_seq::<false>(ctx, j, i)
+    tile_q6k_seq(ctx, j, i)
 }
 
 wrappers! {
@@ -299,7 +289,7 @@ wrappers! {
     q5k_avx2, q5k_vnni => tile, true;
     iq4xs_avx2, iq4xs_vnni => tile_iq4xs;
     q2k_avx2, q2k_vnni => tile_q2k;
-    q3k_avx2, q3k_vnni => tile_q6k, true;
+    q3k_avx2, q3k_vnni => tile_q3k;
 }
 
 /// The four-row tile of `kind` (Q4_K, Q5_K, IQ4_XS, Q2_K, Q3_K) by one activation row, if
@@ -317,7 +307,7 @@ pub(super) fn tile_fn(kind: Kind, vnni: bool) -> Option<Tile<Ctx>> {
         (Kind::Q3K, false) => q3k_avx2,
         (Kind::Q3K, true) => q3k_vnni,
         // Q6_K: rows in turn (`tile_q6k_seq`). Interleaved as the others
-        // (`tile_q6k::<false>`, 256- or 512-bit) it was faster with the
+        // (the Q3_K tile with Q6_K's codes, 256- or 512-bit) it was faster with the
         // weight in cache (qbench GEMV hot 0.095 -> 0.081 ms) but streamed
         // from memory at half speed (cold 0.13 -> 0.22 ms); why is open. On
         // AVX-512 the 512-bit one-row tile (`k_zmm`) streams faster than

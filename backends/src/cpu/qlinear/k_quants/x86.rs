@@ -278,6 +278,32 @@ pub(super) unsafe fn iq4_values2(qs: *const u8) -> (__m256i, __m256i) {
     )
 }
 
+/// Super-block `sb` of IQ4_XS rows `j..j + R`: scales and blocks.
+pub(super) struct IqRows<const R: usize> {
+    pub(super) d: [f32; R],
+    /// Each row's eight scales as i16 in both 128-bit halves.
+    pub(super) sc: [__m256i; R],
+    pub(super) blk: [*const u8; R],
+}
+
+#[inline(always)]
+pub(super) unsafe fn iq4xs_rows<const R: usize>(ctx: &Ctx, j: usize, sb: usize) -> IqRows<R> {
+    let mut rows = IqRows {
+        d: [0.0; R],
+        sc: [_mm256_setzero_si256(); R],
+        blk: [std::ptr::null(); R],
+    };
+    for r in 0..R {
+        let p = ctx.w.add((j + r) * ctx.row_bytes + sb * 136);
+        rows.blk[r] = p;
+        rows.d[r] = f16_at(p);
+        let s = iq4xs_scales(std::slice::from_raw_parts(p, 8));
+        let s = _mm_loadu_si128(s.as_ptr() as *const __m128i);
+        rows.sc[r] = _mm256_set_m128i(s, s);
+    }
+    rows
+}
+
 /// IQ4_XS tile.
 #[inline(always)]
 unsafe fn tile_iq4xs<const R: usize, const C: usize, const VNNI: bool>(
@@ -289,18 +315,11 @@ unsafe fn tile_iq4xs<const R: usize, const C: usize, const VNNI: bool>(
     let k = nsb * QK_K;
     let mut acc = [[0.0f32; C]; R];
     for sb in 0..nsb {
-        let mut d = [0.0f32; R];
-        let mut sc = [_mm256_setzero_si256(); R];
-        let mut blk = [std::ptr::null::<u8>(); R];
         for r in 0..R {
             let p = ctx.w.add((j + r) * ctx.row_bytes + sb * 136);
             prefetch_next_row::<R>(p, ctx.row_bytes, 136);
-            blk[r] = p;
-            d[r] = f16_at(p);
-            let s = iq4xs_scales(std::slice::from_raw_parts(p, 8));
-            let s = _mm_loadu_si128(s.as_ptr() as *const __m128i);
-            sc[r] = _mm256_set_m128i(s, s);
         }
+        let IqRows { d, sc, blk } = iq4xs_rows::<R>(ctx, j, sb);
         let mut iacc = [[_mm256_setzero_si256(); C]; R];
         let mut iacc2 = [[_mm256_setzero_si256(); C]; R];
         for t in 0..8 {
