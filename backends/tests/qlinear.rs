@@ -285,6 +285,27 @@ fn k_quant_prefill_tiles_match_the_twin() {
 }
 
 #[test]
+fn block32_prefill_tiles_match_the_twin() {
+    // Prompt chunks (more rows than a row-invariant step) take other tiles
+    // than decode: 4-row tiles on x86, Arm's i8mm 2x2 tiles (activation
+    // rows paired at quantization, the minimum's term from `ActQ8::dsum`)
+    // with dotprod tiles for an odd last row and weight row.
+    let m0 = mllm_backends::cpu::ROW_INVARIANT_STEP + 1;
+    for ty in [
+        QuantType::Q4_0,
+        QuantType::Q4_1,
+        QuantType::Q5_0,
+        QuantType::Q5_1,
+        QuantType::Q8_0,
+        QuantType::IQ4_NL,
+    ] {
+        for (m, n, k) in [(m0, 5, 64), (m0 + 7, 8, 96), (2 * m0 + 2, 9, 256)] {
+            check_case(ty, m, n, k, 11 + m as u64, m % 2 == 0).unwrap();
+        }
+    }
+}
+
+#[test]
 fn merged_parts_write_their_own_columns() {
     // K-quant parts of a merged linear write their columns of the whole
     // output in place (the output's width apart); the others stage and

@@ -31,6 +31,17 @@ pub struct ActQ8 {
     /// broadcast straight from memory (`x16`).
     pub neg8: Vec<i32>,
     pub neg128: Vec<i32>,
+    /// Rows `2p` and `2p + 1` interleaved in 8-byte slices (`[m / 2][k / 8]
+    /// [2][8]`), the operand order of Arm's `smmla`, made only where its
+    /// tiles run (i8mm, prompt chunks): their loop then loads the pairs
+    /// instead of zipping them once per weight row pair.
+    #[cfg(target_arch = "aarch64")]
+    pub pairs: Vec<i8>,
+    /// `d * sum` of each block as f32 (the activation's factor of a
+    /// minimum's term `m * d_a * sum(a)`, the same product the twin
+    /// computes), for the NEON i8mm tiles.
+    #[cfg(target_arch = "aarch64")]
+    pub dsum: Vec<f32>,
 }
 
 /// Rows of activations as 256-value int8 super-blocks.
@@ -296,6 +307,30 @@ impl ActQ8 {
         self.neg8.extend(self.sum.iter().map(|&s| -8 * s));
         self.neg128.clear();
         self.neg128.extend(self.sum.iter().map(|&s| -128 * s));
+        #[cfg(target_arch = "aarch64")]
+        self.pair_rows();
+    }
+
+    /// `pairs` and `dsum` for the i8mm prompt tiles (`block32::gemm`),
+    /// empty where they do not run.
+    #[cfg(target_arch = "aarch64")]
+    fn pair_rows(&mut self) {
+        let (m, k) = (self.m, self.k);
+        self.pairs.clear();
+        self.dsum.clear();
+        if m <= crate::cpu::ROW_INVARIANT_STEP || !std::arch::is_aarch64_feature_detected!("i8mm") {
+            return;
+        }
+        let dsum = self.d.iter().zip(&self.sum).map(|(&d, &s)| d * s as f32);
+        self.dsum.extend(dsum);
+        self.pairs.reserve(m / 2 * 2 * k);
+        for rows in self.qs.chunks_exact(2 * k) {
+            let (r0, r1) = rows.split_at(k);
+            for (a, b) in r0.chunks_exact(8).zip(r1.chunks_exact(8)) {
+                self.pairs.extend_from_slice(a);
+                self.pairs.extend_from_slice(b);
+            }
+        }
     }
 
     pub fn blocks_per_row(&self) -> usize {

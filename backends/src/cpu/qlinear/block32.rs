@@ -66,12 +66,10 @@ pub(super) trait Block32 {
     #[cfg(target_arch = "x86_64")]
     const OFFSET: i32;
 
-    /// The codes as two i8x16 (elements 0..16, 16..32), offset by
-    /// `NEON_OFFSET`: `code = loaded - NEON_OFFSET`.
+    /// The codes with their true sign as two i8x16 (elements 0..16,
+    /// 16..32): NEON's dot instructions are signed by signed.
     #[cfg(target_arch = "aarch64")]
     unsafe fn load_neon(p: *const u8) -> [std::arch::aarch64::int8x16_t; 2];
-    #[cfg(target_arch = "aarch64")]
-    const NEON_OFFSET: i32;
 }
 
 /// Scalar integer twin: one weight row against activation row `i`.
@@ -104,6 +102,12 @@ pub(super) struct Ctx {
     pub(super) aq: *const i8,
     pub(super) ad: *const f32,
     pub(super) asum: *const i32,
+    /// `ActQ8::pairs` (the i8mm tiles' activations).
+    #[cfg(target_arch = "aarch64")]
+    pub(super) apairs: *const i8,
+    /// `ActQ8::dsum` (the i8mm tiles' minimum terms).
+    #[cfg(target_arch = "aarch64")]
+    pub(super) adsum: *const f32,
     pub(super) out: *mut f32,
     /// Weight rows (the x86 x16 tiles walk their groups by it).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
@@ -158,6 +162,10 @@ pub(super) unsafe fn gemm<B: Block32>(isa: Isa, w: &[u8], nr: usize, act: &ActQ8
         aq: act.qs.as_ptr(),
         ad: act.d.as_ptr(),
         asum: act.sum.as_ptr(),
+        #[cfg(target_arch = "aarch64")]
+        apairs: act.pairs.as_ptr(),
+        #[cfg(target_arch = "aarch64")]
+        adsum: act.dsum.as_ptr(),
         out: out.ptr,
         nr,
         ldo: out.ld,
@@ -188,11 +196,14 @@ pub(super) unsafe fn gemm<B: Block32>(isa: Isa, w: &[u8], nr: usize, act: &ActQ8
         // smmla computes a 2x2 tile at once, each block's integers summed
         // before the float finish (another order than the dotprod tiles):
         // prompt chunks only, so that decode, verification and batched
-        // steps stay row-invariant (`ROW_INVARIANT_STEP`).
+        // steps stay row-invariant (`ROW_INVARIANT_STEP`). Its activations
+        // are the row pairs `ActQ8` made for it (read up to pair m / 2).
         #[cfg(target_arch = "aarch64")]
-        Isa::NeonI8mm if m > crate::cpu::ROW_INVARIANT_STEP => unsafe {
-            drive(&ctx, nr, m, 2, 2, neon::tile_fn_mm::<B>)
-        },
+        Isa::NeonI8mm
+            if m > crate::cpu::ROW_INVARIANT_STEP
+                && act.pairs.len() == m / 2 * 2 * act.k
+                && act.dsum.len() == act.d.len() =>
+        unsafe { drive(&ctx, nr, m, 2, 2, neon::tile_fn_mm::<B>) },
         #[cfg(target_arch = "aarch64")]
         Isa::NeonI8mm => unsafe { drive(&ctx, nr, m, rm, 4, neon::tile_fn::<B, true>) },
         _ => {
@@ -435,12 +446,11 @@ mod neon {
             let pa = ctx.aq.add((i + c) * k + b * 32);
             let a = [vld1q_s8(pa), vld1q_s8(pa.add(16))];
             let da = *ctx.ad.add(ai);
-            let sa = *ctx.asum.add(ai);
-            let init = -B::NEON_OFFSET * sa;
             for r in 0..R {
-                let dot = super::dot_s8::<DOT>(wv[r], a, init);
+                let dot = super::dot_s8::<DOT>(wv[r], a);
                 acc[r][c] = vfmaq_n_f32(acc[r][c], vcvtq_f32_s32(dot), dw[r] * da);
                 if B::HAS_MIN {
+                    let sa = *ctx.asum.add(ai);
                     acc_min[r][c] += mw[r] * (da * sa as f32);
                 }
             }
@@ -477,21 +487,6 @@ mod neon {
         tile_body::<B, R, C, true>(ctx, j, i)
     }
 
-    /// `acc + A B^T` for the 2x8 int8 matrices in `a` and `b` (`smmla`; its
-    /// intrinsic is not stable yet).
-    #[target_feature(enable = "i8mm")]
-    #[inline]
-    unsafe fn smmla(mut acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
-        std::arch::asm!(
-            "smmla {acc:v}.4s, {a:v}.16b, {b:v}.16b",
-            acc = inout(vreg) acc,
-            a = in(vreg) a,
-            b = in(vreg) b,
-            options(pure, nomem, nostack, preserves_flags)
-        );
-        acc
-    }
-
     /// Rows `[x0 | x1]` of 8 bytes each, for half `h` (0: bytes 0..8 of
     /// each 16, 1: bytes 8..16).
     #[inline(always)]
@@ -505,56 +500,54 @@ mod neon {
     }
 
     /// 2 weight rows x 2 activation rows with `smmla`: per block, each 8-code
-    /// slice of both weight rows and of both activation rows is paired, and
+    /// slice of both weight rows is paired with the same slice of both
+    /// activation rows (paired once, at quantization: `ActQ8::pairs`), and
     /// one instruction adds all four row-pair dots (lanes (w0,a0), (w0,a1),
-    /// (w1,a0), (w1,a1)). Integers per block as the twin; float finish per
-    /// block.
+    /// (w1,a0), (w1,a1)). The codes are signed (no offset term), the
+    /// integers per block those of the twin; the float finish per block is
+    /// the twin's per-pair arithmetic on four lanes at once (scales, and
+    /// with a minimum its terms from `ActQ8::dsum`).
     #[target_feature(enable = "dotprod,i8mm")]
     unsafe fn tile_mm<B: Block32>(ctx: &Ctx, j: usize, i: usize) {
         let (nb, k) = (ctx.nb, ctx.nb * 32);
         let w0 = ctx.w.add(j * ctx.row_bytes);
         let mut facc = vdupq_n_f32(0.0);
-        let mut acc_min = [0.0f32; 4];
+        let mut acc_min = vdupq_n_f32(0.0);
         for b in 0..nb {
             let p = [w0.add(b * B::SIZE), w0.add(ctx.row_bytes + b * B::SIZE)];
             let x = [B::load_neon(p[0]), B::load_neon(p[1])];
-            let dm = [dm_neon::<B>(p[0]), dm_neon::<B>(p[1])];
             let ai = [i * nb + b, (i + 1) * nb + b];
-            let pa = [ctx.aq.add(i * k + b * 32), ctx.aq.add((i + 1) * k + b * 32)];
-            let a = [
-                [vld1q_s8(pa[0]), vld1q_s8(pa[0].add(16))],
-                [vld1q_s8(pa[1]), vld1q_s8(pa[1].add(16))],
-            ];
-            let da = [*ctx.ad.add(ai[0]), *ctx.ad.add(ai[1])];
-            let sa = [*ctx.asum.add(ai[0]), *ctx.asum.add(ai[1])];
-            let o = B::NEON_OFFSET;
-            let init = [-o * sa[0], -o * sa[1], -o * sa[0], -o * sa[1]];
-            let mut iacc = vld1q_s32(init.as_ptr());
+            // Rows i and i + 1 (i is even) already paired: slice (q, h).
+            let pa = ctx.apairs.add(i * k + b * 64);
+            let mut iacc = vdupq_n_s32(0);
             for q in 0..2 {
                 for h in 0..2 {
-                    iacc = smmla(iacc, pair(x[0][q], x[1][q], h), pair(a[0][q], a[1][q], h));
+                    let a = vld1q_s8(pa.add(32 * q + 16 * h));
+                    iacc = super::smmla(iacc, pair(x[0][q], x[1][q], h), a);
                 }
             }
-            let scale = [
-                dm[0].0 * da[0],
-                dm[0].0 * da[1],
-                dm[1].0 * da[0],
-                dm[1].0 * da[1],
-            ];
-            facc = vfmaq_f32(facc, vcvtq_f32_s32(iacc), vld1q_f32(scale.as_ptr()));
+            // [da0, da1, da0, da1] and the weight rows' [d0, d0, d1, d1].
+            let da = vreinterpretq_f32_u32(super::cols2(ctx.ad.add(ai[0]), ctx.ad.add(ai[1])));
+            let (dw, mw) = if B::HAS_MIN {
+                // Both rows' (d, m) f16 pairs converted at once: [d0, m0, d1, m1].
+                let dm = super::f16x4_neon(super::u32x2_at(p[0], p[1]));
+                (vtrn1q_f32(dm, dm), vtrn2q_f32(dm, dm))
+            } else {
+                let d = super::f16x4_neon(super::u16x2_at(p[0], p[1]));
+                (vzip1q_f32(d, d), vdupq_n_f32(0.0))
+            };
+            facc = vfmaq_f32(facc, vcvtq_f32_s32(iacc), vmulq_f32(dw, da));
             if B::HAS_MIN {
-                for r in 0..2 {
-                    for c in 0..2 {
-                        acc_min[r * 2 + c] += dm[r].1 * (da[c] * sa[c] as f32);
-                    }
-                }
+                let ds =
+                    vreinterpretq_f32_u32(super::cols2(ctx.adsum.add(ai[0]), ctx.adsum.add(ai[1])));
+                acc_min = vaddq_f32(acc_min, vmulq_f32(mw, ds));
             }
         }
         let mut f = [0.0f32; 4];
-        vst1q_f32(f.as_mut_ptr(), facc);
+        vst1q_f32(f.as_mut_ptr(), vaddq_f32(facc, acc_min));
         for r in 0..2 {
             for c in 0..2 {
-                *ctx.out.add((i + c) * ctx.ldo + j + r) = f[r * 2 + c] + acc_min[r * 2 + c];
+                *ctx.out.add((i + c) * ctx.ldo + j + r) = f[r * 2 + c];
             }
         }
     }
@@ -587,4 +580,6 @@ mod neon {
 }
 
 #[cfg(target_arch = "aarch64")]
-pub(super) use super::neon_dot::{dot_s8, f16_neon, f16x2_neon, nibbles_neon, sdot};
+pub(super) use super::neon_dot::{
+    cols2, dot_s8, f16_neon, f16x2_neon, f16x4_neon, nibbles_neon, sdot, smmla, u16x2_at, u32x2_at,
+};

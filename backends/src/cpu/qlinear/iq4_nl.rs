@@ -71,7 +71,4 @@ impl Block32 for IQ4NL {
             vqtbl1q_s8(t, vreinterpretq_u8_s8(hi)),
         ]
     }
-
-    #[cfg(target_arch = "aarch64")]
-    const NEON_OFFSET: i32 = 0;
 }

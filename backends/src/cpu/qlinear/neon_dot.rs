@@ -1,19 +1,22 @@
-//! The NEON byte-dot helpers the block kernels share (`block32.rs`'s
-//! tiles, the K-quant kernels): signed dot products with and without the
-//! dotprod extension, and nibble unpacking. Split from block32.rs to keep
-//! that file to its tiles.
+//! The NEON helpers the block kernels share (`block32.rs`'s tiles, the
+//! K-quant kernels): signed dot products with and without the dotprod
+//! extension, `smmla`, nibble unpacking, f16 scales, and the lane loads
+//! the i8mm tiles build their scale vectors from. Split from block32.rs to
+//! keep that file to its tiles.
 
-/// `sum(w * a)` over 32 signed bytes as four i32 lanes, plus `init` in
-/// lane 0: `sdot` with the dotprod extension, widening multiplies without.
+#[cfg(target_arch = "aarch64")]
+use std::arch::aarch64::*;
+
+/// `sum(w * a)` over 32 signed bytes as four i32 lanes: `sdot` with the
+/// dotprod extension, widening multiplies without.
 #[cfg(target_arch = "aarch64")]
 #[inline(always)]
 pub(super) unsafe fn dot_s8<const DOT: bool>(
     w: [std::arch::aarch64::int8x16_t; 2],
     a: [std::arch::aarch64::int8x16_t; 2],
-    init: i32,
 ) -> std::arch::aarch64::int32x4_t {
     use std::arch::aarch64::*;
-    let acc = vsetq_lane_s32::<0>(init, vdupq_n_s32(0));
+    let acc = vdupq_n_s32(0);
     if DOT {
         sdot(sdot(acc, w[0], a[0]), w[1], a[1])
     } else {
@@ -57,10 +60,6 @@ pub(super) unsafe fn nibbles_neon(p: *const u8) -> [std::arch::aarch64::int8x16_
     ]
 }
 
-/// The little-endian f16 at `p` as f32, with one `fcvt` (base ARMv8
-/// floating point; exact). `half`'s conversion reads the CPU's features
-/// and calls out of line, which cost the tiles their unrolled registers:
-/// 2x the cycles per block in llvm-mca (bench/llvm_mca.sh).
 /// The two little-endian f16 at `p` (a block's scale and minimum) as
 /// f32, with one load and one `fcvtl` (exact, as `f16_neon` twice): the
 /// 32-value tiles with a minimum spent a load, a move and a convert on
@@ -69,17 +68,31 @@ pub(super) unsafe fn nibbles_neon(p: *const u8) -> [std::arch::aarch64::int8x16_
 #[inline(always)]
 pub(super) unsafe fn f16x2_neon(p: *const u8) -> (f32, f32) {
     use std::arch::aarch64::*;
-    let v = vcreate_u32((p as *const u32).read_unaligned() as u64);
-    let out: float32x4_t;
+    let out = f16x4_neon(vcreate_u32((p as *const u32).read_unaligned() as u64));
+    (vgetq_lane_f32::<0>(out), vgetq_lane_f32::<1>(out))
+}
+
+/// Four f16 (the bits in `v`, lane order) as f32: one `fcvtl` (the f16
+/// vector types are not stable Rust yet).
+#[cfg(target_arch = "aarch64")]
+#[inline(always)]
+pub(super) unsafe fn f16x4_neon(
+    v: std::arch::aarch64::uint32x2_t,
+) -> std::arch::aarch64::float32x4_t {
+    let out;
     std::arch::asm!(
         "fcvtl {o:v}.4s, {i:v}.4h",
         i = in(vreg) v,
         o = lateout(vreg) out,
         options(pure, nomem, nostack, preserves_flags)
     );
-    (vgetq_lane_f32::<0>(out), vgetq_lane_f32::<1>(out))
+    out
 }
 
+/// The little-endian f16 at `p` as f32, with one `fcvt` (base ARMv8
+/// floating point; exact). `half`'s conversion reads the CPU's features
+/// and calls out of line, which cost the tiles their unrolled registers:
+/// 2x the cycles per block in llvm-mca (bench/llvm_mca.sh).
 #[cfg(target_arch = "aarch64")]
 #[inline(always)]
 pub(super) unsafe fn f16_neon(p: *const u8) -> f32 {
@@ -92,6 +105,68 @@ pub(super) unsafe fn f16_neon(p: *const u8) -> f32 {
         p = in(reg) p,
         t = out(vreg) _,
         o = lateout(vreg) out,
+        options(pure, readonly, nostack, preserves_flags)
+    );
+    out
+}
+
+/// `acc + A B^T` for the 2x8 int8 matrices in `a` and `b` (`smmla`; its
+/// intrinsic is not stable yet).
+#[cfg(target_arch = "aarch64")]
+#[target_feature(enable = "i8mm")]
+#[inline]
+pub(super) unsafe fn smmla(mut acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+    std::arch::asm!(
+        "smmla {acc:v}.4s, {a:v}.16b, {b:v}.16b",
+        acc = inout(vreg) acc,
+        a = in(vreg) a,
+        b = in(vreg) b,
+        options(pure, nomem, nostack, preserves_flags)
+    );
+    acc
+}
+
+/// The 4 bytes at `p0` and at `p1` (unaligned) as the two lanes of a
+/// vector: `ldr s` and a lane load in asm. Built from intrinsics, LLVM
+/// moved the values through general registers, one move across per
+/// lane (11 micro-ops on Neoverse V2 for `cols2` instead of 4,
+/// llvm-mca).
+#[cfg(target_arch = "aarch64")]
+#[inline(always)]
+pub(super) unsafe fn u32x2_at<T>(p0: *const T, p1: *const T) -> uint32x2_t {
+    let out;
+    std::arch::asm!(
+        "ldr {o:s}, [{p0}]",
+        "ld1 {{ {o:v}.s }}[1], [{p1}]",
+        p0 = in(reg) p0,
+        p1 = in(reg) p1,
+        o = out(vreg) out,
+        options(pure, readonly, nostack, preserves_flags)
+    );
+    out
+}
+
+/// `[x(p0), x(p1), x(p0), x(p1)]`: one 4-byte value of each of two
+/// activation rows, in the lane order of `smmla`'s 2x2 result
+/// (`(w0,a0), (w0,a1), (w1,a0), (w1,a1)`).
+#[cfg(target_arch = "aarch64")]
+#[inline(always)]
+pub(super) unsafe fn cols2<T>(p0: *const T, p1: *const T) -> uint32x4_t {
+    let v = u32x2_at(p0, p1);
+    vcombine_u32(v, v)
+}
+
+/// The 2 bytes at `p0` and at `p1` (unaligned) as lanes 0 and 1.
+#[cfg(target_arch = "aarch64")]
+#[inline(always)]
+pub(super) unsafe fn u16x2_at(p0: *const u8, p1: *const u8) -> uint32x2_t {
+    let out;
+    std::arch::asm!(
+        "ldr {o:h}, [{p0}]",
+        "ld1 {{ {o:v}.h }}[1], [{p1}]",
+        p0 = in(reg) p0,
+        p1 = in(reg) p1,
+        o = out(vreg) out,
         options(pure, readonly, nostack, preserves_flags)
     );
     out

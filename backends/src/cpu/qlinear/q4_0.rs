@@ -56,9 +56,13 @@ impl Block32 for Q4_0 {
     #[cfg(target_arch = "aarch64")]
     #[inline(always)]
     unsafe fn load_neon(p: *const u8) -> [std::arch::aarch64::int8x16_t; 2] {
-        super::block32::nibbles_neon(p.add(2))
+        // Signed codes (`q - 8`, two subtractions): NEON's dots are signed
+        // by signed, and the `- 8 * sum(a)` term the unsigned codes need
+        // cost more (a load, a move from a general register into a lane,
+        // and for `smmla` four lanes built from two sums; llvm-mca).
+        use std::arch::aarch64::*;
+        let [lo, hi] = super::block32::nibbles_neon(p.add(2));
+        let eight = vdupq_n_s8(8);
+        [vsubq_s8(lo, eight), vsubq_s8(hi, eight)]
     }
-
-    #[cfg(target_arch = "aarch64")]
-    const NEON_OFFSET: i32 = 8;
 }

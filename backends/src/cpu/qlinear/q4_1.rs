@@ -58,7 +58,4 @@ impl Block32 for Q4_1 {
     unsafe fn load_neon(p: *const u8) -> [std::arch::aarch64::int8x16_t; 2] {
         super::block32::nibbles_neon(p.add(4))
     }
-
-    #[cfg(target_arch = "aarch64")]
-    const NEON_OFFSET: i32 = 0;
 }

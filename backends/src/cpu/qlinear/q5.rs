@@ -35,9 +35,13 @@ unsafe fn load5_x86(qh: *const u8) -> std::arch::x86_64::__m256i {
     _mm256_or_si256(super::block32::nibbles(qh.add(4)), high)
 }
 
+/// A 5-bit block's codes (`qh` then the nibbles) on NEON: with `SIGNED`
+/// (Q5_0) `code - 16`, the nibble less 16 where the high bit is clear
+/// (a `bic` and a `sub` where the unsigned codes take an `and` and an
+/// `orr`, and no `- 16 * sum(a)` term for the dots), else `code` (Q5_1).
 #[cfg(target_arch = "aarch64")]
 #[inline(always)]
-unsafe fn load5_neon(qh: *const u8) -> [std::arch::aarch64::int8x16_t; 2] {
+unsafe fn load5_neon<const SIGNED: bool>(qh: *const u8) -> [std::arch::aarch64::int8x16_t; 2] {
     use std::arch::aarch64::*;
     let h = vld1q_u8(
         [
@@ -69,10 +73,17 @@ unsafe fn load5_neon(qh: *const u8) -> [std::arch::aarch64::int8x16_t; 2] {
     let nib = super::block32::nibbles_neon(qh.add(4));
     std::array::from_fn(|half| {
         let set = vtstq_u8(vqtbl1q_u8(h, vld1q_u8(IDX[half].as_ptr())), bit);
-        vorrq_s8(
-            nib[half],
-            vreinterpretq_s8_u8(vandq_u8(set, vdupq_n_u8(0x10))),
-        )
+        if SIGNED {
+            vsubq_s8(
+                nib[half],
+                vreinterpretq_s8_u8(vbicq_u8(vdupq_n_u8(0x10), set)),
+            )
+        } else {
+            vorrq_s8(
+                nib[half],
+                vreinterpretq_s8_u8(vandq_u8(set, vdupq_n_u8(0x10))),
+            )
+        }
     })
 }
 
@@ -128,11 +139,8 @@ impl Block32 for Q5_0 {
     #[cfg(target_arch = "aarch64")]
     #[inline(always)]
     unsafe fn load_neon(p: *const u8) -> [std::arch::aarch64::int8x16_t; 2] {
-        load5_neon(p.add(2))
+        load5_neon::<true>(p.add(2))
     }
-
-    #[cfg(target_arch = "aarch64")]
-    const NEON_OFFSET: i32 = 16;
 }
 
 impl Block32 for Q5_1 {
@@ -178,9 +186,6 @@ impl Block32 for Q5_1 {
     #[cfg(target_arch = "aarch64")]
     #[inline(always)]
     unsafe fn load_neon(p: *const u8) -> [std::arch::aarch64::int8x16_t; 2] {
-        load5_neon(p.add(4))
+        load5_neon::<false>(p.add(4))
     }
-
-    #[cfg(target_arch = "aarch64")]
-    const NEON_OFFSET: i32 = 0;
 }

@@ -61,7 +61,4 @@ impl Block32 for Q8_0 {
         let p = p.add(2) as *const i8;
         [vld1q_s8(p), vld1q_s8(p.add(16))]
     }
-
-    #[cfg(target_arch = "aarch64")]
-    const NEON_OFFSET: i32 = 0;
 }

@@ -161,7 +161,7 @@ mod neon {
             let ap = a.as_ptr().add(i);
             let wv = [vld1q_s8(wp), vld1q_s8(wp.add(16))];
             let av = [vld1q_s8(ap), vld1q_s8(ap.add(16))];
-            acc = vaddq_s32(acc, super::super::block32::dot_s8::<DOT>(wv, av, 0));
+            acc = vaddq_s32(acc, super::super::block32::dot_s8::<DOT>(wv, av));
             i += 32;
         }
         vaddvq_s32(acc) + super::dot_scalar(&w[n..], &a[n..])
