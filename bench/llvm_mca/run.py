@@ -121,8 +121,9 @@ def main():
     b32 = "cpu::qlinear::block32::neon::"
     for name, path, gsfx, g_mm in BLOCK32:
         g = f"^ggml_vec_dot_{gsfx}$"
+        # The decode tiles (R x C <= 2) take two blocks per iteration.
         rows.append((name, "dotprod decode 2x1", 32,
-                     R.measure(ours_s, rf"{b32}tile_dot::<.*{path}, 2, 1>$", "sdot", 2, 32),
+                     R.measure(ours_s, rf"{b32}tile_dot::<.*{path}, 2, 1>$", "sdot", 2, 64),
                      R.measure(g_dot, g, "sdot", 1, 64, callees=False)))
         rows.append((name, "dotprod prefill 4x4", 32,
                      R.measure(ours_s, rf"{b32}tile_dot::<.*{path}, 4, 4>$", "sdot", 16, 32),
@@ -131,7 +132,7 @@ def main():
                      R.measure(ours_s, rf"{b32}tile_mm::<.*{path}>$", "smmla", 4, 32),
                      R.measure(g_i8mm, g, "smmla", 4, 32, callees=False) if g_mm else None))
         rows.append((name, "NEON decode 2x1", 32,
-                     R.measure(ours_s, rf"{b32}tile_neon::<.*{path}, 2, 1>$", "smull", 2, 32),
+                     R.measure(ours_s, rf"{b32}tile_neon::<.*{path}, 2, 1>$", "smull", 2, 64),
                      R.measure(g_neon, g, "smull", 1, 64, callees=False)))
         rows.append((name, "NEON prefill 4x2", 32,
                      R.measure(ours_s, rf"{b32}tile_neon::<.*{path}, 4, 2>$", "smull", 8, 32),
