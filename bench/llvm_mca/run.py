@@ -139,6 +139,7 @@ def main():
                      None))
     ranges = tile_ranges(kq_rs)
     kq = "cpu::qlinear::k_quants::neon::"
+    kq_mm = "cpu::qlinear::k_quants::neon_mm::"
     for name, tile, filt, gsfx, g_mm in KQUANT:
         others = [ranges[t] for t in ("tile_q4k", "tile_q6k", "tile_iq4xs", "tile_q2k", "tile_q3k")
                   if t != tile]
@@ -150,9 +151,14 @@ def main():
                      R.measure(g_dot, g, "sdot", 1, 256, callees=False)))
         rows.append((name, "dotprod prefill 4x2", 256,
                      R.measure(ours_s, rf"{kq}tile_dot::<4, 2>$", "sdot", 8, 256, extra), None))
-        if g_mm:
-            rows.append((name, "i8mm prefill 2x2 (ggml only)", 256, None,
-                         R.measure(g_i8mm, g, "smmla", 4, 256, callees=False)))
+        # Our i8mm tiles (k_quants/neon_mm.rs): Q4_K and Q5_K.
+        mm = {"Q4_K": "false", "Q5_K": "true"}.get(name)
+        if g_mm or mm:
+            ours_mm = (R.measure(ours_s, rf"{kq_mm}tile_mm::<{mm}>$", "smmla", 4, 256)
+                       if mm else None)
+            rows.append((name, "i8mm prefill 2x2" if mm else "i8mm prefill 2x2 (ggml only)",
+                         256, ours_mm,
+                         R.measure(g_i8mm, g, "smmla", 4, 256, callees=False) if g_mm else None))
         rows.append((name, "NEON decode 1x1", 256,
                      R.measure(ours_s, rf"{kq}tile_neon::<1, 1>$", "smull", 1, 256, extra),
                      R.measure(g_neon, g, "smull", 1, 256, callees=False)))

@@ -54,6 +54,9 @@ pub struct ActQ8K {
     pub d: Vec<f32>,
     /// Sums of each 16 codes, `[m][k / 16]` (16 per super-block).
     pub bsums: Vec<i16>,
+    /// Rows paired for Arm's i8mm tiles, as `ActQ8::pairs`.
+    #[cfg(target_arch = "aarch64")]
+    pub pairs: Vec<i8>,
 }
 
 /// One row's codes, then its per-block scales and sums (or per-16 sums).
@@ -315,27 +318,37 @@ impl ActQ8 {
     /// empty where they do not run.
     #[cfg(target_arch = "aarch64")]
     fn pair_rows(&mut self) {
-        let (m, k) = (self.m, self.k);
-        self.pairs.clear();
         self.dsum.clear();
-        if m <= crate::cpu::ROW_INVARIANT_STEP || !std::arch::is_aarch64_feature_detected!("i8mm") {
-            return;
-        }
-        let dsum = self.d.iter().zip(&self.sum).map(|(&d, &s)| d * s as f32);
-        self.dsum.extend(dsum);
-        self.pairs.reserve(m / 2 * 2 * k);
-        for rows in self.qs.chunks_exact(2 * k) {
-            let (r0, r1) = rows.split_at(k);
-            for (a, b) in r0.chunks_exact(8).zip(r1.chunks_exact(8)) {
-                self.pairs.extend_from_slice(a);
-                self.pairs.extend_from_slice(b);
-            }
+        if pair_rows(&self.qs, self.m, self.k, &mut self.pairs) {
+            let dsum = self.d.iter().zip(&self.sum).map(|(&d, &s)| d * s as f32);
+            self.dsum.extend(dsum);
         }
     }
 
     pub fn blocks_per_row(&self) -> usize {
         self.k / QK
     }
+}
+
+/// Rows `2p` and `2p + 1` of `qs [m][k]` interleaved in 8-byte slices
+/// into `out` (`[m / 2][k / 8][2][8]`, `smmla`'s operand order) where the
+/// i8mm prompt tiles run (more rows than a row-invariant step, a CPU with
+/// i8mm); else `out` is left empty. Whether it was made.
+#[cfg(target_arch = "aarch64")]
+fn pair_rows(qs: &[i8], m: usize, k: usize, out: &mut Vec<i8>) -> bool {
+    out.clear();
+    if m <= crate::cpu::ROW_INVARIANT_STEP || !std::arch::is_aarch64_feature_detected!("i8mm") {
+        return false;
+    }
+    out.reserve(m / 2 * 2 * k);
+    for rows in qs.chunks_exact(2 * k) {
+        let (r0, r1) = rows.split_at(k);
+        for (a, b) in r0.chunks_exact(8).zip(r1.chunks_exact(8)) {
+            out.extend_from_slice(a);
+            out.extend_from_slice(b);
+        }
+    }
+    true
 }
 
 impl ActQ8K {
@@ -354,6 +367,8 @@ impl ActQ8K {
         refill(&mut self.qs, m * k, 0);
         refill(&mut self.d, m * nb, 0.0);
         refill(&mut self.bsums, m * k / 16, 0);
+        #[cfg(target_arch = "aarch64")]
+        self.pairs.clear();
         let row = |((x, q), (d, bs)): RowParts<i16>| quantize_row_k(x, q, d, bs);
         if k == 0 {
             return;
@@ -375,6 +390,8 @@ impl ActQ8K {
         } else {
             rows.for_each(row);
         }
+        #[cfg(target_arch = "aarch64")]
+        pair_rows(&self.qs, m, k, &mut self.pairs);
     }
 
     pub fn blocks_per_row(&self) -> usize {

@@ -279,6 +279,9 @@ pub(super) struct Ctx {
     pub(super) aq: *const i8,
     pub(super) ad: *const f32,
     pub(super) abs: *const i16,
+    /// `ActQ8K::pairs` (Arm's i8mm tiles, `neon_mm`).
+    #[cfg(target_arch = "aarch64")]
+    pub(super) apairs: *const i8,
     pub(super) out: *mut f32,
     /// Values from one activation row's outputs to the next (`Out::ld`).
     pub(super) ldo: usize,
@@ -356,6 +359,8 @@ pub(super) unsafe fn gemm(kind: Kind, isa: Isa, w: &[u8], nr: usize, act: &ActQ8
         aq: act.qs.as_ptr(),
         ad: act.d.as_ptr(),
         abs: act.bsums.as_ptr(),
+        #[cfg(target_arch = "aarch64")]
+        apairs: act.pairs.as_ptr(),
         out: out.ptr,
         ldo: out.ld,
     };
@@ -413,6 +418,18 @@ pub(super) unsafe fn gemm(kind: Kind, isa: Isa, w: &[u8], nr: usize, act: &ActQ8
                 neon::tile_fn::<false>(kind, r, c)
             })
         },
+        // Arm i8mm: 2x2 `smmla` tiles for Q4_K and Q5_K prompt chunks
+        // (the twin's bits like every tile here; kept to chunks until a
+        // device shows they pay for a few rows too), on the activation row
+        // pairs quantization made for them (read up to pair m / 2).
+        #[cfg(target_arch = "aarch64")]
+        (Isa::NeonI8mm, Kind::Q4K)
+            if m > crate::cpu::ROW_INVARIANT_STEP && act.pairs.len() == m / 2 * 2 * act.k =>
+        unsafe { drive(&ctx, nr, m, 2, 2, neon_mm::tile_fn_mm::<false>()) },
+        #[cfg(target_arch = "aarch64")]
+        (Isa::NeonI8mm, Kind::Q5K)
+            if m > crate::cpu::ROW_INVARIANT_STEP && act.pairs.len() == m / 2 * 2 * act.k =>
+        unsafe { drive(&ctx, nr, m, 2, 2, neon_mm::tile_fn_mm::<true>()) },
         #[cfg(target_arch = "aarch64")]
         (Isa::NeonDot | Isa::NeonI8mm, _) => unsafe {
             drive(&ctx, nr, m, rm, 2, |r, c| neon::tile_fn::<true>(kind, r, c))
@@ -472,6 +489,8 @@ mod x86_per16;
 
 #[cfg(target_arch = "aarch64")]
 mod neon;
+#[cfg(target_arch = "aarch64")]
+mod neon_mm;
 
 #[cfg(test)]
 mod tests {
