@@ -151,10 +151,11 @@ def main():
                      R.measure(g_dot, g, "sdot", 1, 256, callees=False)))
         rows.append((name, "dotprod prefill 4x2", 256,
                      R.measure(ours_s, rf"{kq}tile_dot::<4, 2>$", "sdot", 8, 256, extra), None))
-        # Our i8mm tiles (k_quants/neon_mm.rs): Q4_K and Q5_K.
-        mm = {"Q4_K": "false", "Q5_K": "true"}.get(name)
+        # Our i8mm tiles (k_quants/neon_mm.rs): Q4_K, Q5_K and Q6_K.
+        mm = {"Q4_K": "tile_mm::<false>", "Q5_K": "tile_mm::<true>",
+              "Q6_K": "tile_mm_q6k"}.get(name)
         if g_mm or mm:
-            ours_mm = (R.measure(ours_s, rf"{kq_mm}tile_mm::<{mm}>$", "smmla", 4, 256)
+            ours_mm = (R.measure(ours_s, rf"{kq_mm}{mm}$", "smmla", 4, 256)
                        if mm else None)
             rows.append((name, "i8mm prefill 2x2" if mm else "i8mm prefill 2x2 (ggml only)",
                          256, ours_mm,

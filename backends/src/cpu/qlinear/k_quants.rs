@@ -418,18 +418,20 @@ pub(super) unsafe fn gemm(kind: Kind, isa: Isa, w: &[u8], nr: usize, act: &ActQ8
                 neon::tile_fn::<false>(kind, r, c)
             })
         },
-        // Arm i8mm: 2x2 `smmla` tiles for Q4_K and Q5_K prompt chunks
-        // (the twin's bits like every tile here; kept to chunks until a
-        // device shows they pay for a few rows too), on the activation row
-        // pairs quantization made for them (read up to pair m / 2).
+        // Arm i8mm: 2x2 `smmla` tiles for Q4_K, Q5_K and Q6_K prompt
+        // chunks (the twin's bits like every tile here; kept to chunks
+        // until a device shows they pay for a few rows too), on the
+        // activation row pairs quantization made for them (read up to pair
+        // m / 2).
         #[cfg(target_arch = "aarch64")]
-        (Isa::NeonI8mm, Kind::Q4K)
+        (Isa::NeonI8mm, Kind::Q4K | Kind::Q5K | Kind::Q6K)
             if m > crate::cpu::ROW_INVARIANT_STEP && act.pairs.len() == m / 2 * 2 * act.k =>
-        unsafe { drive(&ctx, nr, m, 2, 2, neon_mm::tile_fn_mm::<false>()) },
-        #[cfg(target_arch = "aarch64")]
-        (Isa::NeonI8mm, Kind::Q5K)
-            if m > crate::cpu::ROW_INVARIANT_STEP && act.pairs.len() == m / 2 * 2 * act.k =>
-        unsafe { drive(&ctx, nr, m, 2, 2, neon_mm::tile_fn_mm::<true>()) },
+        unsafe {
+            match neon_mm::tile_fn_mm(kind) {
+                Some(tiles) => drive(&ctx, nr, m, 2, 2, tiles),
+                None => drive(&ctx, nr, m, rm, 2, |r, c| neon::tile_fn::<true>(kind, r, c)),
+            }
+        },
         #[cfg(target_arch = "aarch64")]
         (Isa::NeonDot | Isa::NeonI8mm, _) => unsafe {
             drive(&ctx, nr, m, rm, 2, |r, c| neon::tile_fn::<true>(kind, r, c))

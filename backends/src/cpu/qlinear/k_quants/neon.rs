@@ -207,6 +207,28 @@ unsafe fn per16_weighted_v(s0: int16x8_t, s1: int16x8_t, bs: *const i16) -> i32 
     vaddvq_s32(vmlal_high_s16(p, s1, b1))
 }
 
+/// The 16 codes (0..=63) of the Q6_K block at `p`: half `n`, 32-value
+/// group `g`, its 16-value half `h` (low 4 bits from `ql`, top 2 from
+/// `qh`). Shared with the i8mm tile (`neon_mm`).
+#[inline(always)]
+pub(super) unsafe fn q6k_codes16(p: *const u8, n: usize, g: usize, h: usize) -> uint8x16_t {
+    let ql = vld1q_u8(p.add(64 * n + 32 * (g & 1) + 16 * h));
+    let qh = vld1q_u8(p.add(128 + 32 * n + 16 * h));
+    let low = if g < 2 {
+        vandq_u8(ql, vdupq_n_u8(0x0F))
+    } else {
+        vshrq_n_u8::<4>(ql)
+    };
+    let hm = vandq_u8(qh, vdupq_n_u8(3 << (2 * g)));
+    let high = match g {
+        0 => vshlq_n_u8::<4>(hm),
+        1 => vshlq_n_u8::<2>(hm),
+        2 => hm,
+        _ => vshrq_n_u8::<2>(hm),
+    };
+    vorrq_u8(low, high)
+}
+
 #[inline(always)]
 unsafe fn tile_q6k<const R: usize, const C: usize, const DOT: bool>(ctx: &Ctx, j: usize, i: usize) {
     let nsb = ctx.nsb;
@@ -235,21 +257,7 @@ unsafe fn tile_q6k<const R: usize, const C: usize, const DOT: bool>(ctx: &Ctx, j
                 for r in 0..R {
                     let p = blk[r];
                     for h in 0..2 {
-                        let ql = vld1q_u8(p.add(64 * n + 32 * (g & 1) + 16 * h));
-                        let qh = vld1q_u8(p.add(128 + 32 * n + 16 * h));
-                        let low = if g < 2 {
-                            vandq_u8(ql, vdupq_n_u8(0x0F))
-                        } else {
-                            vshrq_n_u8::<4>(ql)
-                        };
-                        let hm = vandq_u8(qh, vdupq_n_u8(3 << (2 * g)));
-                        let high = match g {
-                            0 => vshlq_n_u8::<4>(hm),
-                            1 => vshlq_n_u8::<2>(hm),
-                            2 => hm,
-                            _ => vshrq_n_u8::<2>(hm),
-                        };
-                        q[r][h] = vreinterpretq_s8_u8(vorrq_u8(low, high));
+                        q[r][h] = vreinterpretq_s8_u8(q6k_codes16(p, n, g, h));
                     }
                 }
                 let s: [int32x4_t; R] = std::array::from_fn(|r| sc[r][n][g]);

@@ -1,18 +1,19 @@
-//! Arm i8mm prompt tiles of Q4_K and Q5_K: `smmla` multiplies two weight
-//! rows by two activation rows at once (8 codes of each, lanes (w0,a0),
-//! (w0,a1), (w1,a0), (w1,a1)), so a 32-value sub-block of the 2x2 tile is
+//! Arm i8mm prompt tiles of Q4_K, Q5_K and Q6_K: `smmla` multiplies two
+//! weight rows by two activation rows at once (8 codes of each, lanes
+//! (w0,a0), (w0,a1), (w1,a0), (w1,a1)), so 32 values of the 2x2 tile are
 //! four instructions where the dotprod tiles spend eight `sdot`. Each
-//! sub-block's integer dot is weighted by its rows' scales (`[s0, s0, s1,
-//! s1]`), the super-block's minimum terms and float finish are the twin's
-//! (`finish_q4k`, lane by lane), so every output equals the twin's bits
-//! and the tile may run for any step (prompt chunks only, for now: see
-//! `k_quants::gemm`). ggml has the same kind of loop (`ggml_vec_dot_q4_K_q8_K`
-//! with `nrc == 2`); `bench/llvm_mca.sh` compares the two.
+//! sub-block's (Q6_K: 16 values') integer dot is weighted by its rows'
+//! scales (`[s0, s0, s1, s1]`); the minimum terms and the float finish
+//! are the twin's lane by lane, so every output equals the twin's bits
+//! and the tiles could run for any step (prompt chunks only, for now: see
+//! `k_quants::gemm`). The activations come paired (`ActQ8K::pairs`). ggml
+//! has the same kind of loop for Q4_K and Q6_K (`ggml_vec_dot_*_q8_K` with
+//! `nrc == 2`); `bench/llvm_mca.sh` compares them.
 
 use std::arch::aarch64::*;
 
-use super::super::block32::{cols2, f16x4_neon, smmla, u32x2_at};
-use super::neon::tile_fn as dot_tile_fn;
+use super::super::block32::{cols2, f16x4_neon, smmla, u16x2_at, u32x2_at};
+use super::neon::{q6k_codes16, tile_fn as dot_tile_fn};
 use super::{store, unpack_scales_u32, Ctx, Kind, Tile};
 use crate::quant::QK_K;
 
@@ -149,6 +150,94 @@ unsafe fn tile_mm<const Q5: bool>(ctx: &Ctx, j: usize, i: usize) {
     store::<2, 2>(ctx, j, i, &[[f[0], f[1]], [f[2], f[3]]]);
 }
 
+/// The sixteen 16-value groups' `[s0[t], s0[t], s1[t], s1[t]]` of two
+/// Q6_K rows (their i8 scales at `p0`, `p1`), by table lookups.
+#[inline(always)]
+unsafe fn row_pair_scales16(p0: *const u8, p1: *const u8) -> [int32x4_t; 16] {
+    let both = int8x16x2_t(vld1q_s8(p0 as *const i8), vld1q_s8(p1 as *const i8));
+    let mut out = [vdupq_n_s32(0); 16];
+    for q in 0..4u8 {
+        let t = 4 * q;
+        let idx: [u8; 16] = std::array::from_fn(|l| {
+            let (tt, row) = (t + (l / 4) as u8, (l % 4 / 2) as u8);
+            tt + 16 * row
+        });
+        let b = vqtbl2q_s8(both, vld1q_u8(idx.as_ptr()));
+        for (h, w) in [vmovl_s8(vget_low_s8(b)), vmovl_high_s8(b)]
+            .into_iter()
+            .enumerate()
+        {
+            out[4 * q as usize + 2 * h] = vmovl_s16(vget_low_s16(w));
+            out[4 * q as usize + 2 * h + 1] = vmovl_high_s16(w);
+        }
+    }
+    out
+}
+
+/// `iacc` plus 32-value group `G` of half `n` of a Q6_K super-block pair
+/// (rows at `p`, paired activations at `pa`): codes less 32, two `smmla`
+/// per 16 values, each 16 weighted by its rows' scales `sc`.
+#[inline(always)]
+unsafe fn q6k_group<const G: usize>(
+    mut iacc: int32x4_t,
+    p: [*const u8; 2],
+    pa: *const i8,
+    sc: &[int32x4_t; 16],
+    n: usize,
+) -> int32x4_t {
+    let mut q = [[vdupq_n_s8(0); 2]; 2];
+    for r in 0..2 {
+        for h in 0..2 {
+            let code = vreinterpretq_s8_u8(q6k_codes16(p[r], n, G, h));
+            q[r][h] = vsubq_s8(code, vdupq_n_s8(32));
+        }
+    }
+    for h in 0..2 {
+        let at = 128 * n + 32 * G + 16 * h;
+        let mut dot = vdupq_n_s32(0);
+        for e in 0..2 {
+            let a = vld1q_s8(pa.add(2 * at + 16 * e));
+            dot = smmla(dot, zip8(q[0][h], q[1][h], e), a);
+        }
+        iacc = vmlaq_s32(iacc, dot, sc[8 * n + 2 * G + h]);
+    }
+    iacc
+}
+
+/// Q6_K weight rows `j, j + 1` by activation rows `i, i + 1`: codes less
+/// 32 (signed, so no `-32 * sum(a)` term), two `smmla` per 16-value group
+/// weighted by its rows' scales; the twin's integers and finish.
+#[target_feature(enable = "dotprod,i8mm")]
+unsafe fn tile_mm_q6k(ctx: &Ctx, j: usize, i: usize) {
+    let nsb = ctx.nsb;
+    let k = nsb * QK_K;
+    let mut acc = vdupq_n_f32(0.0);
+    for sb in 0..nsb {
+        let p = [0, 1].map(|r| ctx.w.add((j + r) * ctx.row_bytes + sb * 210));
+        let sc = row_pair_scales16(p[0].add(192), p[1].add(192));
+        let pa = ctx.apairs.add(i * k + sb * 2 * QK_K);
+        let mut iacc = vdupq_n_s32(0);
+        for n in 0..2 {
+            // The four 32-value groups by hand: with `g` a constant each
+            // group's shifts are immediates (as a loop, LLVM kept it and
+            // chose them by branches).
+            iacc = q6k_group::<0>(iacc, p, pa, &sc, n);
+            iacc = q6k_group::<1>(iacc, p, pa, &sc, n);
+            iacc = q6k_group::<2>(iacc, p, pa, &sc, n);
+            iacc = q6k_group::<3>(iacc, p, pa, &sc, n);
+        }
+        let bi = [i * nsb + sb, (i + 1) * nsb + sb];
+        let da = vreinterpretq_f32_u32(cols2(ctx.ad.add(bi[0]), ctx.ad.add(bi[1])));
+        let d = f16x4_neon(u16x2_at(p[0].add(208), p[1].add(208)));
+        // The twin's `(d * da) * isum` on four lanes.
+        let f = vmulq_f32(vmulq_f32(vzip1q_f32(d, d), da), vcvtq_f32_s32(iacc));
+        acc = vaddq_f32(acc, f);
+    }
+    let mut f = [0.0f32; 4];
+    vst1q_f32(f.as_mut_ptr(), acc);
+    store::<2, 2>(ctx, j, i, &[[f[0], f[1]], [f[2], f[3]]]);
+}
+
 /// Two weight rows by one activation row (an odd last row), as two of the
 /// dotprod tiles' one-row tiles.
 #[target_feature(enable = "dotprod")]
@@ -168,17 +257,24 @@ unsafe fn q5k_2x1(ctx: &Ctx, j: usize, i: usize) {
     tile_2x1(Kind::Q5K, ctx, j, i)
 }
 
-/// Tiles for `drive(.., 2, 2, ..)` of Q4_K (`Q5 = false`) or Q5_K:
-/// `smmla` for full 2x2 tiles, the dotprod tiles for the edges.
-pub(super) fn tile_fn_mm<const Q5: bool>() -> impl Fn(usize, usize) -> Tile<Ctx> {
-    let (kind, mm, two): (Kind, Tile<Ctx>, Tile<Ctx>) = if Q5 {
-        (Kind::Q5K, tile_mm::<true>, q5k_2x1)
-    } else {
-        (Kind::Q4K, tile_mm::<false>, q4k_2x1)
+#[target_feature(enable = "dotprod")]
+unsafe fn q6k_2x1(ctx: &Ctx, j: usize, i: usize) {
+    tile_2x1(Kind::Q6K, ctx, j, i)
+}
+
+/// Tiles for `drive(.., 2, 2, ..)` of Q4_K, Q5_K or Q6_K (None for the
+/// other kinds): `smmla` for full 2x2 tiles, the dotprod tiles for the
+/// edges.
+pub(super) fn tile_fn_mm(kind: Kind) -> Option<impl Fn(usize, usize) -> Tile<Ctx>> {
+    let (mm, two): (Tile<Ctx>, Tile<Ctx>) = match kind {
+        Kind::Q4K => (tile_mm::<false>, q4k_2x1),
+        Kind::Q5K => (tile_mm::<true>, q5k_2x1),
+        Kind::Q6K => (tile_mm_q6k, q6k_2x1),
+        _ => return None,
     };
-    move |r: usize, c: usize| match (r, c) {
+    Some(move |r: usize, c: usize| match (r, c) {
         (2, 2) => mm,
         (2, _) => two,
         _ => dot_tile_fn::<true>(kind, r, c),
-    }
+    })
 }
