@@ -499,18 +499,6 @@ mod neon {
         tile_body::<B, R, C, true>(ctx, j, i)
     }
 
-    /// Rows `[x0 | x1]` of 8 bytes each, for half `h` (0: bytes 0..8 of
-    /// each 16, 1: bytes 8..16).
-    #[inline(always)]
-    unsafe fn pair(x0: int8x16_t, x1: int8x16_t, h: usize) -> int8x16_t {
-        let (a, b) = (vreinterpretq_s64_s8(x0), vreinterpretq_s64_s8(x1));
-        vreinterpretq_s8_s64(if h == 0 {
-            vzip1q_s64(a, b)
-        } else {
-            vzip2q_s64(a, b)
-        })
-    }
-
     /// 2 weight rows x 2 activation rows with `smmla`: per block, each 8-code
     /// slice of both weight rows is paired with the same slice of both
     /// activation rows (paired once, at quantization: `ActQ8::pairs`), and
@@ -535,7 +523,7 @@ mod neon {
             for q in 0..2 {
                 for h in 0..2 {
                     let a = vld1q_s8(pa.add(32 * q + 16 * h));
-                    iacc = super::smmla(iacc, pair(x[0][q], x[1][q], h), a);
+                    iacc = super::smmla(iacc, super::zip8(x[0][q], x[1][q], h), a);
                 }
             }
             // [da0, da1, da0, da1] and the weight rows' [d0, d0, d1, d1].
@@ -594,4 +582,5 @@ mod neon {
 #[cfg(target_arch = "aarch64")]
 pub(super) use super::neon_dot::{
     cols2, dot_s8, f16_neon, f16x2_neon, f16x4_neon, nibbles_neon, sdot, smmla, u16x2_at, u32x2_at,
+    zip8,
 };

@@ -126,6 +126,19 @@ pub(super) unsafe fn smmla(mut acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> in
     acc
 }
 
+/// Rows `[x0 | x1]` of 8 bytes each, for half `h` (0: bytes 0..8 of each
+/// 16, 1: bytes 8..16): `smmla`'s operand of two rows.
+#[cfg(target_arch = "aarch64")]
+#[inline(always)]
+pub(super) unsafe fn zip8(x0: int8x16_t, x1: int8x16_t, h: usize) -> int8x16_t {
+    let (a, b) = (vreinterpretq_s64_s8(x0), vreinterpretq_s64_s8(x1));
+    vreinterpretq_s8_s64(if h == 0 {
+        vzip1q_s64(a, b)
+    } else {
+        vzip2q_s64(a, b)
+    })
+}
+
 /// The 4 bytes at `p0` and at `p1` (unaligned) as the two lanes of a
 /// vector: `ldr s` and a lane load in asm. Built from intrinsics, LLVM
 /// moved the values through general registers, one move across per

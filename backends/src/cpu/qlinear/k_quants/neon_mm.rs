@@ -12,22 +12,10 @@
 
 use std::arch::aarch64::*;
 
-use super::super::block32::{cols2, f16x4_neon, smmla, u16x2_at, u32x2_at};
+use super::super::block32::{cols2, f16x4_neon, smmla, u16x2_at, u32x2_at, zip8};
 use super::neon::{q6k_codes16, tile_fn as dot_tile_fn};
 use super::{store, unpack_scales_u32, Ctx, Kind, Tile};
 use crate::quant::QK_K;
-
-/// Rows `[x0 | x1]` of 8 bytes each, for half `h` (0: bytes 0..8 of each
-/// 16, 1: bytes 8..16): `smmla`'s operand of two rows.
-#[inline(always)]
-unsafe fn zip8(x0: int8x16_t, x1: int8x16_t, h: usize) -> int8x16_t {
-    let (a, b) = (vreinterpretq_s64_s8(x0), vreinterpretq_s64_s8(x1));
-    vreinterpretq_s8_s64(if h == 0 {
-        vzip1q_s64(a, b)
-    } else {
-        vzip2q_s64(a, b)
-    })
-}
 
 /// A super-block's eight 6-bit scales (bytes 0..8) and mins (8..16), by
 /// `unpack_scales_u32`.
