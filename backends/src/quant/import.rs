@@ -12,14 +12,16 @@
 //! - a lossless repack into a type that has fast kernels (`runs_as`),
 //!   where that type computes the very same f32 values: TQ1_0 and TQ2_0
 //!   into Q8_0 (one f16 `d` per 256 values, kept for each 32-value Q8_0
-//!   block, the ternary values as the i8 codes). Memory grows (TQ1_0 1.69
-//!   and TQ2_0 2.06 -> 8.5 bits per weight), the kernels are the tested
-//!   ones.
+//!   block, the ternary values as the i8 codes); IQ3_S into Q6_K (the
+//!   same `d`, its odd sub-block scale as Q6_K's i8 scale, `grid * sign`
+//!   as the code). Memory grows (TQ1_0 1.69 and TQ2_0 2.06 -> 8.5, IQ3_S
+//!   3.44 -> 6.56 bits per weight), the kernels are the tested ones.
 //! - f32 values (`dequantize`) for the rest, which no existing type holds
 //!   exactly: MXFP4 (its e8m0 scale spans
-//!   2^-128..2^127, beyond an f16's range; `mxfp4`) and the IQ1/IQ2/IQ3
-//!   types (scales rounded to f32 or products past an i8; `iq1`, `iq2`,
-//!   `iq3` say which). An f16 copy would round them.
+//!   2^-128..2^127, beyond an f16's range; `mxfp4`) and the IQ1/IQ2 types
+//!   and IQ3_XXS (steps of `d / 2` or `d / 8`, which an f16 does not hold
+//!   for small `d`, or products past an i8; `iq1`, `iq2`, `iq3` say
+//!   which). An f16 copy would round them.
 //!   This costs 32 bits per weight; a dedicated kernel is the way to get
 //!   their size back, as IQ4_XS, Q2_K, Q3_K, Q5_0, Q5_1 and IQ4_NL got
 //!   (`QuantType`: no longer imported but computed in their own blocks;
@@ -159,12 +161,12 @@ impl ImportType {
     pub fn runs_as(self) -> Option<QuantType> {
         match self {
             ImportType::TQ1_0 | ImportType::TQ2_0 => Some(QuantType::Q8_0),
+            ImportType::IQ3_S => Some(QuantType::Q6_K),
             ImportType::MXFP4 => None,
             ImportType::IQ2_XXS
             | ImportType::IQ2_XS
             | ImportType::IQ2_S
             | ImportType::IQ3_XXS
-            | ImportType::IQ3_S
             | ImportType::IQ1_S
             | ImportType::IQ1_M => None,
         }
@@ -221,12 +223,12 @@ impl ImportType {
         let (to, repack): (QuantType, Repack) = match self {
             ImportType::TQ1_0 => (QuantType::Q8_0, tq::repack_tq1_0_to_q8_0),
             ImportType::TQ2_0 => (QuantType::Q8_0, tq::repack_tq2_0_to_q8_0),
+            ImportType::IQ3_S => (QuantType::Q6_K, iq3::repack_iq3_s_to_q6_k),
             ImportType::MXFP4
             | ImportType::IQ2_XXS
             | ImportType::IQ2_XS
             | ImportType::IQ2_S
             | ImportType::IQ3_XXS
-            | ImportType::IQ3_S
             | ImportType::IQ1_S
             | ImportType::IQ1_M => {
                 return Err(format!("{self}: no mllm type holds its values exactly"))

@@ -1,22 +1,23 @@
-//! IQ3_XXS and IQ3_S: 3-bit "i-quants", read from GGUF files (mllm widens
-//! them to f32 at load, see `import`). Four weights at a time are one
-//! entry of a lookup grid (`iq_grids`, generated from gguf-py's tables),
-//! each with its own sign; a weight is `(db * grid) * sign` in f32, in
-//! that order, as gguf-py computes it.
+//! IQ3_XXS and IQ3_S: 3-bit "i-quants", read from GGUF files. Four
+//! weights at a time are one entry of a lookup grid (`iq_grids`,
+//! generated from gguf-py's tables), each with its own sign; a weight is
+//! `(db * grid) * sign` in f32, in that order, as gguf-py computes it.
 //!
-//! Why f32 and not Q8_0: every weight is exactly an f16 `d` over a power
-//! of two times an integer (the f32 products round nothing): IQ3_XXS
-//! `d / 4 * (2 s + 1) * grid` (grid values 4..62, so up to 31 * 62 =
-//! 1922), IQ3_S `d * (2 s + 1) * grid` (odd grid values 1..15, up to
-//! 465). Both pass an i8, so Q8_0's `f16 * i8` cannot hold them with the
-//! scale `d` (over 4); folding `2 s + 1` into the scale gives one of up
-//! to 16 significant bits, which an f16 (11) does not hold in general.
+//! Every weight is exactly an f16 `d` over a power of two times integers
+//! (the f32 products round nothing): IQ3_XXS `d / 4 * (2 s + 1) * grid`
+//! (grid values 4..62), IQ3_S `d * (2 s + 1) * grid` (odd grid values
+//! 1..15, `2 s + 1` per 32 weights). IQ3_S therefore runs as Q6_K (`d`,
+//! an i8 scale per 16 weights, codes -32..31: `to_q6_k`, 6.56 bits per
+//! weight). IQ3_XXS does not fit: its finest step is `d / 2` (62 / 4 is
+//! not whole), which an f16 does not hold when `d` is small, and its
+//! products pass an i8 for Q8_0; mllm widens it to f32 at load (`import`).
 
 use half::f16;
 
+use super::import::map_blocks;
 use super::iq2::{array, rows, sign};
 use super::iq_grids::{IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
-use super::{f16_at, QK_K};
+use super::{f16_at, BlockQ6K, QK_K};
 
 /// Value `i` (0..4) of grid entry `g`, as f32.
 #[inline]
@@ -142,6 +143,38 @@ impl BlockIQ3S {
             put4(&mut out[at..at + 4], db, g, self.signs[j / 2], 4 * (j % 2));
         }
     }
+}
+
+impl BlockIQ3S {
+    /// The same values as a Q6_K block, exactly: IQ3_S's weight `(d * (1 +
+    /// 2 s)) * grid * sign` is Q6_K's `(d * scale) * (q - 32)` with the
+    /// same f16 `d`, `scale = 1 + 2 s` (<= 31) for both 16-weight halves
+    /// of each 32-weight group, and `q - 32 = grid * sign` (odd grid
+    /// values 1..=15): each f32 product is exact, so the bits are gguf-py's.
+    pub fn to_q6_k(&self) -> BlockQ6K {
+        let scales = std::array::from_fn(|k| {
+            let ib = k / 2;
+            (1 + 2 * ((self.scales[ib / 2] >> (4 * (ib % 2))) & 0x0F)) as i8
+        });
+        BlockQ6K::from_codes(self.d, scales, |e| {
+            let j = e / 4;
+            let hi = ((self.qh[j / 8] >> (j % 8)) & 1) as usize;
+            let g = ((IQ3S_GRID[self.qs[j] as usize | hi << 8] >> (8 * (e % 4))) & 0xFF) as i8;
+            if (self.signs[j / 2] >> (4 * (j % 2) + e % 4)) & 1 == 0 {
+                g
+            } else {
+                -g
+            }
+        })
+    }
+}
+
+/// Rewrites whole IQ3_S blocks as Q6_K blocks (210 bytes per 110), value
+/// for value (`BlockIQ3S::to_q6_k`).
+pub fn repack_iq3_s_to_q6_k(blocks: &[u8], out: &mut [u8]) -> Result<(), String> {
+    map_blocks("IQ3_S", blocks, out, |b: &[u8; BlockIQ3S::SIZE]| {
+        BlockIQ3S::from_bytes(b).to_q6_k().to_bytes()
+    })
 }
 
 /// Dequantizes whole IQ3_XXS blocks into `out` (256 values per 98 bytes).

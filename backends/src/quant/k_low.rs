@@ -141,25 +141,8 @@ impl BlockQ3K {
     /// 32` and `q = code + 32` (28..=35) give the same two f32 products in
     /// the same order (`BlockQ6K::dequantize`), so the same bits.
     pub fn to_q6_k(&self) -> BlockQ6K {
-        let mut out = BlockQ6K {
-            ql: [0; QK_K / 2],
-            qh: [0; QK_K / 4],
-            scales: [0; QK_K / 16],
-            d: self.d,
-        };
-        for (i, s) in out.scales.iter_mut().enumerate() {
-            *s = self.scale(i);
-        }
-        // Q6_K's layout (see `BlockQ6K`): in half `n`, weight `32 c + l`
-        // keeps its low nibble in `ql[64 n + l + 32 (c % 2)]` (nibble
-        // `c / 2`) and its top 2 bits in bits `2c..` of `qh[32 n + l]`.
-        for e in 0..QK_K {
-            let q = (self.code(e) + 32) as u8;
-            let (n, c, l) = (e / 128, (e % 128) / 32, e % 32);
-            out.ql[64 * n + l + 32 * (c % 2)] |= (q & 0x0F) << (4 * (c / 2));
-            out.qh[32 * n + l] |= (q >> 4) << (2 * c);
-        }
-        out
+        let scales = std::array::from_fn(|i| self.scale(i));
+        BlockQ6K::from_codes(self.d, scales, |e| self.code(e))
     }
 }
 

@@ -190,6 +190,31 @@ impl BlockQ6K {
         b
     }
 
+    /// The block of `d`, the sixteen 16-weight `scales` and the codes
+    /// `code(e)` (-32..=31) of weights `e` (0..256): each weight is then
+    /// `(d * scales[e / 16]) * code(e)` (`dequantize`). How lossless
+    /// repacks (Q3_K, IQ3_S) write Q6_K.
+    pub fn from_codes(d: f16, scales: [i8; QK_K / 16], code: impl Fn(usize) -> i8) -> BlockQ6K {
+        let mut out = BlockQ6K {
+            ql: [0; QK_K / 2],
+            qh: [0; QK_K / 4],
+            scales,
+            d,
+        };
+        // In half `n`, weight `32 c + l` keeps its low nibble in
+        // `ql[64 n + l + 32 (c % 2)]` (nibble `c / 2`) and its top 2 bits
+        // in bits `2c..` of `qh[32 n + l]`.
+        for e in 0..QK_K {
+            let c6 = code(e);
+            debug_assert!((-32..32).contains(&c6), "Q6_K code {c6}");
+            let q = (c6 as i16 + 32) as u8 & 0x3F;
+            let (n, c, l) = (e / 128, (e % 128) / 32, e % 32);
+            out.ql[64 * n + l + 32 * (c % 2)] |= (q & 0x0F) << (4 * (c / 2));
+            out.qh[32 * n + l] |= (q >> 4) << (2 * c);
+        }
+        out
+    }
+
     pub fn dequantize(&self, out: &mut [f32; QK_K]) {
         let d = self.d.to_f32();
         for n in 0..2 {
