@@ -3,7 +3,7 @@
 //! - the reference dequantizers equal gguf-py's `gguf.quants.dequantize`
 //!   bit for bit on committed fixtures (tests/fixtures/quants, made by
 //!   make_quant_fixture.py);
-//! - the lossless repacks (TQ1_0, TQ2_0 -> Q8_0; Q5_0, IQ4_NL -> Q8_0
+//! - the lossless repacks (TQ1_0, TQ2_0 -> Q3_K; IQ3_S -> Q6_K; Q5_0, IQ4_NL -> Q8_0
 //!   for the OpenCL backend)
 //!   hold the very same f32 values;
 //! - whatever runs the linear at load (the repacked type's kernels on the
@@ -290,12 +290,12 @@ fn loaded_weight(ty: ImportType, w: &[u8], n: usize, k: usize) -> Tensor {
 
 /// Per output, the most the kernel may differ from the f32 reference:
 /// the repacked kernels quantize the activations to int8 per 32 (Q8_0) or
-/// 256 (Q6_K) values, moving each block's dot by at most half a step
+/// 256 (Q6_K, Q3_K) values, moving each block's dot by at most half a step
 /// (`max|x| / 127 / 2`) times the weights' absolute sum there; plus f32
 /// summation slack (1e-5 of `sum |x w|`) for every path.
 fn bound(ty: ImportType, x: &[f32], wf: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
     let ab = match ty.runs_as() {
-        Some(QuantType::Q6_K) => Some(256),
+        Some(QuantType::Q6_K | QuantType::Q3_K) => Some(256),
         Some(_) => Some(32),
         None => None,
     };

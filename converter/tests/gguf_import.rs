@@ -124,7 +124,7 @@ fn imported_tensors_load_with_gguf_py_values() {
 /// against the f32 linear on gguf-py's values: exact products for the f32
 /// loads, and within the int8 activation rounding (half a step of
 /// `max|x| / 127` per 32 or 256 values, times the weights there) for the
-/// repacked Q8_0 / Q6_K kernels; 1e-5 of `sum |x w|` float slack for all.
+/// repacked Q3_K / Q6_K kernels; 1e-5 of `sum |x w|` float slack for all.
 #[test]
 fn linear_on_loaded_weights_matches_the_reference() {
     let w = GgufWeights::open(&fixture("import.gguf")).unwrap();
@@ -143,7 +143,7 @@ fn linear_on_loaded_weights_matches_the_reference() {
         let want =
             mllm_backends::cpu::linear::linear_ref(&x, m, k, FloatSlice::F32(&want_w), n, None);
         let ab = match ty.runs_as() {
-            Some(QuantType::Q6_K) => Some(256),
+            Some(QuantType::Q6_K | QuantType::Q3_K) => Some(256),
             Some(_) => Some(32),
             None => None,
         };

@@ -11,11 +11,11 @@
 //!
 //! - a lossless repack into a type that has fast kernels (`runs_as`),
 //!   where that type computes the very same f32 values: TQ1_0 and TQ2_0
-//!   into Q8_0 (one f16 `d` per 256 values, kept for each 32-value Q8_0
-//!   block, the ternary values as the i8 codes); IQ3_S into Q6_K (the
-//!   same `d`, its odd sub-block scale as Q6_K's i8 scale, `grid * sign`
-//!   as the code). Memory grows (TQ1_0 1.69 and TQ2_0 2.06 -> 8.5, IQ3_S
-//!   3.44 -> 6.56 bits per weight), the kernels are the tested ones.
+//!   into Q3_K (the same f16 `d` per 256 values, every sub-block scale 1,
+//!   the ternary values as the codes); IQ3_S into Q6_K (the same `d`, its
+//!   odd sub-block scale as Q6_K's i8 scale, `grid * sign` as the code).
+//!   Memory grows (TQ1_0 1.69 and TQ2_0 2.06 -> 3.44, IQ3_S 3.44 -> 6.56
+//!   bits per weight), the kernels are the tested ones.
 //! - f32 values (`dequantize`) for the rest, which no existing type holds
 //!   exactly: MXFP4 (its e8m0 scale spans
 //!   2^-128..2^127, beyond an f16's range; `mxfp4`) and the IQ1/IQ2 types
@@ -160,7 +160,7 @@ impl ImportType {
     /// holds its values exactly; `None`: the tensor loads as f32 values.
     pub fn runs_as(self) -> Option<QuantType> {
         match self {
-            ImportType::TQ1_0 | ImportType::TQ2_0 => Some(QuantType::Q8_0),
+            ImportType::TQ1_0 | ImportType::TQ2_0 => Some(QuantType::Q3_K),
             ImportType::IQ3_S => Some(QuantType::Q6_K),
             ImportType::MXFP4 => None,
             ImportType::IQ2_XXS
@@ -221,8 +221,8 @@ impl ImportType {
     pub fn repack(self, bytes: &[u8]) -> Result<Vec<u8>, String> {
         type Repack = fn(&[u8], &mut [u8]) -> Result<(), String>;
         let (to, repack): (QuantType, Repack) = match self {
-            ImportType::TQ1_0 => (QuantType::Q8_0, tq::repack_tq1_0_to_q8_0),
-            ImportType::TQ2_0 => (QuantType::Q8_0, tq::repack_tq2_0_to_q8_0),
+            ImportType::TQ1_0 => (QuantType::Q3_K, tq::repack_tq1_0_to_q3_k),
+            ImportType::TQ2_0 => (QuantType::Q3_K, tq::repack_tq2_0_to_q3_k),
             ImportType::IQ3_S => (QuantType::Q6_K, iq3::repack_iq3_s_to_q6_k),
             ImportType::MXFP4
             | ImportType::IQ2_XXS

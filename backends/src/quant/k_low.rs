@@ -119,6 +119,39 @@ impl BlockQ3K {
         (lo | (hi << 4)) as i8 - 32
     }
 
+    /// The block of `d`, the sixteen 16-weight `scales` (-32..=31) and the
+    /// codes `code(e)` (-4..=3) of weights `e` (0..256), the inverse of
+    /// `scale` and `code`: each weight is then `(d * scales[e / 16]) *
+    /// code(e)` (`dequantize`). How TQ1_0 and TQ2_0 are repacked.
+    pub fn from_codes(d: f16, scales: [i8; QK_K / 16], code: impl Fn(usize) -> i8) -> BlockQ3K {
+        let mut out = BlockQ3K {
+            hmask: [0; QK_K / 8],
+            qs: [0; QK_K / 4],
+            scales: [0; 12],
+            d,
+        };
+        for (i, &s) in scales.iter().enumerate() {
+            debug_assert!((-32..32).contains(&s), "Q3_K scale {s}");
+            let s = (s as i16 + 32) as u8 & 0x3F;
+            out.scales[i % 8] |= (s & 0x0F) << (4 * (i / 8));
+            out.scales[8 + i % 4] |= (s >> 4) << (2 * (i / 4));
+        }
+        for e in 0..QK_K {
+            let c = code(e);
+            debug_assert!((-4..4).contains(&c), "Q3_K code {c}");
+            // Codes 0..=3 set their high bit; -4..=-1 are 4 below theirs.
+            let (high, two) = if c >= 0 {
+                (1, c as u8)
+            } else {
+                (0, (c + 4) as u8)
+            };
+            out.hmask[e % 32] |= high << (e / 32);
+            let (h, sub, l) = (e / 128, (e % 128) / 32, e % 32);
+            out.qs[32 * h + l] |= (two & 3) << (2 * sub);
+        }
+        out
+    }
+
     /// The code (-4..=3) of weight `e` (0..256).
     pub fn code(&self, e: usize) -> i8 {
         let high = (self.hmask[e % 32] >> (e / 32)) & 1;
