@@ -64,7 +64,7 @@ fn weight(ty: QuantType, n: usize, k: usize, seed: u64) -> Vec<u8> {
                     put_f16(blk, 0, d.abs());
                     put_f16(blk, 2, m.abs());
                 }
-                QuantType::Q6_K => put_f16(blk, 208, d),
+                QuantType::Q6_K | QuantType::Q6KScaled { .. } => put_f16(blk, 208, d),
                 QuantType::IQ4_XS => put_f16(blk, 0, d * 0.01),
                 QuantType::Q3_K => put_f16(blk, 108, d * 0.1),
                 QuantType::Q2_K => {
@@ -131,16 +131,17 @@ fn is_k_quant(ty: QuantType) -> bool {
     ty.has_super_blocks()
 }
 
-/// Every kind of type: ggml's, W4A16 at each group, and W8A8 (whose block
-/// is the row, so the type depends on `k`).
-const KINDS: usize = QuantType::ALL.len() + 4;
+/// Every kind of type: ggml's, W4A16 at each group, Q6_K scaled by each
+/// power of two, and W8A8 (whose block is the row, so the type depends on
+/// `k`).
+const KINDS: usize = QuantType::ALL.len() + 7;
 
 fn type_of(kind: usize, k: usize) -> QuantType {
+    let n = QuantType::ALL.len();
     match kind {
-        i if i < QuantType::ALL.len() => QuantType::ALL[i],
-        i if i < QuantType::ALL.len() + 3 => {
-            QuantType::w4a16(quant::W4A16_GROUPS[i - QuantType::ALL.len()]).unwrap()
-        }
+        i if i < n => QuantType::ALL[i],
+        i if i < n + 3 => QuantType::w4a16(quant::W4A16_GROUPS[i - n]).unwrap(),
+        i if i < n + 6 => QuantType::q6k_scaled((i - n - 2) as u8).unwrap(),
         _ => QuantType::w8a8(k).unwrap(),
     }
 }
@@ -270,6 +271,7 @@ fn k_quant_prefill_tiles_match_the_twin() {
         QuantType::Q4_K,
         QuantType::Q5_K,
         QuantType::Q6_K,
+        QuantType::Q6KScaled { shift: 3 },
         QuantType::IQ4_XS,
     ] {
         for (m, n, k) in [
@@ -280,6 +282,34 @@ fn k_quant_prefill_tiles_match_the_twin() {
             (259, 35, 256),
         ] {
             check_case(ty, m, n, k, 7 + m as u64, m % 2 == 1).unwrap();
+        }
+    }
+}
+
+#[test]
+fn scaled_q6_k_is_the_q6_k_product_times_its_power_of_two() {
+    // The same blocks read as Q6_K and as Q6_K/2^s: every path's output
+    // is the plain one times 2^-s, bit for bit (decode, prompt chunks and
+    // the parallel path), as kernels reading `d * 2^-s` would give.
+    let m0 = mllm_backends::cpu::ROW_INVARIANT_STEP + 1;
+    for (m, n, k) in [(1, 7, 256), (3, 40, 512), (m0, 9, 768), (4, 203, 2048)] {
+        let w = weight(QuantType::Q6_K, n, k, 5 + m as u64);
+        let x = vals(m as u64, m * k);
+        for isa in Isa::available() {
+            let plain = qlinear::linear_with(isa, &x, m, k, &w, QuantType::Q6_K, n, None).unwrap();
+            for shift in quant::Q6K_SHIFTS {
+                let ty = QuantType::q6k_scaled(shift).unwrap();
+                let got = qlinear::linear_with(isa, &x, m, k, &w, ty, n, None).unwrap();
+                let f = 0.5f32.powi(shift as i32);
+                for (i, (g, p)) in got.iter().zip(&plain).enumerate() {
+                    assert_eq!(
+                        g.to_bits(),
+                        (p * f).to_bits(),
+                        "{ty} {} m={m} n={n} k={k}: out[{i}]",
+                        isa.name()
+                    );
+                }
+            }
         }
     }
 }

@@ -85,7 +85,8 @@ fn dequantize_matches_gguf_py_for_every_type() {
             | QuantType::W8A8 { .. }
             | QuantType::Q4_0x16
             | QuantType::Q4_1x16
-            | QuantType::Q8_0x16 => unreachable!("not in ggml"),
+            | QuantType::Q8_0x16
+            | QuantType::Q6KScaled { .. } => unreachable!("not in ggml"),
         };
         f(&blocks, &mut row).unwrap();
         assert_bits_eq(ty.name(), &row, &want);

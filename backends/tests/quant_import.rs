@@ -290,12 +290,12 @@ fn loaded_weight(ty: ImportType, w: &[u8], n: usize, k: usize) -> Tensor {
 
 /// Per output, the most the kernel may differ from the f32 reference:
 /// the repacked kernels quantize the activations to int8 per 32 (Q8_0) or
-/// 256 (Q6_K, Q3_K) values, moving each block's dot by at most half a step
+/// 256 (Q6_K, Q3_K, scaled Q6_K) values, moving each block's dot by at most half a step
 /// (`max|x| / 127 / 2`) times the weights' absolute sum there; plus f32
 /// summation slack (1e-5 of `sum |x w|`) for every path.
 fn bound(ty: ImportType, x: &[f32], wf: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
     let ab = match ty.runs_as() {
-        Some(QuantType::Q6_K | QuantType::Q3_K) => Some(256),
+        Some(q) if q.has_super_blocks() => Some(256),
         Some(_) => Some(32),
         None => None,
     };

@@ -143,7 +143,7 @@ fn linear_on_loaded_weights_matches_the_reference() {
         let want =
             mllm_backends::cpu::linear::linear_ref(&x, m, k, FloatSlice::F32(&want_w), n, None);
         let ab = match ty.runs_as() {
-            Some(QuantType::Q6_K | QuantType::Q3_K) => Some(256),
+            Some(q) if q.has_super_blocks() => Some(256),
             Some(_) => Some(32),
             None => None,
         };

@@ -172,6 +172,11 @@ fn host_bytes(t: &Tensor) -> Result<(Vec<u8>, DType)> {
             repack(src, &mut out).map_err(|e| invalid("opencl", e))?;
             (out, DType::Quant(QuantType::Q8_0))
         }
+        // Q6_K blocks scaled by a power of two (IQ3_XXS, IQ1 files): their
+        // steps of `d / 2` or `d / 8` are not all f16s; f32 keeps them.
+        DType::Quant(QuantType::Q6KScaled { .. }) => {
+            (bytemuck::cast_slice(&t.to_f32_vec()?).to_vec(), DType::F32)
+        }
         DType::Quant(_) => {
             let v: Vec<f16> = t.to_f32_vec()?.into_iter().map(f16::from_f32).collect();
             (bytemuck::cast_slice(&v).to_vec(), DType::F16)

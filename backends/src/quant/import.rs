@@ -13,15 +13,18 @@
 //!   where that type computes the very same f32 values: TQ1_0 and TQ2_0
 //!   into Q3_K (the same f16 `d` per 256 values, every sub-block scale 1,
 //!   the ternary values as the codes); IQ3_S into Q6_K (the same `d`, its
-//!   odd sub-block scale as Q6_K's i8 scale, `grid * sign` as the code).
-//!   Memory grows (TQ1_0 1.69 and TQ2_0 2.06 -> 3.44, IQ3_S 3.44 -> 6.56
-//!   bits per weight), the kernels are the tested ones.
+//!   odd sub-block scale as Q6_K's i8 scale, `grid * sign` as the code);
+//!   IQ3_XXS, IQ1_S and IQ1_M into `QuantType::Q6KScaled`, Q6_K blocks
+//!   of twice (IQ3_XXS) or 8 times (IQ1) their values whose products the
+//!   kernels scale back by that power of two (their steps of `d / 2` and
+//!   `d / 8` are not f16s for a small `d`; `iq1`, `iq3`). Memory grows
+//!   (TQ1_0 1.69 and TQ2_0 2.06 -> 3.44, IQ3_S 3.44, IQ3_XXS 3.06 and IQ1
+//!   1.56-1.75 -> 6.56 bits per weight), the kernels are the tested ones.
 //! - f32 values (`dequantize`) for the rest, which no existing type holds
-//!   exactly: MXFP4 (its e8m0 scale spans
-//!   2^-128..2^127, beyond an f16's range; `mxfp4`) and the IQ1/IQ2 types
-//!   and IQ3_XXS (steps of `d / 2` or `d / 8`, which an f16 does not hold
-//!   for small `d`, or products past an i8; `iq1`, `iq2`, `iq3` say
-//!   which). An f16 copy would round them.
+//!   exactly: MXFP4 (its e8m0 scale spans 2^-128..2^127, beyond an f16's
+//!   range; `mxfp4`) and the IQ2 types (grid values up to 43 times a
+//!   5-bit scale: codes past Q6_K's 6 bits, a per-32 scale of up to 16
+//!   significant bits; `iq2`). An f16 copy would round them.
 //!   This costs 32 bits per weight; a dedicated kernel is the way to get
 //!   their size back, as IQ4_XS, Q2_K, Q3_K, Q5_0, Q5_1 and IQ4_NL got
 //!   (`QuantType`: no longer imported but computed in their own blocks;
@@ -162,13 +165,11 @@ impl ImportType {
         match self {
             ImportType::TQ1_0 | ImportType::TQ2_0 => Some(QuantType::Q3_K),
             ImportType::IQ3_S => Some(QuantType::Q6_K),
-            ImportType::MXFP4 => None,
-            ImportType::IQ2_XXS
-            | ImportType::IQ2_XS
-            | ImportType::IQ2_S
-            | ImportType::IQ3_XXS
-            | ImportType::IQ1_S
-            | ImportType::IQ1_M => None,
+            ImportType::IQ3_XXS => Some(QuantType::Q6KScaled { shift: 1 }),
+            ImportType::IQ1_S | ImportType::IQ1_M => Some(QuantType::Q6KScaled { shift: 3 }),
+            ImportType::MXFP4 | ImportType::IQ2_XXS | ImportType::IQ2_XS | ImportType::IQ2_S => {
+                None
+            }
         }
     }
 
@@ -224,13 +225,13 @@ impl ImportType {
             ImportType::TQ1_0 => (QuantType::Q3_K, tq::repack_tq1_0_to_q3_k),
             ImportType::TQ2_0 => (QuantType::Q3_K, tq::repack_tq2_0_to_q3_k),
             ImportType::IQ3_S => (QuantType::Q6_K, iq3::repack_iq3_s_to_q6_k),
-            ImportType::MXFP4
-            | ImportType::IQ2_XXS
-            | ImportType::IQ2_XS
-            | ImportType::IQ2_S
-            | ImportType::IQ3_XXS
-            | ImportType::IQ1_S
-            | ImportType::IQ1_M => {
+            ImportType::IQ3_XXS => (
+                QuantType::Q6KScaled { shift: 1 },
+                iq3::repack_iq3_xxs_to_q6_k,
+            ),
+            ImportType::IQ1_S => (QuantType::Q6KScaled { shift: 3 }, iq1::repack_iq1_s_to_q6_k),
+            ImportType::IQ1_M => (QuantType::Q6KScaled { shift: 3 }, iq1::repack_iq1_m_to_q6_k),
+            ImportType::MXFP4 | ImportType::IQ2_XXS | ImportType::IQ2_XS | ImportType::IQ2_S => {
                 return Err(format!("{self}: no mllm type holds its values exactly"))
             }
         };

@@ -1,20 +1,24 @@
-//! IQ1_S and IQ1_M: 1.5-bit "i-quants", read from GGUF files (mllm widens
-//! them to f32 at load, see `import`). Eight weights at a time are one
-//! entry of a ternary lookup grid (`IQ1S_GRID`, generated from gguf-py's
-//! tables, values -1/0/1) shifted by `delta = ±0.125`; a weight is
-//! `dl * (grid + delta)` in f32, as gguf-py computes it.
+//! IQ1_S and IQ1_M: 1.5-bit "i-quants", read from GGUF files. Eight
+//! weights at a time are one entry of a ternary lookup grid (`IQ1S_GRID`,
+//! generated from gguf-py's tables, values -1/0/1) shifted by `delta =
+//! ±0.125`; a weight is `dl * (grid + delta)` in f32, as gguf-py computes
+//! it.
 //!
-//! Why f32 and not Q8_0: every weight is exactly `d / 8 * n` with the odd
-//! integer `n = (2 s + 1) * (8 grid ± 1)` (the f32 products round nothing),
-//! and `|n|` reaches 15 * 9 = 135, past an i8; folding `2 s + 1` into the
-//! scale gives one of up to 15 significant bits, more than an f16's 11,
-//! and IQ1_M's scales change every 16 weights, inside one Q8_0 block.
+//! Every weight is exactly `d / 8 * (2 s + 1) * (8 grid ± 1)` (the f32
+//! products round nothing), with `2 s + 1` <= 15 per 32 (IQ1_S) or 16
+//! (IQ1_M) weights and `8 grid ± 1` in -9..=9: Q6_K's sixteen i8 scales
+//! and 6-bit codes hold the integers, but an f16 `d / 8` would round a
+//! small `d`, so both run as `Q6KScaled { shift: 3 }`, Q6_K blocks of the
+//! same `d` whose product is scaled by 1/8 (`to_q6_k`; 6.56 bits per
+//! weight). Q8_0 could not hold them: `(2 s + 1) * (8 grid ± 1)` reaches
+//! 135, past an i8.
 
 use half::f16;
 
+use super::import::map_blocks;
 use super::iq2::{array, grid8, rows};
 use super::iq_grids::IQ1S_GRID;
-use super::{f16_at, QK_K};
+use super::{f16_at, BlockQ6K, QK_K};
 
 const IQ1S_DELTA: f32 = 0.125;
 
@@ -143,6 +147,63 @@ impl BlockIQ1M {
             put8(&mut out[8 * j..8 * j + 8], dl, IQ1S_GRID[idx], delta);
         }
     }
+}
+
+/// `8 * (grid + delta)` (-9..=9) of weight `i` of grid entry `g`.
+fn code8(g: u64, i: usize, negative_delta: bool) -> i8 {
+    let v = 8 * (grid8(g, i) as u8 as i8);
+    if negative_delta {
+        v - 1
+    } else {
+        v + 1
+    }
+}
+
+impl BlockIQ1S {
+    /// The blocks of `Q6KScaled { shift: 3 }` with these values exactly:
+    /// the same `d`, scale `2 s + 1`, code `8 * (grid + delta)`.
+    pub fn to_q6_k(&self) -> BlockQ6K {
+        let qh = |ib: usize| u16::from_le_bytes([self.qh[2 * ib], self.qh[2 * ib + 1]]);
+        let scales = std::array::from_fn(|k| (2 * ((qh(k / 2) >> 12) & 7) + 1) as i8);
+        BlockQ6K::from_codes(self.d, scales, |e| {
+            let (j, i) = (e / 8, e % 8);
+            let (ib, l) = (j / 4, j % 4);
+            let h = qh(ib);
+            let idx = self.qs[j] as usize | (((h >> (3 * l)) & 7) as usize) << 8;
+            code8(IQ1S_GRID[idx], i, h & 0x8000 != 0)
+        })
+    }
+}
+
+impl BlockIQ1M {
+    /// The blocks of `Q6KScaled { shift: 3 }` with these values exactly
+    /// (`BlockIQ1S::to_q6_k`; IQ1_M's scales are per 16 weights already).
+    pub fn to_q6_k(&self) -> BlockQ6K {
+        let scales =
+            std::array::from_fn(|si| (2 * ((self.word(si / 4) >> (3 * (si % 4))) & 7) + 1) as i8);
+        BlockQ6K::from_codes(self.d(), scales, |e| {
+            let (j, i) = (e / 8, e % 8);
+            let h = (self.qh[j / 2] >> (4 * (j % 2))) & 0x0F;
+            let idx = self.qs[j] as usize | ((h & 7) as usize) << 8;
+            code8(IQ1S_GRID[idx], i, h & 0x08 != 0)
+        })
+    }
+}
+
+/// Rewrites whole IQ1_S blocks as Q6_K blocks of 8 times their values (210
+/// bytes per 50; run as `Q6KScaled { shift: 3 }`).
+pub fn repack_iq1_s_to_q6_k(blocks: &[u8], out: &mut [u8]) -> Result<(), String> {
+    map_blocks("IQ1_S", blocks, out, |b: &[u8; BlockIQ1S::SIZE]| {
+        BlockIQ1S::from_bytes(b).to_q6_k().to_bytes()
+    })
+}
+
+/// Rewrites whole IQ1_M blocks as Q6_K blocks of 8 times their values (210
+/// bytes per 56).
+pub fn repack_iq1_m_to_q6_k(blocks: &[u8], out: &mut [u8]) -> Result<(), String> {
+    map_blocks("IQ1_M", blocks, out, |b: &[u8; BlockIQ1M::SIZE]| {
+        BlockIQ1M::from_bytes(b).to_q6_k().to_bytes()
+    })
 }
 
 /// Dequantizes whole IQ1_S blocks into `out` (256 values per 50 bytes).

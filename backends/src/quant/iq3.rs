@@ -8,9 +8,11 @@
 //! (grid values 4..62), IQ3_S `d * (2 s + 1) * grid` (odd grid values
 //! 1..15, `2 s + 1` per 32 weights). IQ3_S therefore runs as Q6_K (`d`,
 //! an i8 scale per 16 weights, codes -32..31: `to_q6_k`, 6.56 bits per
-//! weight). IQ3_XXS does not fit: its finest step is `d / 2` (62 / 4 is
-//! not whole), which an f16 does not hold when `d` is small, and its
-//! products pass an i8 for Q8_0; mllm widens it to f32 at load (`import`).
+//! weight). IQ3_XXS's finest step is `d / 2` (62 / 4 is not whole), which
+//! an f16 does not hold when `d` is small: it runs as `Q6KScaled { shift:
+//! 1 }`, Q6_K blocks of the same `d`, scale `2 s + 1` and code `grid / 2 *
+//! sign` (-31..=31) whose product is halved. (Q8_0 could not hold either:
+//! their products pass an i8.)
 
 use half::f16;
 
@@ -167,6 +169,39 @@ impl BlockIQ3S {
             }
         })
     }
+}
+
+impl BlockIQ3XXS {
+    /// The blocks of `Q6KScaled { shift: 1 }` with these values exactly:
+    /// `(d * (0.5 + s) * 0.5) * grid * sign` is half of `(d * (2 s + 1)) *
+    /// (grid / 2 * sign)`, every product exact.
+    pub fn to_q6_k(&self) -> BlockQ6K {
+        let aux = |ib: usize| {
+            let a = &self.scales[4 * ib..4 * ib + 4];
+            u32::from_le_bytes([a[0], a[1], a[2], a[3]])
+        };
+        let scales = std::array::from_fn(|k| (2 * (aux(k / 2) >> 28) + 1) as i8);
+        BlockQ6K::from_codes(self.d, scales, |e| {
+            let (j, i) = (e / 4, e % 4);
+            let (ib, l, h) = (j / 8, (j % 8) / 2, j % 2);
+            let signs = KSIGNS_IQ2XS[((aux(ib) >> (7 * l)) & 0x7F) as usize];
+            let g = ((IQ3XXS_GRID[self.qs[j] as usize] >> (8 * i)) & 0xFF) as u8;
+            let half = (g / 2) as i8;
+            if (signs >> (4 * h + i)) & 1 == 0 {
+                half
+            } else {
+                -half
+            }
+        })
+    }
+}
+
+/// Rewrites whole IQ3_XXS blocks as Q6_K blocks of twice their values (210
+/// bytes per 98; run as `Q6KScaled { shift: 1 }`).
+pub fn repack_iq3_xxs_to_q6_k(blocks: &[u8], out: &mut [u8]) -> Result<(), String> {
+    map_blocks("IQ3_XXS", blocks, out, |b: &[u8; BlockIQ3XXS::SIZE]| {
+        BlockIQ3XXS::from_bytes(b).to_q6_k().to_bytes()
+    })
 }
 
 /// Rewrites whole IQ3_S blocks as Q6_K blocks (210 bytes per 110), value

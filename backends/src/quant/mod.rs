@@ -110,6 +110,15 @@ pub enum QuantType {
     Q4_1x16,
     /// Q8_0 rows interleaved in groups of 16 (`packed`).
     Q8_0x16,
+    /// Q6_K blocks whose values are `2^-shift` times what their bytes say
+    /// (`shift` 1..=3): how IQ3_XXS (`d / 2`) and IQ1_S / IQ1_M (`d / 8`)
+    /// run on Q6_K's kernels exactly (`import`), where an f16 `d / 2` or
+    /// `d / 8` would round a small `d`. The kernels compute the plain Q6_K
+    /// product and scale it by the power of two, which is exact: every
+    /// float the kernels make is then the power of two times the plain one.
+    Q6KScaled {
+        shift: u8,
+    },
 }
 
 /// Groups W4A16 supports.
@@ -120,6 +129,10 @@ pub const W4A16_ID_BASE: u32 = 1000;
 pub const W8A8_ID: u32 = 1200;
 /// Ids of the in-memory packed layouts (reported, never read from a file).
 pub const PACKED_ID_BASE: u32 = 1300;
+/// `Q6KScaled` in a .mllm table: this plus its shift.
+pub const Q6K_SCALED_ID_BASE: u32 = 1400;
+/// The shifts `Q6KScaled` takes.
+pub const Q6K_SHIFTS: std::ops::RangeInclusive<u8> = 1..=3;
 
 impl QuantType {
     pub const ALL: [QuantType; 12] = [
@@ -152,6 +165,30 @@ impl QuantType {
             .map(|k| QuantType::W8A8 { k })
     }
 
+    /// Q6_K blocks whose values are `2^-shift` of the plain ones.
+    pub fn q6k_scaled(shift: u8) -> Option<QuantType> {
+        Q6K_SHIFTS
+            .contains(&shift)
+            .then_some(QuantType::Q6KScaled { shift })
+    }
+
+    /// The factor `Q6KScaled` applies to the plain Q6_K values (1 for
+    /// every other type).
+    pub fn value_scale(self) -> f32 {
+        match self {
+            QuantType::Q6KScaled { shift } => 1.0 / (1u32 << shift) as f32,
+            _ => 1.0,
+        }
+    }
+
+    /// The type whose kernels compute this one (before `value_scale`).
+    pub fn kernel_type(self) -> QuantType {
+        match self {
+            QuantType::Q6KScaled { .. } => QuantType::Q6_K,
+            t => t,
+        }
+    }
+
     /// One of the in-memory interleaved layouts (`packed`): rows are not
     /// stored one after the other.
     pub fn is_packed(self) -> bool {
@@ -170,6 +207,7 @@ impl QuantType {
             QuantType::Q4_K
             | QuantType::Q5_K
             | QuantType::Q6_K
+            | QuantType::Q6KScaled { .. }
             | QuantType::IQ4_XS
             | QuantType::Q2_K
             | QuantType::Q3_K => QK_K,
@@ -186,7 +224,7 @@ impl QuantType {
             QuantType::Q8_0 | QuantType::Q8_0x16 => std::mem::size_of::<BlockQ8_0>(),
             QuantType::Q4_K => std::mem::size_of::<BlockQ4K>(),
             QuantType::Q5_K => std::mem::size_of::<BlockQ5K>(),
-            QuantType::Q6_K => std::mem::size_of::<BlockQ6K>(),
+            QuantType::Q6_K | QuantType::Q6KScaled { .. } => std::mem::size_of::<BlockQ6K>(),
             QuantType::IQ4_XS => iq4::BlockIQ4XS::SIZE,
             QuantType::Q2_K => k_low::BlockQ2K::SIZE,
             QuantType::Q3_K => k_low::BlockQ3K::SIZE,
@@ -226,6 +264,10 @@ impl QuantType {
             QuantType::Q4_0x16 => "Q4_0x16",
             QuantType::Q4_1x16 => "Q4_1x16",
             QuantType::Q8_0x16 => "Q8_0x16",
+            QuantType::Q6KScaled { shift: 1 } => "Q6_K/2",
+            QuantType::Q6KScaled { shift: 2 } => "Q6_K/4",
+            QuantType::Q6KScaled { shift: 3 } => "Q6_K/8",
+            QuantType::Q6KScaled { .. } => "Q6_K/2^s",
         }
     }
 
@@ -251,6 +293,7 @@ impl QuantType {
             QuantType::Q4_0x16 => PACKED_ID_BASE,
             QuantType::Q8_0x16 => PACKED_ID_BASE + 1,
             QuantType::Q4_1x16 => PACKED_ID_BASE + 2,
+            QuantType::Q6KScaled { shift } => Q6K_SCALED_ID_BASE + shift as u32,
         }
     }
 
@@ -264,7 +307,12 @@ impl QuantType {
     pub fn from_type_id(id: u32, cols: usize) -> Option<QuantType> {
         match id {
             W8A8_ID => QuantType::w8a8(cols),
-            _ if id > W4A16_ID_BASE => QuantType::w4a16((id - W4A16_ID_BASE) as usize),
+            _ if id > Q6K_SCALED_ID_BASE && id < Q6K_SCALED_ID_BASE + 100 => {
+                QuantType::q6k_scaled((id - Q6K_SCALED_ID_BASE) as u8)
+            }
+            _ if id > W4A16_ID_BASE && id < W8A8_ID => {
+                QuantType::w4a16((id - W4A16_ID_BASE) as usize)
+            }
             _ => QuantType::from_ggml_type_id(id),
         }
     }
@@ -279,6 +327,7 @@ impl QuantType {
                 | QuantType::Q4_K
                 | QuantType::Q5_K
                 | QuantType::Q6_K
+                | QuantType::Q6KScaled { .. }
                 | QuantType::IQ4_XS
         )
     }
@@ -317,6 +366,12 @@ impl QuantType {
             QuantType::Q4_K => dequantize_row_q4_k(bytes, out),
             QuantType::Q5_K => dequantize_row_q5_k(bytes, out),
             QuantType::Q6_K => dequantize_row_q6_k(bytes, out),
+            QuantType::Q6KScaled { .. } => {
+                dequantize_row_q6_k(bytes, out)?;
+                let f = self.value_scale();
+                out.iter_mut().for_each(|v| *v *= f);
+                Ok(())
+            }
             QuantType::IQ4_XS => iq4::dequantize_row_iq4_xs(bytes, out),
             QuantType::Q2_K => k_low::dequantize_row_q2_k(bytes, out),
             QuantType::Q3_K => k_low::dequantize_row_q3_k(bytes, out),
@@ -429,6 +484,7 @@ pub fn quantize_into(ty: QuantType, x: &[f32], out: &mut [u8]) -> Result<(), Str
             ))
         }
         QuantType::IQ4_XS
+        | QuantType::Q6KScaled { .. }
         | QuantType::Q2_K
         | QuantType::Q3_K
         | QuantType::Q5_0

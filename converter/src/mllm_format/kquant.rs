@@ -41,6 +41,7 @@ pub fn quantize(ty: QuantType, x: &[f32]) -> Result<Vec<u8>, String> {
             return Err(format!("{ty} is an in-memory layout, never stored"))
         }
         QuantType::IQ4_XS
+        | QuantType::Q6KScaled { .. }
         | QuantType::Q2_K
         | QuantType::Q3_K
         | QuantType::Q5_0

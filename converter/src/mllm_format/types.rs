@@ -33,7 +33,7 @@ impl StoredType {
     pub const W8A8: StoredType = StoredType::Quant(QuantType::W8A8 { k: 0 });
 
     /// Every type version 1 files may hold (W8A8 with its row left open).
-    pub const ALL: [StoredType; 20] = [
+    pub const ALL: [StoredType; 23] = [
         StoredType::F32,
         StoredType::F16,
         StoredType::BF16,
@@ -54,6 +54,9 @@ impl StoredType {
         StoredType::Quant(QuantType::W4A16 { group: 64 }),
         StoredType::Quant(QuantType::W4A16 { group: 128 }),
         StoredType::W8A8,
+        StoredType::Quant(QuantType::Q6KScaled { shift: 1 }),
+        StoredType::Quant(QuantType::Q6KScaled { shift: 2 }),
+        StoredType::Quant(QuantType::Q6KScaled { shift: 3 }),
     ];
 
     /// This type for a tensor of `shape`: W8A8 takes the row length.
@@ -125,6 +128,7 @@ impl StoredType {
             StoredType::Quant(QuantType::Q4_0x16) => "q4_0x16",
             StoredType::Quant(QuantType::Q4_1x16) => "q4_1x16",
             StoredType::Quant(QuantType::Q8_0x16) => "q8_0x16",
+            StoredType::Quant(q @ QuantType::Q6KScaled { .. }) => DType::Quant(q).name(),
         }
     }
 

@@ -79,6 +79,17 @@ unsafe fn gemm(
             let kind = k_quants::Kind::of(p.ty).expect("a K-quant type");
             k_quants::gemm(kind, isa, w, nr, &s.q8k, out)
         }
+        QuantType::Q6KScaled { .. } => {
+            k_quants::gemm(k_quants::Kind::Q6K, isa, w, nr, &s.q8k, out);
+            // The plain Q6_K product times a power of two: exact, so the
+            // same as kernels reading `d` scaled by it.
+            let f = p.ty.value_scale();
+            for i in 0..m {
+                for j in 0..nr {
+                    *out.at(i, j) *= f;
+                }
+            }
+        }
         QuantType::Q5_0 => block32::gemm::<q5::Q5_0>(isa, w, nr, &s.q8, out),
         QuantType::Q5_1 => block32::gemm::<q5::Q5_1>(isa, w, nr, &s.q8, out),
         QuantType::IQ4_NL => block32::gemm::<iq4_nl::IQ4NL>(isa, w, nr, &s.q8, out),
