@@ -322,3 +322,31 @@ fn cast_to_f32_dequantizes_blocks() {
         assert!(to_f16.infer(&[m]).is_err(), "{ty:?} -> f16");
     }
 }
+
+#[test]
+fn scaled_q6_k_is_q6_k_times_its_power_of_two() {
+    // Random Q6_K blocks (a finite d at byte 208) read as Q6_K/2^s: each
+    // value is the Q6_K one times 2^-s, bit for bit; the .mllm table id
+    // names the type and no other; it is read, never written, by mllm.
+    let mut bytes: Vec<u8> = (0..3 * 210).map(|i| (i * 73 + 5) as u8).collect();
+    for (b, blk) in bytes.chunks_exact_mut(210).enumerate() {
+        let d = half::f16::from_f32(0.003 * (b as f32 - 1.2));
+        blk[208..].copy_from_slice(&d.to_le_bytes());
+    }
+    let plain = quant::dequantize(QuantType::Q6_K, &bytes, 768).unwrap();
+    for shift in quant::Q6K_SHIFTS {
+        let ty = QuantType::q6k_scaled(shift).unwrap();
+        assert_eq!((ty.block_size(), ty.type_size()), (256, 210));
+        let got = quant::dequantize(ty, &bytes, 768).unwrap();
+        for (g, p) in got.iter().zip(&plain) {
+            assert_eq!(g.to_bits(), (p / (1 << shift) as f32).to_bits(), "{ty}");
+        }
+        assert_eq!(QuantType::from_type_id(ty.ggml_type_id(), 256), Some(ty));
+        assert!(quant::quantize(ty, &plain).is_err());
+    }
+    for bad in [0, 4, 99] {
+        assert_eq!(QuantType::q6k_scaled(bad), None);
+        let id = quant::Q6K_SCALED_ID_BASE + bad as u32;
+        assert_eq!(QuantType::from_type_id(id, 256), None, "id {id}");
+    }
+}

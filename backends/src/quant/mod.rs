@@ -181,14 +181,6 @@ impl QuantType {
         }
     }
 
-    /// The type whose kernels compute this one (before `value_scale`).
-    pub fn kernel_type(self) -> QuantType {
-        match self {
-            QuantType::Q6KScaled { .. } => QuantType::Q6_K,
-            t => t,
-        }
-    }
-
     /// One of the in-memory interleaved layouts (`packed`): rows are not
     /// stored one after the other.
     pub fn is_packed(self) -> bool {
@@ -307,7 +299,7 @@ impl QuantType {
     pub fn from_type_id(id: u32, cols: usize) -> Option<QuantType> {
         match id {
             W8A8_ID => QuantType::w8a8(cols),
-            _ if id > Q6K_SCALED_ID_BASE && id < Q6K_SCALED_ID_BASE + 100 => {
+            _ if id > Q6K_SCALED_ID_BASE && id - Q6K_SCALED_ID_BASE <= *Q6K_SHIFTS.end() as u32 => {
                 QuantType::q6k_scaled((id - Q6K_SCALED_ID_BASE) as u8)
             }
             _ if id > W4A16_ID_BASE && id < W8A8_ID => {
