@@ -252,3 +252,56 @@ fn an_unreadable_type_is_refused_by_name() {
         "{msg}"
     );
 }
+
+/// `mllm convert` keeps an imported tensor as the blocks it runs as
+/// (`block_type` / `blocks`): written to a .mllm table under that type's
+/// id and read back, every value is still gguf-py's, bit for bit (the
+/// scaled Q6_K ids included).
+#[test]
+fn repacked_blocks_round_trip_through_a_mllm_file() {
+    use mllm_converter::mllm_format::{MllmFile, MllmWriter, PlannedTensor, Recipe, StoredType};
+    let w = GgufWeights::open(&fixture("import.gguf")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("import.mllm");
+    let mut planned = vec![];
+    let mut data = vec![];
+    for (ty, gguf, rows) in TENSORS {
+        let name = hf_name(&w, gguf);
+        let Some(q) = w.block_type(&name) else {
+            assert!(ty.runs_as().is_none(), "{ty}");
+            continue;
+        };
+        let info = w.info(&name).unwrap();
+        assert_eq!(info.shape[0], rows, "{ty}");
+        planned.push(PlannedTensor {
+            name: ty.name().into(),
+            ty: StoredType::Quant(q),
+            requested: StoredType::Quant(q),
+            shape: info.shape.clone(),
+        });
+        data.push((ty, w.blocks(&name).unwrap()));
+    }
+    assert!(planned.len() >= 6, "the repacked types");
+    let meta = serde_json::json!({
+        "config": {"model_type": "x"},
+        "recipe": Recipe::default_for(StoredType::F16).to_json(),
+        "source": {"format": "test"},
+        "tokenizer_json": "{}",
+    });
+    let mut wr = MllmWriter::create(&out, &meta, &planned).unwrap();
+    for (ty, bytes) in &data {
+        wr.write_next(ty.name(), bytes).unwrap();
+    }
+    wr.finish().unwrap();
+    let f = MllmFile::open(&out).unwrap();
+    for (ty, _) in &data {
+        let want = f32s(&std::fs::read(fixture(&format!("{ty}.dequant"))).unwrap());
+        let t = f.load(ty.name()).unwrap();
+        assert_eq!(t.dtype(), DType::Quant(ty.runs_as().unwrap()), "{ty}");
+        let got = t.to_f32_vec().unwrap();
+        assert_eq!(got.len(), want.len(), "{ty}");
+        for (i, (g, e)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g.to_bits(), e.to_bits(), "{ty}[{i}]");
+        }
+    }
+}
