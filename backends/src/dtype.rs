@@ -109,6 +109,10 @@ impl DType {
                 QuantType::Q6KScaled { shift: 1 } => "q6_k/2",
                 QuantType::Q6KScaled { shift: 2 } => "q6_k/4",
                 QuantType::Q6KScaled { .. } => "q6_k/8",
+                QuantType::Q8KS { shift: 0 } => "q8_ks",
+                QuantType::Q8KS { shift: 1 } => "q8_ks/2",
+                QuantType::Q8KS { shift: 2 } => "q8_ks/4",
+                QuantType::Q8KS { .. } => "q8_ks/8",
             },
         }
     }

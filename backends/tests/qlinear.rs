@@ -65,6 +65,11 @@ fn weight(ty: QuantType, n: usize, k: usize, seed: u64) -> Vec<u8> {
                     put_f16(blk, 2, m.abs());
                 }
                 QuantType::Q6_K | QuantType::Q6KScaled { .. } => put_f16(blk, 208, d),
+                // Codes are 7 bits (-64..=63 plus 64).
+                QuantType::Q8KS { .. } => {
+                    blk[..256].iter_mut().for_each(|q| *q &= 0x7F);
+                    put_f16(blk, 272, d * 0.1)
+                }
                 QuantType::IQ4_XS => put_f16(blk, 0, d * 0.01),
                 QuantType::Q3_K => put_f16(blk, 108, d * 0.1),
                 QuantType::Q2_K => {
@@ -131,10 +136,10 @@ fn is_k_quant(ty: QuantType) -> bool {
     ty.has_super_blocks()
 }
 
-/// Every kind of type: ggml's, W4A16 at each group, Q6_K scaled by each
-/// power of two, and W8A8 (whose block is the row, so the type depends on
-/// `k`).
-const KINDS: usize = QuantType::ALL.len() + 7;
+/// Every kind of type: ggml's, W4A16 at each group, Q6_K and Q8_KS scaled
+/// by each power of two, and W8A8 (whose block is the row, so the type
+/// depends on `k`).
+const KINDS: usize = QuantType::ALL.len() + 11;
 
 fn type_of(kind: usize, k: usize) -> QuantType {
     let n = QuantType::ALL.len();
@@ -142,6 +147,7 @@ fn type_of(kind: usize, k: usize) -> QuantType {
         i if i < n => QuantType::ALL[i],
         i if i < n + 3 => QuantType::w4a16(quant::W4A16_GROUPS[i - n]).unwrap(),
         i if i < n + 6 => QuantType::q6k_scaled((i - n - 2) as u8).unwrap(),
+        i if i < n + 10 => QuantType::q8ks((i - n - 6) as u8).unwrap(),
         _ => QuantType::w8a8(k).unwrap(),
     }
 }
@@ -272,6 +278,8 @@ fn k_quant_prefill_tiles_match_the_twin() {
         QuantType::Q5_K,
         QuantType::Q6_K,
         QuantType::Q6KScaled { shift: 3 },
+        QuantType::Q8KS { shift: 0 },
+        QuantType::Q8KS { shift: 3 },
         QuantType::IQ4_XS,
     ] {
         for (m, n, k) in [
@@ -299,6 +307,34 @@ fn scaled_q6_k_is_the_q6_k_product_times_its_power_of_two() {
             let plain = qlinear::linear_with(isa, &x, m, k, &w, QuantType::Q6_K, n, None).unwrap();
             for shift in quant::Q6K_SHIFTS {
                 let ty = QuantType::q6k_scaled(shift).unwrap();
+                let got = qlinear::linear_with(isa, &x, m, k, &w, ty, n, None).unwrap();
+                let f = 0.5f32.powi(shift as i32);
+                for (i, (g, p)) in got.iter().zip(&plain).enumerate() {
+                    assert_eq!(
+                        g.to_bits(),
+                        (p * f).to_bits(),
+                        "{ty} {} m={m} n={n} k={k}: out[{i}]",
+                        isa.name()
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn scaled_q8_ks_is_the_plain_product_times_its_power_of_two() {
+    // As for Q6_K/2^s: the same Q8_KS blocks read with each shift give the
+    // plain output times 2^-s on every path, bit for bit.
+    let m0 = mllm_backends::cpu::ROW_INVARIANT_STEP + 1;
+    let plain_ty = QuantType::q8ks(0).unwrap();
+    for (m, n, k) in [(1, 7, 256), (3, 40, 512), (m0, 9, 768), (4, 203, 2048)] {
+        let w = weight(plain_ty, n, k, 9 + m as u64);
+        let x = vals(m as u64 ^ 0x99, m * k);
+        for isa in Isa::available() {
+            let plain = qlinear::linear_with(isa, &x, m, k, &w, plain_ty, n, None).unwrap();
+            for shift in quant::Q8KS_SHIFTS.skip(1) {
+                let ty = QuantType::q8ks(shift).unwrap();
                 let got = qlinear::linear_with(isa, &x, m, k, &w, ty, n, None).unwrap();
                 let f = 0.5f32.powi(shift as i32);
                 for (i, (g, p)) in got.iter().zip(&plain).enumerate() {

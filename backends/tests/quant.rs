@@ -86,7 +86,8 @@ fn dequantize_matches_gguf_py_for_every_type() {
             | QuantType::Q4_0x16
             | QuantType::Q4_1x16
             | QuantType::Q8_0x16
-            | QuantType::Q6KScaled { .. } => unreachable!("not in ggml"),
+            | QuantType::Q6KScaled { .. }
+            | QuantType::Q8KS { .. } => unreachable!("not in ggml"),
         };
         f(&blocks, &mut row).unwrap();
         assert_bits_eq(ty.name(), &row, &want);
@@ -349,4 +350,40 @@ fn scaled_q6_k_is_q6_k_times_its_power_of_two() {
         let id = quant::Q6K_SCALED_ID_BASE + bad as u32;
         assert_eq!(QuantType::from_type_id(id, 256), None, "id {id}");
     }
+}
+
+#[test]
+fn q8_ks_values_are_d_times_scale_times_code_over_its_power_of_two() {
+    // Blocks built from codes (-64..=63 plus 64), i8 scales and a finite
+    // d: each value is `((d * scale) * code) * 2^-s`, bit for bit; the
+    // bytes round trip; each shift has its own table id; never written.
+    let blocks: Vec<quant::BlockQ8KS> = (0..3)
+        .map(|b| {
+            let d = half::f16::from_f32(0.004 * (b as f32 - 1.3));
+            let scales = std::array::from_fn(|k| (k as i32 * 17 - 128 + 9 * b) as i8);
+            quant::BlockQ8KS::from_codes(d, scales, |e| ((e * 37 + b as usize) % 128) as i8 - 64)
+        })
+        .collect();
+    let bytes: Vec<u8> = blocks.iter().flat_map(|b| b.to_bytes()).collect();
+    for (b, blk) in blocks.iter().enumerate() {
+        let raw: &[u8; 274] = bytes[274 * b..274 * (b + 1)].try_into().unwrap();
+        assert_eq!(&quant::BlockQ8KS::from_bytes(raw), blk);
+    }
+    for shift in quant::Q8KS_SHIFTS {
+        let ty = QuantType::q8ks(shift).unwrap();
+        assert_eq!((ty.block_size(), ty.type_size()), (256, 274));
+        let got = quant::dequantize(ty, &bytes, 768).unwrap();
+        for (i, g) in got.iter().enumerate() {
+            let blk = &blocks[i / 256];
+            let code = ((i % 256) * 37 + i / 256) % 128;
+            let want = (blk.d.to_f32() * blk.scales[(i % 256) / 16] as f32) * (code as f32 - 64.0);
+            let want = want / (1 << shift) as f32;
+            assert_eq!(g.to_bits(), want.to_bits(), "{ty} value {i}");
+        }
+        assert_eq!(QuantType::from_type_id(ty.ggml_type_id(), 256), Some(ty));
+        assert!(quant::quantize(ty, &got).is_err());
+    }
+    assert_eq!(QuantType::q8ks(4), None);
+    let id = quant::Q8KS_ID_BASE + 4;
+    assert_eq!(QuantType::from_type_id(id, 256), None, "id {id}");
 }

@@ -256,7 +256,7 @@ fn an_unreadable_type_is_refused_by_name() {
 /// `mllm convert` keeps an imported tensor as the blocks it runs as
 /// (`block_type` / `blocks`): written to a .mllm table under that type's
 /// id and read back, every value is still gguf-py's, bit for bit (the
-/// scaled Q6_K ids included).
+/// scaled Q6_K and Q8_KS ids included).
 #[test]
 fn repacked_blocks_round_trip_through_a_mllm_file() {
     use mllm_converter::mllm_format::{MllmFile, MllmWriter, PlannedTensor, Recipe, StoredType};

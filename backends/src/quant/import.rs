@@ -17,16 +17,17 @@
 //!   IQ3_XXS, IQ1_S and IQ1_M into `QuantType::Q6KScaled`, Q6_K blocks
 //!   of twice (IQ3_XXS) or 8 times (IQ1) their values whose products the
 //!   kernels scale back by that power of two (their steps of `d / 2` and
-//!   `d / 8` are not f16s for a small `d`; `iq1`, `iq3`). Memory grows
+//!   `d / 8` are not f16s for a small `d`; `iq1`, `iq3`); IQ2_XXS, IQ2_XS
+//!   and IQ2_S likewise into `QuantType::Q8KS { shift: 3 }`, whose 8-bit
+//!   codes hold their grid values up to 43 (`iq2`, `q8_ks`). Memory grows
 //!   (TQ1_0 1.69 and TQ2_0 2.06 -> 3.44, IQ3_S 3.44, IQ3_XXS 3.06 and IQ1
-//!   1.56-1.75 -> 6.56 bits per weight), the kernels are the tested ones.
-//! - f32 values (`dequantize`) for the rest, which no existing type holds
-//!   exactly: MXFP4 (its e8m0 scale spans 2^-128..2^127, beyond an f16's
-//!   range; `mxfp4`) and the IQ2 types (grid values up to 43 times a
-//!   5-bit scale: codes past Q6_K's 6 bits, a per-32 scale of up to 16
-//!   significant bits; `iq2`). An f16 copy would round them.
+//!   1.56-1.75 -> 6.56, IQ2 2.06-2.56 -> 8.56 bits per weight), the
+//!   kernels are the tested ones.
+//! - f32 values (`dequantize`) for MXFP4, which no existing type holds
+//!   exactly (its e8m0 scale spans 2^-128..2^127, beyond an f16's range;
+//!   `mxfp4`). An f16 copy would round it.
 //!   This costs 32 bits per weight; a dedicated kernel is the way to get
-//!   their size back, as IQ4_XS, Q2_K, Q3_K, Q5_0, Q5_1 and IQ4_NL got
+//!   its size back, as IQ4_XS, Q2_K, Q3_K, Q5_0, Q5_1 and IQ4_NL got
 //!   (`QuantType`: no longer imported but computed in their own blocks;
 //!   Q3_K was repacked into Q6_K, Q5_0 and IQ4_NL into Q8_0, Q5_1 widened
 //!   to f32).
@@ -167,9 +168,10 @@ impl ImportType {
             ImportType::IQ3_S => Some(QuantType::Q6_K),
             ImportType::IQ3_XXS => Some(QuantType::Q6KScaled { shift: 1 }),
             ImportType::IQ1_S | ImportType::IQ1_M => Some(QuantType::Q6KScaled { shift: 3 }),
-            ImportType::MXFP4 | ImportType::IQ2_XXS | ImportType::IQ2_XS | ImportType::IQ2_S => {
-                None
+            ImportType::IQ2_XXS | ImportType::IQ2_XS | ImportType::IQ2_S => {
+                Some(QuantType::Q8KS { shift: 3 })
             }
+            ImportType::MXFP4 => None,
         }
     }
 
@@ -231,7 +233,10 @@ impl ImportType {
             ),
             ImportType::IQ1_S => (QuantType::Q6KScaled { shift: 3 }, iq1::repack_iq1_s_to_q6_k),
             ImportType::IQ1_M => (QuantType::Q6KScaled { shift: 3 }, iq1::repack_iq1_m_to_q6_k),
-            ImportType::MXFP4 | ImportType::IQ2_XXS | ImportType::IQ2_XS | ImportType::IQ2_S => {
+            ImportType::IQ2_XXS => (QuantType::Q8KS { shift: 3 }, iq2::repack_iq2_xxs_to_q8_ks),
+            ImportType::IQ2_XS => (QuantType::Q8KS { shift: 3 }, iq2::repack_iq2_xs_to_q8_ks),
+            ImportType::IQ2_S => (QuantType::Q8KS { shift: 3 }, iq2::repack_iq2_s_to_q8_ks),
+            ImportType::MXFP4 => {
                 return Err(format!("{self}: no mllm type holds its values exactly"))
             }
         };

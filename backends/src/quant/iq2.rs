@@ -1,22 +1,25 @@
-//! IQ2_XXS, IQ2_XS and IQ2_S: 2-bit "i-quants", read from GGUF files (mllm
-//! widens them to f32 at load, see `import`). Eight weights at a time are
-//! one entry of a lookup grid (`iq_grids`, generated from gguf-py's tables)
-//! of magnitudes 8, 25 or 43, each with its own sign; a 4-bit scale per 16
+//! IQ2_XXS, IQ2_XS and IQ2_S: 2-bit "i-quants", read from GGUF files and
+//! run as Q8_KS (`q8_ks`, see `import`). Eight weights at a time are one
+//! entry of a lookup grid (`iq_grids`, generated from gguf-py's tables) of
+//! magnitudes 8, 25 or 43, each with its own sign; a 4-bit scale per 16
 //! or 32 weights makes `db = d * (0.5 + s) * 0.25`, and a weight is
 //! `(db * grid) * sign`, in f32 in that order, as gguf-py computes it.
 //!
-//! Why f32 and not Q8_0: every weight is exactly `d / 8 * n` with the
-//! integer `n = (2 s + 1) * grid * sign` (the f32 products round nothing:
-//! an f16 times 5 bits times 6 bits), so a Q8_0 block of scale `d / 8`
-//! would hold it only if `|n| <= 127`, but `n` reaches 31 * 43 = 1333.
-//! Folding `2 s + 1` into the scale instead leaves codes that fit (the
-//! grid, up to 43) but a scale `d * (2 s + 1) / 8` of up to 16 significant
-//! bits, which an f16 (11) does not hold in general; and IQ2_XS / IQ2_S
-//! change scale every 16 weights, inside one Q8_0 block.
+//! Every weight is exactly `(d * (2 s + 1)) * (grid * sign) / 8`: the f32
+//! products round nothing (an f16 times 5 bits times 6 bits). No Q8_0 or
+//! Q6_K block holds that: `(2 s + 1) * grid` reaches 31 * 43 = 1333, past
+//! Q8_0's codes, and folding `2 s + 1` into the scale leaves `d * (2 s +
+//! 1) / 8` of up to 16 significant bits, which an f16 (11) does not hold,
+//! while `grid * sign` passes Q6_K's 6-bit codes. Q8_KS keeps `d`, takes
+//! `2 s + 1` as its i8 scale per 16 weights and `grid * sign` as its
+//! 8-bit code, and its kernels scale the products by `2^-3`
+//! (`QuantType::Q8KS { shift: 3 }`), so its values are these bit for bit.
 
 use half::f16;
 
+use super::import::map_blocks;
 use super::iq_grids::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, KSIGNS_IQ2XS};
+use super::q8_ks::BlockQ8KS;
 use super::{block_count, f16_at, QK_K};
 
 /// `f` over whole blocks of `N` bytes, 256 values each; an error (never a
@@ -216,6 +219,93 @@ impl BlockIQ2S {
             );
         }
     }
+}
+
+/// Grid value `i` of entry `g` times sign bit `i` of `signs`, as a code.
+#[inline]
+fn code8(g: u64, signs: u8, i: usize) -> i8 {
+    let v = ((g >> (8 * i)) & 0xFF) as i8;
+    if (signs >> i) & 1 == 0 {
+        v
+    } else {
+        -v
+    }
+}
+
+/// The odd scale `2 s + 1` of 16-weight group `k` of an IQ2_XS / IQ2_S
+/// block (`s`: nibble `k % 2` of `scales[k / 2]`).
+#[inline]
+fn odd_scale_per16(scales: &[u8; 8], k: usize) -> i8 {
+    (2 * ((scales[k / 2] >> (4 * (k % 2))) & 0x0F) + 1) as i8
+}
+
+impl BlockIQ2XXS {
+    /// The `Q8KS { shift: 3 }` block with these values exactly: the same
+    /// `d`, scale `2 s + 1` for both halves of each 32 weights, code
+    /// `grid * sign`.
+    pub fn to_q8_ks(&self) -> BlockQ8KS {
+        let aux1 = |ib: usize| {
+            let q = &self.qs[8 * ib + 4..8 * ib + 8];
+            u32::from_le_bytes([q[0], q[1], q[2], q[3]])
+        };
+        let scales = std::array::from_fn(|k| (2 * (aux1(k / 2) >> 28) + 1) as i8);
+        BlockQ8KS::from_codes(self.d, scales, |e| {
+            let (ib, l, i) = (e / 32, (e % 32) / 8, e % 8);
+            let signs = KSIGNS_IQ2XS[((aux1(ib) >> (7 * l)) & 0x7F) as usize];
+            code8(IQ2XXS_GRID[self.qs[8 * ib + l] as usize], signs, i)
+        })
+    }
+}
+
+impl BlockIQ2XS {
+    /// The `Q8KS { shift: 3 }` block with these values exactly.
+    pub fn to_q8_ks(&self) -> BlockQ8KS {
+        let scales = std::array::from_fn(|k| odd_scale_per16(&self.scales, k));
+        BlockQ8KS::from_codes(self.d, scales, |e| {
+            let j = e / 8;
+            let q = u16::from_le_bytes([self.qs[2 * j], self.qs[2 * j + 1]]);
+            let signs = KSIGNS_IQ2XS[(q >> 9) as usize];
+            code8(IQ2XS_GRID[(q & 511) as usize], signs, e % 8)
+        })
+    }
+}
+
+impl BlockIQ2S {
+    /// The `Q8KS { shift: 3 }` block with these values exactly.
+    pub fn to_q8_ks(&self) -> BlockQ8KS {
+        let scales = std::array::from_fn(|k| odd_scale_per16(&self.scales, k));
+        BlockQ8KS::from_codes(self.d, scales, |e| {
+            let j = e / 8;
+            let hi = ((self.qh[j / 4] >> (2 * (j % 4))) & 3) as usize;
+            code8(
+                IQ2S_GRID[self.qs[j] as usize | hi << 8],
+                self.signs[j],
+                e % 8,
+            )
+        })
+    }
+}
+
+/// Rewrites whole IQ2_XXS blocks as Q8_KS blocks of 8 times their values
+/// (274 bytes per 66; run as `Q8KS { shift: 3 }`).
+pub fn repack_iq2_xxs_to_q8_ks(blocks: &[u8], out: &mut [u8]) -> Result<(), String> {
+    map_blocks("IQ2_XXS", blocks, out, |b: &[u8; BlockIQ2XXS::SIZE]| {
+        BlockIQ2XXS::from_bytes(b).to_q8_ks().to_bytes()
+    })
+}
+
+/// As `repack_iq2_xxs_to_q8_ks` for IQ2_XS (274 bytes per 74).
+pub fn repack_iq2_xs_to_q8_ks(blocks: &[u8], out: &mut [u8]) -> Result<(), String> {
+    map_blocks("IQ2_XS", blocks, out, |b: &[u8; BlockIQ2XS::SIZE]| {
+        BlockIQ2XS::from_bytes(b).to_q8_ks().to_bytes()
+    })
+}
+
+/// As `repack_iq2_xxs_to_q8_ks` for IQ2_S (274 bytes per 82).
+pub fn repack_iq2_s_to_q8_ks(blocks: &[u8], out: &mut [u8]) -> Result<(), String> {
+    map_blocks("IQ2_S", blocks, out, |b: &[u8; BlockIQ2S::SIZE]| {
+        BlockIQ2S::from_bytes(b).to_q8_ks().to_bytes()
+    })
 }
 
 /// Dequantizes whole IQ2_XXS blocks into `out` (256 values per 66 bytes).

@@ -31,6 +31,7 @@ pub mod q4_0;
 pub mod q4_1;
 pub mod q5;
 pub mod q8_0;
+pub mod q8_ks;
 pub mod tq;
 pub mod w4a16;
 pub mod w8a8;
@@ -43,6 +44,7 @@ pub use k_quants::{
 pub use q4_0::{dequantize_row_q4_0, quantize_row_q4_0_ref, BlockQ4_0};
 pub use q4_1::{dequantize_row_q4_1, quantize_row_q4_1_ref, BlockQ4_1};
 pub use q8_0::{dequantize_row_q8_0, quantize_row_q8_0_ref, BlockQ8_0};
+pub use q8_ks::{dequantize_row_q8_ks, BlockQ8KS};
 
 pub use import::ImportType;
 pub use iq1::{dequantize_row_iq1_m, dequantize_row_iq1_s, BlockIQ1M, BlockIQ1S};
@@ -119,6 +121,14 @@ pub enum QuantType {
     Q6KScaled {
         shift: u8,
     },
+    /// mllm's 8-bit-code K-quant (`q8_ks`): Q6_K's layout of an i8 scale
+    /// per 16 values and an f16 `d` per 256, with one byte per code
+    /// (-64..=63), values times `2^-shift` (`shift` 0..=3) as `Q6KScaled`'s.
+    /// How the IQ2 types (`d / 8` steps, grid values up to 43) run exactly
+    /// on Q6_K's kernels with a plain byte load (`import`).
+    Q8KS {
+        shift: u8,
+    },
 }
 
 /// Groups W4A16 supports.
@@ -133,6 +143,10 @@ pub const PACKED_ID_BASE: u32 = 1300;
 pub const Q6K_SCALED_ID_BASE: u32 = 1400;
 /// The shifts `Q6KScaled` takes.
 pub const Q6K_SHIFTS: std::ops::RangeInclusive<u8> = 1..=3;
+/// `Q8KS` in a .mllm table: this plus its shift.
+pub const Q8KS_ID_BASE: u32 = 1500;
+/// The shifts `Q8KS` takes.
+pub const Q8KS_SHIFTS: std::ops::RangeInclusive<u8> = 0..=3;
 
 impl QuantType {
     pub const ALL: [QuantType; 12] = [
@@ -172,11 +186,20 @@ impl QuantType {
             .then_some(QuantType::Q6KScaled { shift })
     }
 
-    /// The factor `Q6KScaled` applies to the plain Q6_K values (1 for
-    /// every other type).
+    /// Q8_KS blocks whose values are `2^-shift` of the plain ones.
+    pub fn q8ks(shift: u8) -> Option<QuantType> {
+        Q8KS_SHIFTS
+            .contains(&shift)
+            .then_some(QuantType::Q8KS { shift })
+    }
+
+    /// The factor `Q6KScaled` and `Q8KS` apply to their blocks' plain
+    /// values (1 for every other type).
     pub fn value_scale(self) -> f32 {
         match self {
-            QuantType::Q6KScaled { shift } => 1.0 / (1u32 << shift) as f32,
+            QuantType::Q6KScaled { shift } | QuantType::Q8KS { shift } => {
+                1.0 / (1u32 << shift) as f32
+            }
             _ => 1.0,
         }
     }
@@ -200,6 +223,7 @@ impl QuantType {
             | QuantType::Q5_K
             | QuantType::Q6_K
             | QuantType::Q6KScaled { .. }
+            | QuantType::Q8KS { .. }
             | QuantType::IQ4_XS
             | QuantType::Q2_K
             | QuantType::Q3_K => QK_K,
@@ -217,6 +241,7 @@ impl QuantType {
             QuantType::Q4_K => std::mem::size_of::<BlockQ4K>(),
             QuantType::Q5_K => std::mem::size_of::<BlockQ5K>(),
             QuantType::Q6_K | QuantType::Q6KScaled { .. } => std::mem::size_of::<BlockQ6K>(),
+            QuantType::Q8KS { .. } => BlockQ8KS::SIZE,
             QuantType::IQ4_XS => iq4::BlockIQ4XS::SIZE,
             QuantType::Q2_K => k_low::BlockQ2K::SIZE,
             QuantType::Q3_K => k_low::BlockQ3K::SIZE,
@@ -260,6 +285,11 @@ impl QuantType {
             QuantType::Q6KScaled { shift: 2 } => "Q6_K/4",
             QuantType::Q6KScaled { shift: 3 } => "Q6_K/8",
             QuantType::Q6KScaled { .. } => "Q6_K/2^s",
+            QuantType::Q8KS { shift: 0 } => "Q8_KS",
+            QuantType::Q8KS { shift: 1 } => "Q8_KS/2",
+            QuantType::Q8KS { shift: 2 } => "Q8_KS/4",
+            QuantType::Q8KS { shift: 3 } => "Q8_KS/8",
+            QuantType::Q8KS { .. } => "Q8_KS/2^s",
         }
     }
 
@@ -286,6 +316,7 @@ impl QuantType {
             QuantType::Q8_0x16 => PACKED_ID_BASE + 1,
             QuantType::Q4_1x16 => PACKED_ID_BASE + 2,
             QuantType::Q6KScaled { shift } => Q6K_SCALED_ID_BASE + shift as u32,
+            QuantType::Q8KS { shift } => Q8KS_ID_BASE + shift as u32,
         }
     }
 
@@ -301,6 +332,9 @@ impl QuantType {
             W8A8_ID => QuantType::w8a8(cols),
             _ if id > Q6K_SCALED_ID_BASE && id - Q6K_SCALED_ID_BASE <= *Q6K_SHIFTS.end() as u32 => {
                 QuantType::q6k_scaled((id - Q6K_SCALED_ID_BASE) as u8)
+            }
+            _ if id >= Q8KS_ID_BASE && id - Q8KS_ID_BASE <= *Q8KS_SHIFTS.end() as u32 => {
+                QuantType::q8ks((id - Q8KS_ID_BASE) as u8)
             }
             _ if id > W4A16_ID_BASE && id < W8A8_ID => {
                 QuantType::w4a16((id - W4A16_ID_BASE) as usize)
@@ -320,6 +354,7 @@ impl QuantType {
                 | QuantType::Q5_K
                 | QuantType::Q6_K
                 | QuantType::Q6KScaled { .. }
+                | QuantType::Q8KS { .. }
                 | QuantType::IQ4_XS
         )
     }
@@ -358,8 +393,12 @@ impl QuantType {
             QuantType::Q4_K => dequantize_row_q4_k(bytes, out),
             QuantType::Q5_K => dequantize_row_q5_k(bytes, out),
             QuantType::Q6_K => dequantize_row_q6_k(bytes, out),
-            QuantType::Q6KScaled { .. } => {
-                dequantize_row_q6_k(bytes, out)?;
+            QuantType::Q6KScaled { .. } | QuantType::Q8KS { .. } => {
+                if let QuantType::Q8KS { .. } = self {
+                    dequantize_row_q8_ks(bytes, out)?;
+                } else {
+                    dequantize_row_q6_k(bytes, out)?;
+                }
                 let f = self.value_scale();
                 out.iter_mut().for_each(|v| *v *= f);
                 Ok(())
@@ -477,6 +516,7 @@ pub fn quantize_into(ty: QuantType, x: &[f32], out: &mut [u8]) -> Result<(), Str
         }
         QuantType::IQ4_XS
         | QuantType::Q6KScaled { .. }
+        | QuantType::Q8KS { .. }
         | QuantType::Q2_K
         | QuantType::Q3_K
         | QuantType::Q5_0

@@ -42,6 +42,7 @@ pub fn quantize(ty: QuantType, x: &[f32]) -> Result<Vec<u8>, String> {
         }
         QuantType::IQ4_XS
         | QuantType::Q6KScaled { .. }
+        | QuantType::Q8KS { .. }
         | QuantType::Q2_K
         | QuantType::Q3_K
         | QuantType::Q5_0

@@ -33,7 +33,7 @@ impl StoredType {
     pub const W8A8: StoredType = StoredType::Quant(QuantType::W8A8 { k: 0 });
 
     /// Every type version 1 files may hold (W8A8 with its row left open).
-    pub const ALL: [StoredType; 23] = [
+    pub const ALL: [StoredType; 27] = [
         StoredType::F32,
         StoredType::F16,
         StoredType::BF16,
@@ -57,6 +57,10 @@ impl StoredType {
         StoredType::Quant(QuantType::Q6KScaled { shift: 1 }),
         StoredType::Quant(QuantType::Q6KScaled { shift: 2 }),
         StoredType::Quant(QuantType::Q6KScaled { shift: 3 }),
+        StoredType::Quant(QuantType::Q8KS { shift: 0 }),
+        StoredType::Quant(QuantType::Q8KS { shift: 1 }),
+        StoredType::Quant(QuantType::Q8KS { shift: 2 }),
+        StoredType::Quant(QuantType::Q8KS { shift: 3 }),
     ];
 
     /// This type for a tensor of `shape`: W8A8 takes the row length.
@@ -128,7 +132,9 @@ impl StoredType {
             StoredType::Quant(QuantType::Q4_0x16) => "q4_0x16",
             StoredType::Quant(QuantType::Q4_1x16) => "q4_1x16",
             StoredType::Quant(QuantType::Q8_0x16) => "q8_0x16",
-            StoredType::Quant(q @ QuantType::Q6KScaled { .. }) => DType::Quant(q).name(),
+            StoredType::Quant(q @ (QuantType::Q6KScaled { .. } | QuantType::Q8KS { .. })) => {
+                DType::Quant(q).name()
+            }
         }
     }
 

@@ -15,6 +15,9 @@
 //! - Q3_K: as Q6_K with 3-bit codes offset by 4 (0..=7) and `-4 * sum_k
 //!   sc_k * sum_k(qa)`: the very integers of the Q6_K blocks it used to be
 //!   repacked into, so the same bits.
+//! - Q8_KS: as Q6_K with one byte per code, offset by 64 (0..=127), and
+//!   `-64 * sum_k sc_k * sum_k(qa)`: `maddubs` stays exact (two products
+//!   of at most 127 * 128 fit an i16).
 //! - IQ4_XS: `sum(w * a) = da * d * sum_j (ls_j - 32) * sum(v * qa)` with
 //!   `v` the table value (`KVALUES_IQ4NL`, -127..=113) of each 4-bit code;
 //!   `v` is signed, so the SIMD paths multiply `|v|` by `qa` carrying
@@ -30,6 +33,7 @@ use super::act_quant::ActQ8K;
 use super::{drive, Isa, Out, Tile};
 use crate::quant::iq4::{BlockIQ4XS, KVALUES_IQ4NL};
 use crate::quant::k_quants::{scale_min_k4, K_SCALE_SIZE};
+use crate::quant::q8_ks::{BlockQ8KS, Q8KS_OFFSET};
 use crate::quant::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, QuantType, QK_K};
 
 #[inline(always)]
@@ -153,6 +157,27 @@ pub(super) fn vec_dot_q6k(w: &[u8], act: &ActQ8K, i: usize) -> f32 {
         for (k, &sc) in scales.iter().enumerate() {
             let dot: i32 = (16 * k..16 * k + 16)
                 .map(|e| (q6_code(ql, qh, e) - 32) * a[e] as i32)
+                .sum();
+            isum += sc as i8 as i32 * dot;
+        }
+        acc += (d * act.d[i * nsb + sb]) * isum as f32;
+    }
+    acc
+}
+
+/// Scalar twin for Q8_KS: Q6_K's sum with a byte per code.
+pub(super) fn vec_dot_q8ks(w: &[u8], act: &ActQ8K, i: usize) -> f32 {
+    let nsb = act.blocks_per_row();
+    let mut acc = 0.0f32;
+    for sb in 0..nsb {
+        let blk = &w[sb * BlockQ8KS::SIZE..(sb + 1) * BlockQ8KS::SIZE];
+        let (qs, scales) = (&blk[..QK_K], &blk[QK_K..QK_K + 16]);
+        let d = f16_le(blk, QK_K + 16);
+        let a = &act.qs[i * act.k + sb * QK_K..i * act.k + (sb + 1) * QK_K];
+        let mut isum = 0i32;
+        for (k, &sc) in scales.iter().enumerate() {
+            let dot: i32 = (16 * k..16 * k + 16)
+                .map(|e| (qs[e] as i32 - Q8KS_OFFSET) * a[e] as i32)
                 .sum();
             isum += sc as i8 as i32 * dot;
         }
@@ -315,15 +340,18 @@ pub(super) enum Kind {
     IQ4XS,
     Q2K,
     Q3K,
+    Q8KS,
 }
 
 impl Kind {
-    /// The kind of a K-quant weight type; `None` for every other type.
+    /// The kind of a K-quant weight type (the scaled ones: of their
+    /// plain blocks); `None` for every other type.
     pub(super) fn of(ty: QuantType) -> Option<Kind> {
         Some(match ty {
             QuantType::Q4_K => Kind::Q4K,
             QuantType::Q5_K => Kind::Q5K,
-            QuantType::Q6_K => Kind::Q6K,
+            QuantType::Q6_K | QuantType::Q6KScaled { .. } => Kind::Q6K,
+            QuantType::Q8KS { .. } => Kind::Q8KS,
             QuantType::IQ4_XS => Kind::IQ4XS,
             QuantType::Q2_K => Kind::Q2K,
             QuantType::Q3_K => Kind::Q3K,
@@ -339,6 +367,7 @@ impl Kind {
             Kind::IQ4XS => BlockIQ4XS::SIZE,
             Kind::Q2K => BlockQ2K::SIZE,
             Kind::Q3K => BlockQ3K::SIZE,
+            Kind::Q8KS => BlockQ8KS::SIZE,
         }
     }
 }
@@ -447,6 +476,7 @@ pub(super) unsafe fn gemm(kind: Kind, isa: Isa, w: &[u8], nr: usize, act: &ActQ8
                         Kind::IQ4XS => vec_dot_iq4xs(row, act, i),
                         Kind::Q2K => vec_dot_q2k(row, act, i),
                         Kind::Q3K => vec_dot_q3k(row, act, i),
+                        Kind::Q8KS => vec_dot_q8ks(row, act, i),
                     };
                     // SAFETY: inside the cells the caller vouched for.
                     unsafe { *out.at(i, j) = v };

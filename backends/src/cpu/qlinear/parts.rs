@@ -79,10 +79,11 @@ unsafe fn gemm(
             let kind = k_quants::Kind::of(p.ty).expect("a K-quant type");
             k_quants::gemm(kind, isa, w, nr, &s.q8k, out)
         }
-        QuantType::Q6KScaled { .. } => {
-            k_quants::gemm(k_quants::Kind::Q6K, isa, w, nr, &s.q8k, out);
-            // The plain Q6_K product times a power of two: exact, so the
-            // same as kernels reading `d` scaled by it.
+        QuantType::Q6KScaled { .. } | QuantType::Q8KS { .. } => {
+            let kind = k_quants::Kind::of(p.ty).expect("a K-quant type");
+            k_quants::gemm(kind, isa, w, nr, &s.q8k, out);
+            // The plain Q6_K / Q8_KS product times a power of two: exact,
+            // so the same as kernels reading `d` scaled by it.
             let f = p.ty.value_scale();
             for i in 0..m {
                 for j in 0..nr {

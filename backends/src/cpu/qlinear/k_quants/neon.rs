@@ -1,4 +1,4 @@
-//! The NEON tiles of Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS: `sdot` where
+//! The NEON tiles of Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_KS and IQ4_XS: `sdot` where
 //! the CPU has dotprod, widening multiplies where it does not (the `DOT`
 //! parameter), each bit-identical to its scalar twin.
 
@@ -15,7 +15,8 @@ unsafe fn dot16<const DOT: bool>(w: int8x16_t, a: int8x16_t) -> int32x4_t {
     if DOT {
         sdot(vdupq_n_s32(0), w, a)
     } else {
-        // |w| <= 63 and |a| <= 127: two products fit an i16 lane.
+        // |w| <= 127 (Q8_KS's codes; Q6_K's 63) and |a| <= 127: two
+        // products fit an i16 lane.
         vpaddlq_s16(vmlal_high_s8(
             vmull_s8(vget_low_s8(w), vget_low_s8(a)),
             w,
@@ -229,9 +230,17 @@ pub(super) unsafe fn q6k_codes16(p: *const u8, n: usize, g: usize, h: usize) -> 
     vorrq_u8(low, high)
 }
 
+/// Q6_K tile, and Q8_KS's (`Q8`: a byte per code, offset 64 instead of
+/// 32, the same scales and `d` after the codes).
 #[inline(always)]
-unsafe fn tile_q6k<const R: usize, const C: usize, const DOT: bool>(ctx: &Ctx, j: usize, i: usize) {
+unsafe fn tile_q6k<const R: usize, const C: usize, const DOT: bool, const Q8: bool>(
+    ctx: &Ctx,
+    j: usize,
+    i: usize,
+) {
     let nsb = ctx.nsb;
+    let size = if Q8 { 274 } else { 210 };
+    let offset = if Q8 { 64 } else { 32 };
     let mut acc = [[0.0f32; C]; R];
     for sb in 0..nsb {
         let mut d = [0.0f32; R];
@@ -240,10 +249,10 @@ unsafe fn tile_q6k<const R: usize, const C: usize, const DOT: bool>(ctx: &Ctx, j
         let mut corr = [[0i32; C]; R];
         let mut sc = [[[vdupq_n_s32(0); 4]; 2]; R];
         for r in 0..R {
-            let p = ctx.w.add((j + r) * ctx.row_bytes + sb * 210);
+            let p = ctx.w.add((j + r) * ctx.row_bytes + sb * size);
             blk[r] = p;
-            d[r] = f16_neon(p.add(208));
-            let s8 = vld1q_s8(p.add(192) as *const i8);
+            d[r] = f16_neon(p.add(size - 2));
+            let s8 = vld1q_s8(p.add(size - 18) as *const i8);
             let (s0, s1) = (vmovl_s8(vget_low_s8(s8)), vmovl_high_s8(s8));
             sc[r] = scale_pairs16(s0, s1);
             for c in 0..C {
@@ -257,7 +266,11 @@ unsafe fn tile_q6k<const R: usize, const C: usize, const DOT: bool>(ctx: &Ctx, j
                 for r in 0..R {
                     let p = blk[r];
                     for h in 0..2 {
-                        q[r][h] = vreinterpretq_s8_u8(q6k_codes16(p, n, g, h));
+                        q[r][h] = if Q8 {
+                            vld1q_s8(p.add(128 * n + 32 * g + 16 * h) as *const i8)
+                        } else {
+                            vreinterpretq_s8_u8(q6k_codes16(p, n, g, h))
+                        };
                     }
                 }
                 let s: [int32x4_t; R] = std::array::from_fn(|r| sc[r][n][g]);
@@ -268,7 +281,7 @@ unsafe fn tile_q6k<const R: usize, const C: usize, const DOT: bool>(ctx: &Ctx, j
         for c in 0..C {
             let da = *ctx.ad.add((i + c) * nsb + sb);
             for r in 0..R {
-                let isum = vaddvq_s32(iacc[r][c]) - 32 * corr[r][c];
+                let isum = vaddvq_s32(iacc[r][c]) - offset * corr[r][c];
                 acc[r][c] += (d[r] * da) * isum as f32;
             }
         }
@@ -480,7 +493,8 @@ unsafe fn tile_neon<const R: usize, const C: usize>(kind: Kind, ctx: &Ctx, j: us
     match kind {
         Kind::Q4K => tile_q4k::<R, C, false, false>(ctx, j, i),
         Kind::Q5K => tile_q4k::<R, C, false, true>(ctx, j, i),
-        Kind::Q6K => tile_q6k::<R, C, false>(ctx, j, i),
+        Kind::Q6K => tile_q6k::<R, C, false, false>(ctx, j, i),
+        Kind::Q8KS => tile_q6k::<R, C, false, true>(ctx, j, i),
         Kind::IQ4XS => tile_iq4xs::<R, C, false>(ctx, j, i),
         Kind::Q2K => tile_q2k::<R, C, false>(ctx, j, i),
         Kind::Q3K => tile_q3k::<R, C, false>(ctx, j, i),
@@ -492,7 +506,8 @@ unsafe fn tile_dot<const R: usize, const C: usize>(kind: Kind, ctx: &Ctx, j: usi
     match kind {
         Kind::Q4K => tile_q4k::<R, C, true, false>(ctx, j, i),
         Kind::Q5K => tile_q4k::<R, C, true, true>(ctx, j, i),
-        Kind::Q6K => tile_q6k::<R, C, true>(ctx, j, i),
+        Kind::Q6K => tile_q6k::<R, C, true, false>(ctx, j, i),
+        Kind::Q8KS => tile_q6k::<R, C, true, true>(ctx, j, i),
         Kind::IQ4XS => tile_iq4xs::<R, C, true>(ctx, j, i),
         Kind::Q2K => tile_q2k::<R, C, true>(ctx, j, i),
         Kind::Q3K => tile_q3k::<R, C, true>(ctx, j, i),
@@ -519,7 +534,10 @@ macro_rules! per_kind {
         unsafe fn q3k(ctx: &Ctx, j: usize, i: usize) {
             $f::<$r, $c>(Kind::Q3K, ctx, j, i)
         }
-        [q4k as Tile<Ctx>, q5k, q6k, iq4xs, q2k, q3k]
+        unsafe fn q8ks(ctx: &Ctx, j: usize, i: usize) {
+            $f::<$r, $c>(Kind::Q8KS, ctx, j, i)
+        }
+        [q4k as Tile<Ctx>, q5k, q6k, iq4xs, q2k, q3k, q8ks]
     }};
 }
 

@@ -1,4 +1,4 @@
-//! Prefill tiles of Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS on x86 (AVX2 and AVX-512 VNNI on
+//! Prefill tiles of Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_KS and IQ4_XS on x86 (AVX2 and AVX-512 VNNI on
 //! 256-bit vectors): four weight rows are unpacked once into a panel, then
 //! every activation row streams past it two at a time.
 //!
@@ -24,7 +24,7 @@ use std::arch::x86_64::*;
 
 use super::super::block32::f16_at;
 use super::x86::{iq4_values, madd_scaled, tile_fn};
-use super::x86_per16::{q2_codes, q2_scales_mins, q3_codes, q6_codes};
+use super::x86_per16::{q2_codes, q2_scales_mins, q3_codes, q6_codes, q8_codes};
 use super::{iq4xs_scales, q3k_scales, unpack_scales, Ctx, Kind};
 use crate::quant::QK_K;
 
@@ -138,25 +138,32 @@ pub(super) unsafe fn build(kind: Kind, ctx: &Ctx, j: usize, panel: &mut [Sb]) {
                 p.mins[r] = [0; 16];
                 continue;
             }
-            if kind == Kind::Q6K {
-                let d = f16_at(blk.add(208));
+            if kind == Kind::Q6K || kind == Kind::Q8KS {
+                // Both keep 16 i8 scales and then `d` at their end.
+                let at = size - 18;
+                let d = f16_at(blk.add(size - 2));
                 for c in 0..C {
                     (p.d[r * C + c], p.dmin[r * C + c]) = (d, 0.0);
                 }
                 for n in 0..2 {
                     for g in 0..4 {
-                        _mm256_store_si256(codes.add(4 * n + g), q6_codes(blk, n, g));
+                        let q = if kind == Kind::Q8KS {
+                            q8_codes(blk, n, g)
+                        } else {
+                            q6_codes(blk, n, g)
+                        };
+                        _mm256_store_si256(codes.add(4 * n + g), q);
                     }
                 }
                 for t in 0..8 {
-                    let s0 = *blk.add(192 + 2 * t) as i8 as i16;
-                    let s1 = *blk.add(193 + 2 * t) as i8 as i16;
+                    let s0 = *blk.add(at + 2 * t) as i8 as i16;
+                    let s1 = *blk.add(at + 1 + 2 * t) as i8 as i16;
                     p.scales[r][t] = [
                         s0, s0, s0, s0, s0, s0, s0, s0, s1, s1, s1, s1, s1, s1, s1, s1,
                     ];
                 }
                 for k in 0..16 {
-                    p.mins[r][k] = *blk.add(192 + k) as i8 as i16;
+                    p.mins[r][k] = *blk.add(at + k) as i8 as i16;
                 }
                 continue;
             }
@@ -256,13 +263,14 @@ unsafe fn tile<const VNNI: bool>(kind: Kind, ctx: &Ctx, panel: &[Sb], j: usize, 
         let da1 = *ctx.ad.add((i + 1) * nsb + sb);
         let da = _mm256_setr_ps(da0, da1, da0, da1, da0, da1, da0, da1);
         let dd = _mm256_mul_ps(_mm256_load_ps(p.d.as_ptr()), da);
-        if kind == Kind::Q6K || kind == Kind::Q3K {
-            // isum - 32 * sum_k sc_k * bsum_k, as `vec_dot_q6k` (Q3_K: 4).
+        if matches!(kind, Kind::Q6K | Kind::Q3K | Kind::Q8KS) {
+            // isum - 32 * sum_k sc_k * bsum_k, as `vec_dot_q6k` (Q3_K: 4,
+            // Q8_KS: 64).
             for l in 0..R * C {
-                let corr = if kind == Kind::Q3K {
-                    _mm256_slli_epi32(mins[l], 2)
-                } else {
-                    _mm256_slli_epi32(mins[l], 5)
+                let corr = match kind {
+                    Kind::Q3K => _mm256_slli_epi32(mins[l], 2),
+                    Kind::Q8KS => _mm256_slli_epi32(mins[l], 6),
+                    _ => _mm256_slli_epi32(mins[l], 5),
                 };
                 acc[l] = _mm256_sub_epi32(acc[l], corr);
             }

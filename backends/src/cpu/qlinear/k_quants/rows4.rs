@@ -18,7 +18,8 @@ use super::x86::{
     Q4Rows,
 };
 use super::x86_per16::{
-    per16_dots, q2_codes, q2_rows, q3_codes, q6_rows, q6_start, q6k_codes, Q2Rows, Q6Rows,
+    per16_dots, q2_codes, q2_rows, q3_codes, q6_rows, q6_start, q6k_codes, Q2Rows, Q6Rows, F_Q3,
+    F_Q6,
 };
 use super::{store, Ctx, Kind, Tile};
 use crate::quant::QK_K;
@@ -195,12 +196,12 @@ unsafe fn tile_q3k<const VNNI: bool>(ctx: &Ctx, j: usize, i: usize) {
     let nsb = ctx.nsb;
     let mut acc = _mm_setzero_ps();
     for sb in 0..nsb {
-        let q: Q6Rows<R> = q6_rows::<R, true>(ctx, j, sb);
+        let q: Q6Rows<R> = q6_rows::<R, F_Q3>(ctx, j, sb);
         prefetch_ahead(ctx, j, sb);
         let bi = i * nsb + sb;
         let mut iacc = [[_mm256_setzero_si256(); 1]; R];
         for r in 0..R {
-            iacc[r][0] = q6_start::<true>(q.sc16[r], ctx.abs.add(bi * 16));
+            iacc[r][0] = q6_start::<F_Q3>(q.sc16[r], ctx.abs.add(bi * 16));
         }
         let mut iacc2 = [[_mm256_setzero_si256(); 1]; R];
         per16_dots::<R, 1, VNNI>(
@@ -239,17 +240,17 @@ unsafe fn tile_q6k_seq(ctx: &Ctx, j: usize, i: usize) {
         for r in 0..R {
             for c in 0..len {
                 let sb = s0 + c;
-                let q: Q6Rows<1> = q6_rows::<1, false>(ctx, j + r, sb);
+                let q: Q6Rows<1> = q6_rows::<1, F_Q6>(ctx, j + r, sb);
                 prefetch_next_row::<1>(q.blk[0], ctx.row_bytes, 210);
                 let bi = i * nsb + sb;
-                let mut iacc = [[q6_start::<false>(q.sc16[0], ctx.abs.add(bi * 16))]];
+                let mut iacc = [[q6_start::<F_Q6>(q.sc16[0], ctx.abs.add(bi * 16))]];
                 let mut iacc2 = [[_mm256_setzero_si256()]];
                 per16_dots::<1, 1, false>(
                     ctx,
                     i,
                     sb,
                     &q.halves,
-                    |_, n, g| q6k_codes::<false>(q.blk[0], n, g),
+                    |_, n, g| q6k_codes::<F_Q6>(q.blk[0], n, g),
                     &mut iacc,
                     &mut iacc2,
                 );
@@ -314,5 +315,7 @@ pub(super) fn tile_fn(kind: Kind, vnni: bool) -> Option<Tile<Ctx>> {
         // either (qbench GEMV cold 52-54 vs 41-45 GFLOP/s).
         (Kind::Q6K, false) => q6k_avx2,
         (Kind::Q6K, true) => return None,
+        // Q8_KS (IQ2 files): the one-row tiles of `x86`.
+        (Kind::Q8KS, _) => return None,
     })
 }

@@ -6,7 +6,7 @@
 use std::arch::x86_64::*;
 
 use super::super::block32::f16_at;
-use super::x86_per16::{tile_q2k, tile_q6k};
+use super::x86_per16::{tile_q2k, tile_q6k, F_Q3, F_Q6, F_Q8};
 use super::{finish_q4k, iq4xs_scales, store, unpack_scales_u32, Ctx, Kind, Tile};
 use crate::quant::iq4::KVALUES_IQ4NL;
 use crate::quant::QK_K;
@@ -357,8 +357,9 @@ macro_rules! wrappers {
             match kind {
                 Kind::Q4K => tile_q4k::<R, C, $vnni, false>(ctx, j, i),
                 Kind::Q5K => tile_q4k::<R, C, $vnni, true>(ctx, j, i),
-                Kind::Q6K => tile_q6k::<R, C, $vnni, false>(ctx, j, i),
-                Kind::Q3K => tile_q6k::<R, C, $vnni, true>(ctx, j, i),
+                Kind::Q6K => tile_q6k::<R, C, $vnni, F_Q6>(ctx, j, i),
+                Kind::Q3K => tile_q6k::<R, C, $vnni, F_Q3>(ctx, j, i),
+                Kind::Q8KS => tile_q6k::<R, C, $vnni, F_Q8>(ctx, j, i),
                 Kind::IQ4XS => tile_iq4xs::<R, C, $vnni>(ctx, j, i),
                 Kind::Q2K => tile_q2k::<R, C, $vnni>(ctx, j, i),
             }
@@ -388,7 +389,10 @@ macro_rules! per_kind {
         unsafe fn q3k(ctx: &Ctx, j: usize, i: usize) {
             $f::<$r, $c>(Kind::Q3K, ctx, j, i)
         }
-        [q4k as Tile<Ctx>, q5k, q6k, iq4xs, q2k, q3k]
+        unsafe fn q8ks(ctx: &Ctx, j: usize, i: usize) {
+            $f::<$r, $c>(Kind::Q8KS, ctx, j, i)
+        }
+        [q4k as Tile<Ctx>, q5k, q6k, iq4xs, q2k, q3k, q8ks]
     }};
 }
 

@@ -1,6 +1,6 @@
 //! The AVX2 and AVX-512 VNNI tiles of the K-quants with a scale per 16
-//! values (Q2_K, Q3_K, Q6_K), their code unpacking and row setup (shared
-//! with the four-row decode tiles of `rows4`).
+//! values (Q2_K, Q3_K, Q6_K, Q8_KS), their code unpacking and row setup
+//! (shared with the four-row decode tiles of `rows4`).
 
 use std::arch::x86_64::*;
 
@@ -101,16 +101,24 @@ unsafe fn per16_step<const R: usize, const C: usize, const VNNI: bool>(
     }
 }
 
-/// Bytes of a Q6_K (210) or Q3_K (110) super-block.
-const fn q6k_size<const Q3: bool>() -> usize {
-    if Q3 {
-        110
-    } else {
-        210
+/// The codes of a Q6_K-shaped tile (an i8 scale per 16 values, `d`
+/// last, unsigned codes less an offset): Q6_K's 6 bits.
+pub(super) const F_Q6: u8 = 0;
+/// Q3_K's 3 bits (its packed 6-bit scales).
+pub(super) const F_Q3: u8 = 1;
+/// Q8_KS's bytes.
+pub(super) const F_Q8: u8 = 2;
+
+/// Bytes of a Q6_K (210), Q3_K (110) or Q8_KS (274) super-block.
+const fn q6k_size<const F: u8>() -> usize {
+    match F {
+        F_Q3 => 110,
+        F_Q8 => 274,
+        _ => 210,
     }
 }
 
-/// Super-block `sb` of Q6_K/Q3_K rows `j..j + R`: scales and codes.
+/// Super-block `sb` of Q6_K/Q3_K/Q8_KS rows `j..j + R`: scales and codes.
 pub(super) struct Q6Rows<const R: usize> {
     pub(super) d: [f32; R],
     pub(super) blk: [*const u8; R],
@@ -122,12 +130,12 @@ pub(super) struct Q6Rows<const R: usize> {
 }
 
 #[inline(always)]
-pub(super) unsafe fn q6_rows<const R: usize, const Q3: bool>(
+pub(super) unsafe fn q6_rows<const R: usize, const F: u8>(
     ctx: &Ctx,
     j: usize,
     sb: usize,
 ) -> Q6Rows<R> {
-    let size = q6k_size::<Q3>();
+    let size = q6k_size::<F>();
     let mut rows = Q6Rows {
         d: [0.0; R],
         blk: [std::ptr::null(); R],
@@ -138,11 +146,13 @@ pub(super) unsafe fn q6_rows<const R: usize, const Q3: bool>(
         let p = ctx.w.add((j + r) * ctx.row_bytes + sb * size);
         rows.blk[r] = p;
         rows.d[r] = f16_at(p.add(size - 2));
-        let sc16 = if Q3 {
-            let s = q3k_scales(std::slice::from_raw_parts(p.add(96), 12));
-            _mm256_loadu_si256(s.as_ptr() as *const __m256i)
-        } else {
-            _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(192) as *const __m128i))
+        let sc16 = match F {
+            F_Q3 => {
+                let s = q3k_scales(std::slice::from_raw_parts(p.add(96), 12));
+                _mm256_loadu_si256(s.as_ptr() as *const __m256i)
+            }
+            // Q6_K's and Q8_KS's 16 bytes of i8 scales sit before `d`.
+            _ => _mm256_cvtepi8_epi16(_mm_loadu_si128(p.add(size - 18) as *const __m128i)),
         };
         rows.sc16[r] = sc16;
         rows.halves[r] = [
@@ -153,56 +163,64 @@ pub(super) unsafe fn q6_rows<const R: usize, const Q3: bool>(
     rows
 }
 
-/// Where a Q6_K/Q3_K integer sum starts: `-offset * sum_k sc_k * bsum_k`
-/// (the codes are stored plus 32, Q3_K's taken plus 4) for a row's
-/// scales `sc16` and the activation row's per-16 sums at `bs`.
+/// Where a Q6_K/Q3_K/Q8_KS integer sum starts: `-offset * sum_k sc_k *
+/// bsum_k` (the codes are stored plus 32, Q3_K's taken plus 4, Q8_KS's
+/// stored plus 64) for a row's scales `sc16` and the activation row's
+/// per-16 sums at `bs`.
 #[inline(always)]
-pub(super) unsafe fn q6_start<const Q3: bool>(sc16: __m256i, bs: *const i16) -> __m256i {
+pub(super) unsafe fn q6_start<const F: u8>(sc16: __m256i, bs: *const i16) -> __m256i {
     let m = _mm256_madd_epi16(sc16, _mm256_loadu_si256(bs as *const __m256i));
-    let corr = if Q3 {
-        _mm256_slli_epi32(m, 2)
-    } else {
-        _mm256_slli_epi32(m, 5)
+    let corr = match F {
+        F_Q3 => _mm256_slli_epi32(m, 2),
+        F_Q8 => _mm256_slli_epi32(m, 6),
+        _ => _mm256_slli_epi32(m, 5),
     };
     _mm256_sub_epi32(_mm256_setzero_si256(), corr)
 }
 
-/// The unsigned codes of elements `128n + 32g ..` of the Q6_K or Q3_K
-/// block at `p`.
+/// The unsigned codes of elements `128n + 32g ..` of the Q8_KS block at
+/// `p`: its bytes as they are.
 #[inline(always)]
-pub(super) unsafe fn q6k_codes<const Q3: bool>(p: *const u8, n: usize, g: usize) -> __m256i {
-    if Q3 {
-        q3_codes(p, n, g)
-    } else {
-        q6_codes(p, n, g)
+pub(super) unsafe fn q8_codes(p: *const u8, n: usize, g: usize) -> __m256i {
+    _mm256_loadu_si256(p.add(128 * n + 32 * g) as *const __m256i)
+}
+
+/// The unsigned codes of elements `128n + 32g ..` of the Q6_K, Q3_K or
+/// Q8_KS block at `p`.
+#[inline(always)]
+pub(super) unsafe fn q6k_codes<const F: u8>(p: *const u8, n: usize, g: usize) -> __m256i {
+    match F {
+        F_Q3 => q3_codes(p, n, g),
+        F_Q8 => q8_codes(p, n, g),
+        _ => q6_codes(p, n, g),
     }
 }
 
-/// Q6_K tile.
+/// Q6_K tile (Q3_K's and Q8_KS's with their codes).
 #[inline(always)]
-pub(super) unsafe fn tile_q6k<const R: usize, const C: usize, const VNNI: bool, const Q3: bool>(
+pub(super) unsafe fn tile_q6k<const R: usize, const C: usize, const VNNI: bool, const F: u8>(
     ctx: &Ctx,
     j: usize,
     i: usize,
 ) {
     let nsb = ctx.nsb;
-    let size = q6k_size::<Q3>();
+    let size = q6k_size::<F>();
     let mut acc = [[0.0f32; C]; R];
     for sb in 0..nsb {
         for r in 0..R {
             let p = ctx.w.add((j + r) * ctx.row_bytes + sb * size);
             prefetch_next_row::<R>(p, ctx.row_bytes, size);
         }
-        let q: Q6Rows<R> = q6_rows::<R, Q3>(ctx, j, sb);
+        let q: Q6Rows<R> = q6_rows::<R, F>(ctx, j, sb);
         let mut iacc = [[_mm256_setzero_si256(); C]; R];
         let mut iacc2 = [[_mm256_setzero_si256(); C]; R];
         for r in 0..R {
             for c in 0..C {
                 let bi = (i + c) * nsb + sb;
-                iacc[r][c] = q6_start::<Q3>(q.sc16[r], ctx.abs.add(bi * 16));
+                iacc[r][c] = q6_start::<F>(q.sc16[r], ctx.abs.add(bi * 16));
             }
         }
-        let codes = |r: usize, n: usize, g: usize| q6k_codes::<Q3>(q.blk[r], n, g);
+        let codes = |r: usize, n: usize, g: usize| q6k_codes::<F>(q.blk[r], n, g);
         per16_dots::<R, C, VNNI>(ctx, i, sb, &q.halves, codes, &mut iacc, &mut iacc2);
         finish_d(ctx, sb, i, &q.d, &iacc, &iacc2, &mut acc);
     }
