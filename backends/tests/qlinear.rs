@@ -52,6 +52,8 @@ fn weight(ty: QuantType, n: usize, k: usize, seed: u64) -> Vec<u8> {
             match ty {
                 QuantType::Q4_0 | QuantType::Q8_0 | QuantType::Q5_0 => put_f16(blk, 0, d),
                 QuantType::IQ4_NL => put_f16(blk, 0, d * 0.1),
+                // e8m0: `2^(e - 128)`, here 2^-12..2^-5 (|w| up to 0.375).
+                QuantType::MXFP4 => blk[0] = 116 + (b % 8) as u8,
                 QuantType::Q5_1 => {
                     put_f16(blk, 0, d * 0.5);
                     put_f16(blk, 2, m);
@@ -364,6 +366,7 @@ fn block32_prefill_tiles_match_the_twin() {
         QuantType::Q5_1,
         QuantType::Q8_0,
         QuantType::IQ4_NL,
+        QuantType::MXFP4,
     ] {
         for (m, n, k) in [(m0, 5, 64), (m0 + 7, 8, 96), (2 * m0 + 2, 9, 256)] {
             check_case(ty, m, n, k, 11 + m as u64, m % 2 == 0).unwrap();

@@ -1,5 +1,5 @@
 //! The ggml types mllm imports (backends/src/quant/import.rs: TQ1_0,
-//! TQ2_0, MXFP4, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M):
+//! TQ2_0, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M):
 //! - the reference dequantizers equal gguf-py's `gguf.quants.dequantize`
 //!   bit for bit on committed fixtures (tests/fixtures/quants, made by
 //!   make_quant_fixture.py);
@@ -29,7 +29,6 @@ fn type_table_matches_ggml() {
     let want = [
         (ImportType::TQ1_0, 256, 54, 34, 1.6875),
         (ImportType::TQ2_0, 256, 66, 35, 2.0625),
-        (ImportType::MXFP4, 32, 17, 39, 4.25),
         (ImportType::IQ2_XXS, 256, 66, 16, 2.0625),
         (ImportType::IQ2_XS, 256, 74, 17, 2.3125),
         (ImportType::IQ2_S, 256, 82, 22, 2.5625),
@@ -50,9 +49,9 @@ fn type_table_matches_ggml() {
         assert_eq!(ty.bits_per_weight(), bpw, "{ty}");
     }
     assert_eq!(ImportType::from_ggml_type_id(8), None);
-    // IQ4_XS, Q2_K, Q3_K, Q5_0, Q5_1 and IQ4_NL have kernels of their own
-    // (tests/quant.rs): no longer imported.
-    for id in [23, 10, 11, 6, 7, 20] {
+    // IQ4_XS, Q2_K, Q3_K, Q5_0, Q5_1, IQ4_NL and MXFP4 have kernels of
+    // their own (tests/quant.rs): no longer imported.
+    for id in [23, 10, 11, 6, 7, 20, 39] {
         assert_eq!(ImportType::from_ggml_type_id(id), None);
     }
 }
@@ -61,7 +60,6 @@ fn row_fn(ty: ImportType) -> fn(&[u8], &mut [f32]) -> Result<(), String> {
     match ty {
         ImportType::TQ1_0 => quant::dequantize_row_tq1_0,
         ImportType::TQ2_0 => quant::dequantize_row_tq2_0,
-        ImportType::MXFP4 => quant::dequantize_row_mxfp4,
         ImportType::IQ2_XXS => quant::dequantize_row_iq2_xxs,
         ImportType::IQ2_XS => quant::dequantize_row_iq2_xs,
         ImportType::IQ2_S => quant::dequantize_row_iq2_s,
@@ -251,10 +249,6 @@ fn random_weight(ty: ImportType, n: usize, k: usize, seed: u64) -> Vec<u8> {
             let d =
                 unit * (1.0 + (r & 0x7F) as f32 / 32.0) * if r & 0x80 != 0 { -1.0 } else { 1.0 };
             blk[at..at + 2].copy_from_slice(&f16::from_f32(d).to_le_bytes());
-        }
-        if ty == ImportType::MXFP4 {
-            // e8m0: d = 2^(e - 128), here 2^-12..2^-5 (|w| up to 0.375).
-            blk[0] = 116 + scales[b % scales.len()] % 8;
         }
         if ty == ImportType::IQ1_M {
             // The f16 `d` lives in the top nibbles of the four scale words.

@@ -175,7 +175,8 @@ fn host_bytes(t: &Tensor) -> Result<(Vec<u8>, DType)> {
         // Q6_K / Q8_KS blocks scaled by a power of two (IQ3_XXS, IQ1, IQ2
         // files): their steps of `d / 2` or `d / 8` are not all f16s (nor
         // IQ2's 16-bit `d * (2 s + 1) / 8`); f32 keeps them.
-        DType::Quant(QuantType::Q6KScaled { .. } | QuantType::Q8KS { .. }) => {
+        // MXFP4's power-of-two scales span 2^-128..2^127: f32 holds them.
+        DType::Quant(QuantType::Q6KScaled { .. } | QuantType::Q8KS { .. } | QuantType::MXFP4) => {
             (bytemuck::cast_slice(&t.to_f32_vec()?).to_vec(), DType::F32)
         }
         DType::Quant(_) => {

@@ -1,5 +1,5 @@
 //! ggml types mllm reads from GGUF files but has no kernels of their own:
-//! TQ1_0 and TQ2_0 (ternary BitNet-style models), MXFP4 (gpt-oss) and the
+//! TQ1_0 and TQ2_0 (ternary BitNet-style models) and the
 //! grid "i-quants" IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S and IQ1_M
 //! (llama-quantize's IQ1..IQ3 files; their grids are generated from
 //! gguf-py's, `iq_grids`).
@@ -23,19 +23,16 @@
 //!   (TQ1_0 1.69 and TQ2_0 2.06 -> 3.44, IQ3_S 3.44, IQ3_XXS 3.06 and IQ1
 //!   1.56-1.75 -> 6.56, IQ2 2.06-2.56 -> 8.56 bits per weight), the
 //!   kernels are the tested ones.
-//! - f32 values (`dequantize`) for MXFP4, which no existing type holds
-//!   exactly (its e8m0 scale spans 2^-128..2^127, beyond an f16's range;
-//!   `mxfp4`). An f16 copy would round it.
-//!   This costs 32 bits per weight; a dedicated kernel is the way to get
-//!   its size back, as IQ4_XS, Q2_K, Q3_K, Q5_0, Q5_1 and IQ4_NL got
-//!   (`QuantType`: no longer imported but computed in their own blocks;
-//!   Q3_K was repacked into Q6_K, Q5_0 and IQ4_NL into Q8_0, Q5_1 widened
-//!   to f32).
+//! - f32 values (`dequantize`) for a type no kernel type holds exactly:
+//!   none today. MXFP4 was one (its e8m0 scale spans 2^-128..2^127,
+//!   beyond an f16's range) until it got its own kernel, as IQ4_XS, Q2_K,
+//!   Q3_K, Q5_0, Q5_1 and IQ4_NL did before it (`QuantType`: no longer
+//!   imported but computed in their own blocks).
 
 use rayon::prelude::*;
 
 use super::{block_count, QuantType, QK, QK_K};
-use super::{iq1, iq2, iq3, mxfp4, tq};
+use super::{iq1, iq2, iq3, tq};
 
 /// A ggml type mllm imports from a file (see the module documentation).
 #[allow(non_camel_case_types)]
@@ -43,7 +40,6 @@ use super::{iq1, iq2, iq3, mxfp4, tq};
 pub enum ImportType {
     TQ1_0,
     TQ2_0,
-    MXFP4,
     IQ2_XXS,
     IQ2_XS,
     IQ2_S,
@@ -57,10 +53,9 @@ pub enum ImportType {
 const PAR_BLOCKS: usize = 1024;
 
 impl ImportType {
-    pub const ALL: [ImportType; 10] = [
+    pub const ALL: [ImportType; 9] = [
         ImportType::TQ1_0,
         ImportType::TQ2_0,
-        ImportType::MXFP4,
         ImportType::IQ2_XXS,
         ImportType::IQ2_XS,
         ImportType::IQ2_S,
@@ -75,7 +70,6 @@ impl ImportType {
         match self {
             ImportType::TQ1_0 => "TQ1_0",
             ImportType::TQ2_0 => "TQ2_0",
-            ImportType::MXFP4 => "MXFP4",
             ImportType::IQ2_XXS => "IQ2_XXS",
             ImportType::IQ2_XS => "IQ2_XS",
             ImportType::IQ2_S => "IQ2_S",
@@ -91,7 +85,6 @@ impl ImportType {
         match self {
             ImportType::TQ1_0 => 34,
             ImportType::TQ2_0 => 35,
-            ImportType::MXFP4 => 39,
             ImportType::IQ2_XXS => 16,
             ImportType::IQ2_XS => 17,
             ImportType::IQ2_S => 22,
@@ -109,7 +102,6 @@ impl ImportType {
     /// Elements per block.
     pub fn block_size(self) -> usize {
         match self {
-            ImportType::MXFP4 => QK,
             ImportType::TQ1_0
             | ImportType::TQ2_0
             | ImportType::IQ2_XXS
@@ -122,14 +114,14 @@ impl ImportType {
         }
     }
 
-    /// Byte offsets of a block's f16 scales (none for MXFP4's e8m0
-    /// exponent and IQ1_M's scale spread over its nibbles): where tests
-    /// write finite scales over random bytes.
+    /// Byte offsets of a block's f16 scales (none for IQ1_M's scale spread
+    /// over its nibbles): where tests write finite scales over random
+    /// bytes.
     pub fn scale_offsets(self) -> &'static [usize] {
         match self {
             ImportType::TQ1_0 => &[52],
             ImportType::TQ2_0 => &[64],
-            ImportType::MXFP4 | ImportType::IQ1_M => &[],
+            ImportType::IQ1_M => &[],
             ImportType::IQ2_XXS
             | ImportType::IQ2_XS
             | ImportType::IQ2_S
@@ -144,7 +136,6 @@ impl ImportType {
         match self {
             ImportType::TQ1_0 => tq::BlockTQ1_0::SIZE,
             ImportType::TQ2_0 => tq::BlockTQ2_0::SIZE,
-            ImportType::MXFP4 => mxfp4::BlockMXFP4::SIZE,
             ImportType::IQ2_XXS => iq2::BlockIQ2XXS::SIZE,
             ImportType::IQ2_XS => iq2::BlockIQ2XS::SIZE,
             ImportType::IQ2_S => iq2::BlockIQ2S::SIZE,
@@ -171,7 +162,6 @@ impl ImportType {
             ImportType::IQ2_XXS | ImportType::IQ2_XS | ImportType::IQ2_S => {
                 Some(QuantType::Q8KS { shift: 3 })
             }
-            ImportType::MXFP4 => None,
         }
     }
 
@@ -180,7 +170,6 @@ impl ImportType {
         match self {
             ImportType::TQ1_0 => tq::dequantize_row_tq1_0(bytes, out),
             ImportType::TQ2_0 => tq::dequantize_row_tq2_0(bytes, out),
-            ImportType::MXFP4 => mxfp4::dequantize_row_mxfp4(bytes, out),
             ImportType::IQ2_XXS => iq2::dequantize_row_iq2_xxs(bytes, out),
             ImportType::IQ2_XS => iq2::dequantize_row_iq2_xs(bytes, out),
             ImportType::IQ2_S => iq2::dequantize_row_iq2_s(bytes, out),
@@ -236,9 +225,6 @@ impl ImportType {
             ImportType::IQ2_XXS => (QuantType::Q8KS { shift: 3 }, iq2::repack_iq2_xxs_to_q8_ks),
             ImportType::IQ2_XS => (QuantType::Q8KS { shift: 3 }, iq2::repack_iq2_xs_to_q8_ks),
             ImportType::IQ2_S => (QuantType::Q8KS { shift: 3 }, iq2::repack_iq2_s_to_q8_ks),
-            ImportType::MXFP4 => {
-                return Err(format!("{self}: no mllm type holds its values exactly"))
-            }
         };
         debug_assert_eq!(self.runs_as(), Some(to));
         let ts = self.type_size();

@@ -6,9 +6,8 @@
 //! against gguf-py's numpy implementation on committed fixtures
 //! (backends/tests/quant.rs, tests/fixtures/gguf/).
 //!
-//! Types read from GGUF files but computed as another type (Q5_0, Q5_1,
-//! IQ4_NL, IQ4_XS, Q3_K, Q2_K, TQ1_0, TQ2_0, MXFP4 and the IQ1..IQ3 types)
-//! are `import::ImportType`, not `QuantType`:
+//! Types read from GGUF files but computed as another type (TQ1_0, TQ2_0
+//! and the IQ1..IQ3 types) are `import::ImportType`, not `QuantType`:
 //! no kernel or tensor ever holds them.
 //!
 //! Blocks are read from raw little-endian bytes (a GGUF mapping has no
@@ -95,6 +94,10 @@ pub enum QuantType {
     /// f16 scale per 32 values. These three compute in their own blocks
     /// with the 32-value kernels (`cpu::qlinear::block32`).
     IQ4_NL,
+    /// MXFP4 (`mxfp4`, gpt-oss): 4-bit e2m1 codes and an e8m0 power-of-two
+    /// scale per 32 values; computed in its own blocks as IQ4_NL is, with
+    /// its table and the scale read from its byte.
+    MXFP4,
     /// 4-bit weights in groups of `group` (32, 64 or 128) with f16 scales,
     /// f32 activations (`w4a16`).
     W4A16 {
@@ -149,7 +152,7 @@ pub const Q8KS_ID_BASE: u32 = 1500;
 pub const Q8KS_SHIFTS: std::ops::RangeInclusive<u8> = 0..=3;
 
 impl QuantType {
-    pub const ALL: [QuantType; 12] = [
+    pub const ALL: [QuantType; 13] = [
         QuantType::Q4_0,
         QuantType::Q4_1,
         QuantType::Q8_0,
@@ -162,6 +165,7 @@ impl QuantType {
         QuantType::Q5_0,
         QuantType::Q5_1,
         QuantType::IQ4_NL,
+        QuantType::MXFP4,
     ];
 
     /// W4A16 with `group` values per scale, if the group is supported.
@@ -217,7 +221,7 @@ impl QuantType {
     pub fn block_size(self) -> usize {
         match self {
             QuantType::Q4_0 | QuantType::Q4_1 | QuantType::Q8_0 => QK,
-            QuantType::Q5_0 | QuantType::Q5_1 | QuantType::IQ4_NL => QK,
+            QuantType::Q5_0 | QuantType::Q5_1 | QuantType::IQ4_NL | QuantType::MXFP4 => QK,
             QuantType::Q4_0x16 | QuantType::Q4_1x16 | QuantType::Q8_0x16 => QK,
             QuantType::Q4_K
             | QuantType::Q5_K
@@ -248,6 +252,7 @@ impl QuantType {
             QuantType::Q5_0 => q5::BlockQ5_0::SIZE,
             QuantType::Q5_1 => q5::BlockQ5_1::SIZE,
             QuantType::IQ4_NL => iq4::BlockIQ4NL::SIZE,
+            QuantType::MXFP4 => mxfp4::BlockMXFP4::SIZE,
             QuantType::W4A16 { group } => w4a16::group_bytes(group as usize),
             QuantType::W8A8 { k } => w8a8::row_bytes(k as usize),
         }
@@ -273,6 +278,7 @@ impl QuantType {
             QuantType::Q5_0 => "Q5_0",
             QuantType::Q5_1 => "Q5_1",
             QuantType::IQ4_NL => "IQ4_NL",
+            QuantType::MXFP4 => "MXFP4",
             QuantType::W4A16 { group: 32 } => "W4A16_G32",
             QuantType::W4A16 { group: 64 } => "W4A16_G64",
             QuantType::W4A16 { group: 128 } => "W4A16_G128",
@@ -310,6 +316,7 @@ impl QuantType {
             QuantType::Q5_0 => 6,
             QuantType::Q5_1 => 7,
             QuantType::IQ4_NL => 20,
+            QuantType::MXFP4 => 39,
             QuantType::W4A16 { group } => W4A16_ID_BASE + group as u32,
             QuantType::W8A8 { .. } => W8A8_ID,
             QuantType::Q4_0x16 => PACKED_ID_BASE,
@@ -367,7 +374,10 @@ impl QuantType {
 
     /// The 32-value types mllm reads from GGUF files but cannot write yet.
     fn read_only_block32(self) -> bool {
-        matches!(self, QuantType::Q5_0 | QuantType::Q5_1 | QuantType::IQ4_NL)
+        matches!(
+            self,
+            QuantType::Q5_0 | QuantType::Q5_1 | QuantType::IQ4_NL | QuantType::MXFP4
+        )
     }
 
     /// Bytes taken by `n_elements` values; they must fill whole blocks.
@@ -409,6 +419,7 @@ impl QuantType {
             QuantType::Q5_0 => q5::dequantize_row_q5_0(bytes, out),
             QuantType::Q5_1 => q5::dequantize_row_q5_1(bytes, out),
             QuantType::IQ4_NL => iq4::dequantize_row_iq4_nl(bytes, out),
+            QuantType::MXFP4 => mxfp4::dequantize_row_mxfp4(bytes, out),
             QuantType::W4A16 { group } => w4a16::dequantize_row_w4a16(group as usize, bytes, out),
             QuantType::W8A8 { k } => w8a8::dequantize_row_w8a8(k as usize, bytes, out),
             QuantType::Q4_0x16 | QuantType::Q4_1x16 | QuantType::Q8_0x16 => Err(format!(
@@ -521,7 +532,8 @@ pub fn quantize_into(ty: QuantType, x: &[f32], out: &mut [u8]) -> Result<(), Str
         | QuantType::Q3_K
         | QuantType::Q5_0
         | QuantType::Q5_1
-        | QuantType::IQ4_NL => {
+        | QuantType::IQ4_NL
+        | QuantType::MXFP4 => {
             return Err(format!(
                 "{ty}: mllm reads {ty} from GGUF files; it cannot write it yet"
             ))

@@ -1,5 +1,5 @@
 //! MXFP4 (OCP microscaling FP4, gpt-oss's expert weights), read from GGUF
-//! files (mllm widens it to f32 at load, see `import`).
+//! files and computed in its own blocks (`cpu::qlinear::mxfp4`).
 //!
 //! 32 fp4 (e2m1) codes share one e8m0 exponent byte `e`. As ggml and
 //! gguf-py compute it, `w = d * k[q]` where `k` is the e2m1 table doubled
@@ -8,12 +8,10 @@
 //! that undoes the doubling), built from its bits: `0x00200000 << e` for
 //! `e < 2` (f32 subnormals), `(e - 1) << 23` otherwise.
 //!
-//! Why not a Q8_0 repack: the codes fit an i8, but `d` spans 2^-128 to
-//! 2^127 while a Q8_0 scale is an f16 (2^-24 to 2^15; with the codes' i8
-//! headroom, 2^18). Blocks of real files mostly fall inside, but not
-//! every `e` does, and the load path decides the dtype per tensor before
-//! reading its data; widening is exact for every `e` (a power of two
-//! times a small integer is an f32, subnormals included).
+//! Why its own kernel and not a Q8_0 repack: the codes fit an i8, but `d`
+//! spans 2^-128 to 2^127 while a Q8_0 scale is an f16 (2^-24 to 2^15).
+//! The kernel reads `d` from the byte (`e8m0_to_fp32_half`), exact for
+//! every `e`, at 4.25 bits a weight.
 
 use super::{block_count, QK};
 

@@ -43,6 +43,7 @@ pub fn quantize(ty: QuantType, x: &[f32]) -> Result<Vec<u8>, String> {
         QuantType::IQ4_XS
         | QuantType::Q6KScaled { .. }
         | QuantType::Q8KS { .. }
+        | QuantType::MXFP4
         | QuantType::Q2_K
         | QuantType::Q3_K
         | QuantType::Q5_0

@@ -1,4 +1,5 @@
-//! The kernel engine shared by the 32-value block types (Q4_0, Q4_1, Q8_0):
+//! The kernel engine shared by the 32-value block types (Q4_0, Q4_1, Q8_0,
+//! Q5_0, Q5_1, IQ4_NL, MXFP4):
 //! each type describes its block once (`Block32`: codes, scales, how SIMD
 //! code loads it), and this file tiles `R` weight rows by `C` activation
 //! rows, so every weight block is decoded once per `C` activation rows and
@@ -32,11 +33,17 @@ pub(super) trait Block32 {
     const HAS_MIN: bool;
     /// The integer codes with their true sign (`w = d * code (+ m)`).
     fn codes(b: &[u8]) -> [i32; QK];
+    /// Whether `d` is an e8m0 byte (MXFP4: `2^(e - 128)`) instead of an
+    /// f16.
+    const E8M0: bool = false;
     /// `(d, m)` of the block (`m` is 0 without a minimum). Every type keeps
-    /// `d` as the f16 at byte 0 and `m` as the f16 at byte 2, which the
-    /// SIMD tiles read directly (`dm_x86`, `dm_neon`).
+    /// `d` as the f16 (MXFP4: the e8m0 byte) at byte 0 and `m` as the f16
+    /// at byte 2, which the SIMD tiles read directly (`dm_x86`, `dm_neon`).
     #[inline(always)]
     fn dm(b: &[u8]) -> (f32, f32) {
+        if Self::E8M0 {
+            return (crate::quant::mxfp4::e8m0_to_fp32_half(b[0]), 0.0);
+        }
         let f16 = |i: usize| half::f16::from_le_bytes([b[i], b[i + 1]]).to_f32();
         (f16(0), if Self::HAS_MIN { f16(2) } else { 0.0 })
     }
@@ -56,6 +63,9 @@ pub(super) trait Block32 {
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn dm_x86(p: *const u8) -> (f32, f32) {
+        if Self::E8M0 {
+            return (crate::quant::mxfp4::e8m0_to_fp32_half(*p), 0.0);
+        }
         let m = if Self::HAS_MIN { f16_at(p.add(2)) } else { 0.0 };
         (f16_at(p), m)
     }
@@ -415,7 +425,9 @@ mod neon {
     /// fields, converted inline).
     #[inline(always)]
     unsafe fn dm_neon<B: Block32>(p: *const u8) -> (f32, f32) {
-        if B::HAS_MIN {
+        if B::E8M0 {
+            (crate::quant::mxfp4::e8m0_to_fp32_half(*p), 0.0)
+        } else if B::HAS_MIN {
             super::f16x2_neon(p)
         } else {
             (super::f16_neon(p), 0.0)
@@ -528,7 +540,11 @@ mod neon {
             }
             // [da0, da1, da0, da1] and the weight rows' [d0, d0, d1, d1].
             let da = vreinterpretq_f32_u32(super::cols2(ctx.ad.add(ai[0]), ctx.ad.add(ai[1])));
-            let (dw, mw) = if B::HAS_MIN {
+            let (dw, mw) = if B::E8M0 {
+                let (d0, d1) = (dm_neon::<B>(p[0]).0, dm_neon::<B>(p[1]).0);
+                let d = [d0, d0, d1, d1];
+                (vld1q_f32(d.as_ptr()), vdupq_n_f32(0.0))
+            } else if B::HAS_MIN {
                 // Both rows' (d, m) f16 pairs converted at once: [d0, m0, d1, m1].
                 let dm = super::f16x4_neon(super::u32x2_at(p[0], p[1]));
                 (vtrn1q_f32(dm, dm), vtrn2q_f32(dm, dm))
