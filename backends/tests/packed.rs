@@ -1,4 +1,4 @@
-//! Q4_0 / Q4_1 / Q8_0 weights with 16 rows interleaved (`quant::packed`, what the
+//! Q4_0 / Q4_1 / Q8_0 / IQ4_NL / MXFP4 weights with 16 rows interleaved (`quant::packed`, what the
 //! CPU backend repacks linear weights into for its AVX-512 VNNI kernels):
 //! - the packed scalar twin equals the plain type's scalar twin bit for bit
 //!   (the same integers, the same float steps);
@@ -16,8 +16,40 @@ use mllm_backends::quant::{self, packed, QuantType};
 use mllm_backends::{Backend, CpuBackend, Op, Tensor};
 use proptest::prelude::*;
 
+/// The plain types with a packed layout.
+const PLAIN: [QuantType; 5] = [
+    QuantType::Q4_0,
+    QuantType::Q4_1,
+    QuantType::Q8_0,
+    QuantType::IQ4_NL,
+    QuantType::MXFP4,
+];
+
+/// `[n, k]` weights of `plain`: quantized values, or (IQ4_NL, MXFP4, which
+/// mllm does not quantize to) random codes under a small scale (an f16
+/// of |d| <= 0.01, an e8m0 exponent of 2^-12..2^-5).
+fn weight(plain: QuantType, n: usize, k: usize, seed: u64) -> Vec<u8> {
+    if plain.can_quantize() {
+        return quant::quantize(plain, &vals(seed, n * k)).expect("quantize");
+    }
+    let ts = plain.type_size();
+    let scales = vals(seed ^ 0xD00D, n * k / 32);
+    let mut w: Vec<u8> = vals(seed, n * k / 32 * ts)
+        .iter()
+        .map(|v| (v * 128.0 + 128.0) as u8)
+        .collect();
+    for (blk, s) in w.chunks_exact_mut(ts).zip(scales) {
+        if plain == QuantType::MXFP4 {
+            blk[0] = 116 + ((s + 1.0) * 4.0) as u8 % 8;
+        } else {
+            blk[..2].copy_from_slice(&half::f16::from_f32(0.01 * s).to_le_bytes());
+        }
+    }
+    w
+}
+
 fn check(plain: QuantType, m: usize, n: usize, k: usize, seed: u64) -> Result<(), TestCaseError> {
-    let w = quant::quantize(plain, &vals(seed, n * k)).expect("quantize");
+    let w = weight(plain, n, k, seed);
     let ty = packed::packed_of(plain).expect("packed type");
     let p = packed::pack(plain, &w, n, k).expect("pack");
     let x = vals(seed ^ 0x55, m * k);
@@ -53,20 +85,20 @@ proptest! {
 
     #[test]
     fn packed_paths_match_the_twins(
-        kind in 0usize..3,
+        kind in 0usize..PLAIN.len(),
         m in 1usize..10,
         groups in 1usize..6,
         blocks in 1usize..20,
         seed in any::<u64>(),
     ) {
-        let plain = [QuantType::Q4_0, QuantType::Q4_1, QuantType::Q8_0][kind];
+        let plain = PLAIN[kind];
         check(plain, m, 16 * groups, 32 * blocks, seed)?;
     }
 }
 
 #[test]
 fn the_parallel_path_splits_on_groups() {
-    for plain in [QuantType::Q4_0, QuantType::Q4_1, QuantType::Q8_0] {
+    for plain in PLAIN {
         for m in [1, 5] {
             check(plain, m, 16 * 13, 1024, 7 + m as u64).unwrap();
         }
@@ -76,8 +108,8 @@ fn the_parallel_path_splits_on_groups() {
 #[test]
 fn rows_read_back_and_groups_stay_whole() {
     let (n, k) = (48, 96);
-    for plain in [QuantType::Q4_0, QuantType::Q4_1, QuantType::Q8_0] {
-        let w = quant::quantize(plain, &vals(3, n * k)).expect("quantize");
+    for plain in PLAIN {
+        let w = weight(plain, n, k, 3);
         let ty = packed::packed_of(plain).expect("packed type");
         let pt = Tensor::from_quant(packed::pack(plain, &w, n, k).expect("pack"), ty, vec![n, k])
             .expect("tensor");

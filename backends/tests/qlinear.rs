@@ -81,7 +81,11 @@ fn weight(ty: QuantType, n: usize, k: usize, seed: u64) -> Vec<u8> {
                 QuantType::W4A16 { .. } => put_f16(blk, 0, d),
                 QuantType::W8A8 { .. } => blk[..4].copy_from_slice(&d.to_le_bytes()),
                 // Interleaved layouts are made by packing (tests/packed.rs).
-                QuantType::Q4_0x16 | QuantType::Q4_1x16 | QuantType::Q8_0x16 => {
+                QuantType::Q4_0x16
+                | QuantType::Q4_1x16
+                | QuantType::Q8_0x16
+                | QuantType::IQ4_NLx16
+                | QuantType::MXFP4x16 => {
                     unreachable!("not a file type")
                 }
             }

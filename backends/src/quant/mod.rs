@@ -115,6 +115,10 @@ pub enum QuantType {
     Q4_1x16,
     /// Q8_0 rows interleaved in groups of 16 (`packed`).
     Q8_0x16,
+    /// IQ4_NL rows interleaved in groups of 16 (`packed`).
+    IQ4_NLx16,
+    /// MXFP4 rows interleaved in groups of 16 (`packed`).
+    MXFP4x16,
     /// Q6_K blocks whose values are `2^-shift` times what their bytes say
     /// (`shift` 1..=3): how IQ3_XXS (`d / 2`) and IQ1_S / IQ1_M (`d / 8`)
     /// run on Q6_K's kernels exactly (`import`), where an f16 `d / 2` or
@@ -213,7 +217,11 @@ impl QuantType {
     pub fn is_packed(self) -> bool {
         matches!(
             self,
-            QuantType::Q4_0x16 | QuantType::Q4_1x16 | QuantType::Q8_0x16
+            QuantType::Q4_0x16
+                | QuantType::Q4_1x16
+                | QuantType::Q8_0x16
+                | QuantType::IQ4_NLx16
+                | QuantType::MXFP4x16
         )
     }
 
@@ -223,6 +231,7 @@ impl QuantType {
             QuantType::Q4_0 | QuantType::Q4_1 | QuantType::Q8_0 => QK,
             QuantType::Q5_0 | QuantType::Q5_1 | QuantType::IQ4_NL | QuantType::MXFP4 => QK,
             QuantType::Q4_0x16 | QuantType::Q4_1x16 | QuantType::Q8_0x16 => QK,
+            QuantType::IQ4_NLx16 | QuantType::MXFP4x16 => QK,
             QuantType::Q4_K
             | QuantType::Q5_K
             | QuantType::Q6_K
@@ -251,8 +260,8 @@ impl QuantType {
             QuantType::Q3_K => k_low::BlockQ3K::SIZE,
             QuantType::Q5_0 => q5::BlockQ5_0::SIZE,
             QuantType::Q5_1 => q5::BlockQ5_1::SIZE,
-            QuantType::IQ4_NL => iq4::BlockIQ4NL::SIZE,
-            QuantType::MXFP4 => mxfp4::BlockMXFP4::SIZE,
+            QuantType::IQ4_NL | QuantType::IQ4_NLx16 => iq4::BlockIQ4NL::SIZE,
+            QuantType::MXFP4 | QuantType::MXFP4x16 => mxfp4::BlockMXFP4::SIZE,
             QuantType::W4A16 { group } => w4a16::group_bytes(group as usize),
             QuantType::W8A8 { k } => w8a8::row_bytes(k as usize),
         }
@@ -287,6 +296,8 @@ impl QuantType {
             QuantType::Q4_0x16 => "Q4_0x16",
             QuantType::Q4_1x16 => "Q4_1x16",
             QuantType::Q8_0x16 => "Q8_0x16",
+            QuantType::IQ4_NLx16 => "IQ4_NLx16",
+            QuantType::MXFP4x16 => "MXFP4x16",
             QuantType::Q6KScaled { shift: 1 } => "Q6_K/2",
             QuantType::Q6KScaled { shift: 2 } => "Q6_K/4",
             QuantType::Q6KScaled { shift: 3 } => "Q6_K/8",
@@ -322,6 +333,8 @@ impl QuantType {
             QuantType::Q4_0x16 => PACKED_ID_BASE,
             QuantType::Q8_0x16 => PACKED_ID_BASE + 1,
             QuantType::Q4_1x16 => PACKED_ID_BASE + 2,
+            QuantType::IQ4_NLx16 => PACKED_ID_BASE + 3,
+            QuantType::MXFP4x16 => PACKED_ID_BASE + 4,
             QuantType::Q6KScaled { shift } => Q6K_SCALED_ID_BASE + shift as u32,
             QuantType::Q8KS { shift } => Q8KS_ID_BASE + shift as u32,
         }
@@ -422,7 +435,11 @@ impl QuantType {
             QuantType::MXFP4 => mxfp4::dequantize_row_mxfp4(bytes, out),
             QuantType::W4A16 { group } => w4a16::dequantize_row_w4a16(group as usize, bytes, out),
             QuantType::W8A8 { k } => w8a8::dequantize_row_w8a8(k as usize, bytes, out),
-            QuantType::Q4_0x16 | QuantType::Q4_1x16 | QuantType::Q8_0x16 => Err(format!(
+            QuantType::Q4_0x16
+            | QuantType::Q4_1x16
+            | QuantType::Q8_0x16
+            | QuantType::IQ4_NLx16
+            | QuantType::MXFP4x16 => Err(format!(
                 "{self}: interleaved rows are read with their shape (quant::packed)"
             )),
         }
@@ -538,9 +555,13 @@ pub fn quantize_into(ty: QuantType, x: &[f32], out: &mut [u8]) -> Result<(), Str
                 "{ty}: mllm reads {ty} from GGUF files; it cannot write it yet"
             ))
         }
-        QuantType::Q4_0x16 | QuantType::Q4_1x16 | QuantType::Q8_0x16 => {
+        QuantType::Q4_0x16
+        | QuantType::Q4_1x16
+        | QuantType::Q8_0x16
+        | QuantType::IQ4_NLx16
+        | QuantType::MXFP4x16 => {
             return Err(format!(
-                "{ty}: pack Q4_0 / Q4_1 / Q8_0 blocks (quant::packed)"
+                "{ty}: pack Q4_0 / Q4_1 / Q8_0 / IQ4_NL / MXFP4 blocks (quant::packed)"
             ))
         }
     }

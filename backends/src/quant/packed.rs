@@ -1,5 +1,5 @@
-//! Q4_0, Q4_1 and Q8_0 weights with 16 rows interleaved (`Q4_0x16`,
-//! `Q4_1x16`, `Q8_0x16`):
+//! Q4_0, Q4_1, Q8_0, IQ4_NL and MXFP4 weights with 16 rows interleaved
+//! (`Q4_0x16`, `Q4_1x16`, `Q8_0x16`, `IQ4_NLx16`, `MXFP4x16`):
 //! the layout the CPU backend repacks linear weights into at load
 //! (`Backend::prepare_weight`) so that one 512-bit VNNI instruction works
 //! on 16 rows at once and the scales of 16 rows are one vector (the AVX2
@@ -8,7 +8,8 @@
 //!
 //! Rows go in groups of 16 (row counts must be a multiple of 16). A group
 //! holds its blocks in order; block `b` of a group is the 16 rows' f16
-//! scales (32 bytes; Q4_1: then their f16 minimums, 32 more), then the
+//! scales (32 bytes; Q4_1: then their f16 minimums, 32 more; MXFP4: their
+//! e8m0 bytes, 16), then the
 //! codes in chunks of 64 bytes: chunk `t` is
 //! bytes `4t..4t+4` of each row's codes, row after row (Q4_0: 4 chunks of
 //! its 16 nibble bytes; Q8_0: 8 chunks of its 32 code bytes). So lane `l`
@@ -26,6 +27,8 @@ pub fn plain_of(ty: QuantType) -> Option<QuantType> {
         QuantType::Q4_0x16 => Some(QuantType::Q4_0),
         QuantType::Q4_1x16 => Some(QuantType::Q4_1),
         QuantType::Q8_0x16 => Some(QuantType::Q8_0),
+        QuantType::IQ4_NLx16 => Some(QuantType::IQ4_NL),
+        QuantType::MXFP4x16 => Some(QuantType::MXFP4),
         _ => None,
     }
 }
@@ -35,6 +38,8 @@ pub fn packed_of(ty: QuantType) -> Option<QuantType> {
         QuantType::Q4_0 => Some(QuantType::Q4_0x16),
         QuantType::Q4_1 => Some(QuantType::Q4_1x16),
         QuantType::Q8_0 => Some(QuantType::Q8_0x16),
+        QuantType::IQ4_NL => Some(QuantType::IQ4_NLx16),
+        QuantType::MXFP4 => Some(QuantType::MXFP4x16),
         _ => None,
     }
 }
@@ -44,13 +49,19 @@ fn code_bytes(plain: QuantType) -> usize {
     plain.type_size() - head_bytes(plain)
 }
 
-/// Bytes of f16 fields before a block's codes: the scale (Q4_1: and the
-/// minimum).
+/// Bytes of fields before a block's codes: the f16 scale (Q4_1: and the
+/// minimum; MXFP4: its e8m0 byte).
 pub fn head_bytes(plain: QuantType) -> usize {
     match plain {
         QuantType::Q4_1 => 4,
+        QuantType::MXFP4 => 1,
         _ => 2,
     }
+}
+
+/// Bytes of one head field: an f16, or MXFP4's byte.
+fn field_bytes(plain: QuantType) -> usize {
+    head_bytes(plain).min(2)
 }
 
 /// Checks the sizes of an `[n, k]` tensor of `plain` blocks.
@@ -79,14 +90,15 @@ pub fn pack(plain: QuantType, src: &[u8], n: usize, k: usize) -> Result<Vec<u8>,
     packed_of(plain).ok_or_else(|| format!("{plain} has no packed layout"))?;
     let nb = check(plain, src.len(), n, k)?;
     let (ts, cb, hb) = (plain.type_size(), code_bytes(plain), head_bytes(plain));
+    let fb = field_bytes(plain);
     let mut out = vec![0u8; src.len()];
     for r in 0..n {
         for b in 0..nb {
             let blk = &src[(r * nb + b) * ts..][..ts];
             let (at, l) = place(plain, nb, r, b);
-            for h in 0..hb / 2 {
-                let dst = at + h * 2 * ROWS + 2 * l;
-                out[dst..dst + 2].copy_from_slice(&blk[2 * h..2 * h + 2]);
+            for h in 0..hb / fb {
+                let dst = at + h * fb * ROWS + fb * l;
+                out[dst..dst + fb].copy_from_slice(&blk[fb * h..fb * (h + 1)]);
             }
             for t in 0..cb / 4 {
                 let dst = at + hb * ROWS + t * 4 * ROWS + 4 * l;
@@ -110,6 +122,7 @@ pub fn row_blocks(
     let plain = plain_of(packed).ok_or_else(|| format!("{packed} is not a packed type"))?;
     let nb = check(plain, src.len(), n, k)?;
     let (ts, cb, hb) = (plain.type_size(), code_bytes(plain), head_bytes(plain));
+    let fb = field_bytes(plain);
     if r >= n || out.len() != nb * ts {
         return Err(format!(
             "row {r} of {n}, or an output of {} bytes",
@@ -119,9 +132,9 @@ pub fn row_blocks(
     for b in 0..nb {
         let blk = &mut out[b * ts..][..ts];
         let (at, l) = place(plain, nb, r, b);
-        for h in 0..hb / 2 {
-            let s = at + h * 2 * ROWS + 2 * l;
-            blk[2 * h..2 * h + 2].copy_from_slice(&src[s..s + 2]);
+        for h in 0..hb / fb {
+            let s = at + h * fb * ROWS + fb * l;
+            blk[fb * h..fb * (h + 1)].copy_from_slice(&src[s..s + fb]);
         }
         for t in 0..cb / 4 {
             let s = at + hb * ROWS + t * 4 * ROWS + 4 * l;
@@ -154,7 +167,13 @@ mod tests {
 
     #[test]
     fn pack_then_unpack_is_the_identity() {
-        for plain in [QuantType::Q4_0, QuantType::Q4_1, QuantType::Q8_0] {
+        for plain in [
+            QuantType::Q4_0,
+            QuantType::Q4_1,
+            QuantType::Q8_0,
+            QuantType::IQ4_NL,
+            QuantType::MXFP4,
+        ] {
             let (n, k) = (32, 96);
             let src: Vec<u8> = (0..n * k / 32 * plain.type_size())
                 .map(|i| (i * 7 + i / 13) as u8)

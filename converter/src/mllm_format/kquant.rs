@@ -37,9 +37,11 @@ pub fn quantize(ty: QuantType, x: &[f32]) -> Result<Vec<u8>, String> {
         | QuantType::W8A8 { .. } => {
             return quantize_32(ty, x, out);
         }
-        QuantType::Q4_0x16 | QuantType::Q4_1x16 | QuantType::Q8_0x16 => {
-            return Err(format!("{ty} is an in-memory layout, never stored"))
-        }
+        QuantType::Q4_0x16
+        | QuantType::Q4_1x16
+        | QuantType::Q8_0x16
+        | QuantType::IQ4_NLx16
+        | QuantType::MXFP4x16 => return Err(format!("{ty} is an in-memory layout, never stored")),
         QuantType::IQ4_XS
         | QuantType::Q6KScaled { .. }
         | QuantType::Q8KS { .. }

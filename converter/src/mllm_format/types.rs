@@ -134,6 +134,8 @@ impl StoredType {
             StoredType::Quant(QuantType::Q4_0x16) => "q4_0x16",
             StoredType::Quant(QuantType::Q4_1x16) => "q4_1x16",
             StoredType::Quant(QuantType::Q8_0x16) => "q8_0x16",
+            StoredType::Quant(QuantType::IQ4_NLx16) => "iq4_nlx16",
+            StoredType::Quant(QuantType::MXFP4x16) => "mxfp4x16",
             StoredType::Quant(q @ (QuantType::Q6KScaled { .. } | QuantType::Q8KS { .. })) => {
                 DType::Quant(q).name()
             }

@@ -1,7 +1,11 @@
-//! Linear over Q4_0 / Q4_1 / Q8_0 weights with 16 rows interleaved
-//! (`quant::packed`: `Q4_0x16`, `Q4_1x16`, `Q8_0x16`), the layout the CPU
-//! backend repacks weights into at load when it runs the AVX-512 VNNI
-//! kernels. The type is a const parameter: `Q4_0`, `Q4_1` or `Q8_0` below.
+//! Linear over Q4_0 / Q4_1 / Q8_0 / IQ4_NL / MXFP4 weights with 16 rows
+//! interleaved (`quant::packed`: `Q4_0x16`, `Q4_1x16`, `Q8_0x16`,
+//! `IQ4_NLx16`, `MXFP4x16`), the layout the CPU backend repacks weights
+//! into at load when it runs the AVX-512 VNNI or AVX2 kernels. The type is
+//! a const parameter: `Q4_0` ... `MXFP4` below. IQ4_NL and MXFP4 are
+//! Q4_0's nibbles looked up in their tables (one byte shuffle), then
+//! computed as Q8_0's signed codes; MXFP4's scales are e8m0 bytes, turned
+//! into f32 by integer shifts (the bits `e8m0_to_fp32_half` builds).
 //!
 //! Per block of a 16-row group and activation row, the 512-bit path runs 8
 //! `vpdpbusd` (each: 4 codes of all 16 rows against 4 activation bytes
@@ -27,23 +31,40 @@ use crate::quant::QK;
 pub(super) const Q4_0: u8 = 0;
 pub(super) const Q4_1: u8 = 1;
 pub(super) const Q8_0: u8 = 2;
+pub(super) const IQ4_NL: u8 = 3;
+pub(super) const MXFP4: u8 = 4;
 
 /// Per row-block bytes of the plain type.
 pub(super) const fn type_size(kind: u8) -> usize {
     match kind {
-        Q4_0 => 18,
+        Q4_0 | IQ4_NL => 18,
         Q4_1 => 20,
+        MXFP4 => 17,
         _ => 34,
     }
 }
 
-/// Bytes of f16 fields per row-block before the codes (scale; Q4_1 also
-/// the minimum).
+/// Bytes of fields per row-block before the codes (the f16 scale; Q4_1
+/// also the minimum; MXFP4 its e8m0 byte).
 pub(super) const fn head(kind: u8) -> usize {
-    if kind == Q4_1 {
-        4
+    match kind {
+        Q4_1 => 4,
+        MXFP4 => 1,
+        _ => 2,
+    }
+}
+
+/// Whether the nibbles index a table (IQ4_NL, MXFP4) of signed values.
+pub(super) const fn looked_up(kind: u8) -> bool {
+    kind == IQ4_NL || kind == MXFP4
+}
+
+/// The table of a `looked_up` kind.
+pub(super) fn table(kind: u8) -> &'static [i8; 16] {
+    if kind == MXFP4 {
+        &crate::quant::mxfp4::KVALUES_MXFP4
     } else {
-        2
+        &crate::quant::iq4::KVALUES_IQ4NL
     }
 }
 
@@ -69,12 +90,20 @@ fn code<const KIND: u8>(p: &[u8], l: usize, e: usize) -> i32 {
         let (t, j) = ((e % 16) / 4, e % 4);
         let byte = chunks[t * 4 * ROWS + 4 * l + j];
         let nib = if half == 0 { byte & 0x0F } else { byte >> 4 };
-        nib as i32 - offset(KIND)
+        if looked_up(KIND) {
+            table(KIND)[nib as usize] as i32
+        } else {
+            nib as i32 - offset(KIND)
+        }
     }
 }
 
-/// f16 field `h` (0: scale, 1: minimum) of lane `l` in a group block.
-fn field(p: &[u8], h: usize, l: usize) -> f32 {
+/// Field `h` (0: scale, 1: minimum) of lane `l` in a group block: an f16,
+/// or MXFP4's e8m0 scale.
+fn field<const KIND: u8>(p: &[u8], h: usize, l: usize) -> f32 {
+    if KIND == MXFP4 {
+        return crate::quant::mxfp4::e8m0_to_fp32_half(p[l]);
+    }
     let at = h * 2 * ROWS + 2 * l;
     half::f16::from_le_bytes([p[at], p[at + 1]]).to_f32()
 }
@@ -99,9 +128,9 @@ unsafe fn gemm_scalar<const KIND: u8>(w: &[u8], nr: usize, act: &ActQ8, out: Out
                     let p = &w[(g * nb + b) * gb..][..gb];
                     let a = &qs[b * QK..(b + 1) * QK];
                     let isum: i32 = (0..QK).map(|e| code::<KIND>(p, l, e) * a[e] as i32).sum();
-                    acc += (field(p, 0, l) * ds[b]) * isum as f32;
+                    acc += (field::<KIND>(p, 0, l) * ds[b]) * isum as f32;
                     if KIND == Q4_1 {
-                        acc_min += field(p, 1, l) * (ds[b] * sums[b] as f32);
+                        acc_min += field::<KIND>(p, 1, l) * (ds[b] * sums[b] as f32);
                     }
                 }
                 *out.at(i, g * ROWS + l) = acc + acc_min;
@@ -141,7 +170,7 @@ pub(super) unsafe fn gemm<const KIND: u8>(isa: Isa, w: &[u8], nr: usize, act: &A
             // offset term (`-o * sum(a)`); Q4_1 reads the plain sums.
             let asum = match KIND {
                 Q4_0 => act.neg8.as_ptr(),
-                Q8_0 => act.neg128.as_ptr(),
+                Q8_0 | IQ4_NL | MXFP4 => act.neg128.as_ptr(),
                 _ => act.sum.as_ptr(),
             };
             // SAFETY: the tiles read groups g < nr / 16 of `w` (checked
@@ -150,7 +179,8 @@ pub(super) unsafe fn gemm<const KIND: u8>(isa: Isa, w: &[u8], nr: usize, act: &A
             unsafe { x86::run::<KIND>(&ctx(asum), act.m) }
         }
         // AVX2: half a group (8 rows, one 256-bit vector) per tile
-        // (`x16_avx2.rs`); Q8_0 takes signed codes there (no offset term).
+        // (`x16_avx2.rs`); Q8_0, IQ4_NL and MXFP4 take signed codes there
+        // (no offset term).
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => {
             let asum = if KIND == Q4_0 {
@@ -199,7 +229,22 @@ pub(super) unsafe fn prefetch_block(p: *const u8, len: usize, ahead: usize) {
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::{head, prefetch_block, type_size, Ctx, PREFETCH_AHEAD, Q4_0, Q4_1, Q8_0, ROWS};
+    use super::{
+        head, looked_up, prefetch_block, table, type_size, Ctx, MXFP4, PREFETCH_AHEAD, Q4_0, Q4_1,
+        Q8_0, ROWS,
+    };
+
+    /// `2^(e - 128)` of 16 e8m0 bytes at `p`, as `e8m0_to_fp32_half`
+    /// builds its bits: `(e - 1) << 23`, or `0x00200000 << e` for the f32
+    /// subnormals `e < 2`.
+    #[inline(always)]
+    unsafe fn e8m0_x16(p: *const u8) -> __m512 {
+        let e = _mm512_cvtepu8_epi32(_mm_loadu_si128(p as *const __m128i));
+        let normal = _mm512_slli_epi32::<23>(_mm512_sub_epi32(e, _mm512_set1_epi32(1)));
+        let tiny = _mm512_sllv_epi32(_mm512_set1_epi32(0x0020_0000), e);
+        let small = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+        _mm512_castsi512_ps(_mm512_mask_blend_epi32(small, normal, tiny))
+    }
 
     /// One 16-row group `g` against activation rows `i..i + C`.
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
@@ -220,7 +265,11 @@ mod x86 {
         for b in 0..nb {
             let p = base.add(b * gb);
             prefetch_block(p, gb, ahead);
-            let scales = _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i));
+            let scales = if KIND == MXFP4 {
+                e8m0_x16(p)
+            } else {
+                _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i))
+            };
             let codes = p.add(head(KIND) * ROWS);
             let mut ia = [[_mm512_setzero_si512(); 2]; C];
             if KIND != Q4_1 {
@@ -243,10 +292,19 @@ mod x86 {
                 }
             } else {
                 let mask = _mm512_set1_epi8(0x0F);
+                // IQ4_NL / MXFP4: the table's signed values plus 128.
+                let tab = _mm512_broadcast_i32x4(_mm_xor_si128(
+                    _mm_loadu_si128(table(KIND).as_ptr() as *const __m128i),
+                    _mm_set1_epi8(-128),
+                ));
                 for t in 0..4 {
                     let raw = _mm512_loadu_si512(codes.add(t * 64) as *const __m512i);
-                    let lo = _mm512_and_si512(raw, mask);
-                    let hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), mask);
+                    let mut lo = _mm512_and_si512(raw, mask);
+                    let mut hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), mask);
+                    if looked_up(KIND) {
+                        lo = _mm512_shuffle_epi8(tab, lo);
+                        hi = _mm512_shuffle_epi8(tab, hi);
+                    }
                     for c in 0..C {
                         // One chain per activation row: C chains are
                         // enough in flight, and the block then needs no

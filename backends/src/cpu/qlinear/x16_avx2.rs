@@ -14,7 +14,9 @@
 //! pairs per lane sum to at most 30480: exact in i16. Q8_0 codes are signed
 //! (|q| <= 128), so a pair reaches 32512 and each chunk's pairs are widened
 //! at once; the sign trick (`|q|` times `a` with `q`'s sign) keeps them
-//! exact, and needs no offset term.
+//! exact, and needs no offset term. IQ4_NL's and MXFP4's table values
+//! (|v| <= 127) are computed the same way, each chunk's nibbles looked up
+//! first.
 //!
 //! The scalar twin is `x16::gemm_scalar`, checked against it in
 //! `backends/tests/packed.rs` over random shapes.
@@ -22,11 +24,23 @@
 use std::arch::x86_64::*;
 
 use super::block32::Ctx;
-use super::x16::{head, prefetch_block, type_size, PREFETCH_AHEAD, Q4_0, Q4_1, Q8_0};
+use super::x16::{
+    head, looked_up, prefetch_block, table, type_size, MXFP4, PREFETCH_AHEAD, Q4_0, Q4_1, Q8_0,
+};
 use crate::quant::packed::ROWS;
 
 /// Rows of a tile: half a group.
 const HALF: usize = ROWS / 2;
+
+/// `2^(e - 128)` of 8 e8m0 bytes at `p` (see `x16::x86::e8m0_x16`).
+#[inline(always)]
+unsafe fn e8m0_x8(p: *const u8) -> __m256 {
+    let e = _mm256_cvtepu8_epi32(_mm_loadl_epi64(p as *const __m128i));
+    let normal = _mm256_slli_epi32::<23>(_mm256_sub_epi32(e, _mm256_set1_epi32(1)));
+    let tiny = _mm256_sllv_epi32(_mm256_set1_epi32(0x0020_0000), e);
+    let small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+    _mm256_castsi256_ps(_mm256_blendv_epi8(normal, tiny, small))
+}
 
 /// Rows `8h0..8(h0 + H)` of group `g` against activation rows `i..i + C`.
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -57,14 +71,56 @@ unsafe fn tile<const KIND: u8, const C: usize, const H: usize>(
         for hh in 0..H {
             let h = h0 + hh;
             let (facc, fmin) = (&mut facc[hh], &mut fmin[hh]);
-            let scales = _mm256_cvtph_ps(_mm_loadu_si128(p.add(2 * HALF * h) as *const __m128i));
+            let scales = if KIND == MXFP4 {
+                e8m0_x8(p.add(HALF * h))
+            } else {
+                _mm256_cvtph_ps(_mm_loadu_si128(p.add(2 * HALF * h) as *const __m128i))
+            };
             let codes = p.add(head(KIND) * ROWS + HALF * 4 * h);
             let act = |c: usize, e: usize| -> __m256i {
                 let a = ctx.aq.add((i + c) * k + b * 32 + e) as *const i32;
                 _mm256_set1_epi32(a.read_unaligned())
             };
             let mut isum = [_mm256_setzero_si256(); C];
-            if KIND == Q8_0 {
+            if looked_up(KIND) {
+                let tab = _mm256_broadcastsi128_si256(_mm_loadu_si128(
+                    table(KIND).as_ptr() as *const __m128i
+                ));
+                // MXFP4's values stay within 12: a pair of products is at
+                // most 2 * 12 * 127 = 3048 and a block's 8 pairs per lane
+                // 24384, exact in i16, so the widening waits for the block's
+                // end as Q4_0's does; IQ4_NL's (up to 127) widen per chunk.
+                let mut s16 = [_mm256_setzero_si256(); C];
+                for t in 0..4 {
+                    let raw = _mm256_loadu_si256(codes.add(t * 4 * ROWS) as *const __m256i);
+                    let lo = _mm256_shuffle_epi8(tab, _mm256_and_si256(raw, mask));
+                    let hi =
+                        _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask));
+                    for c in 0..C {
+                        // Signed values: `|v|` by `a` with `v`'s sign, two
+                        // products (<= 2 * 127 * 127) per i16.
+                        let plo = _mm256_maddubs_epi16(
+                            _mm256_abs_epi8(lo),
+                            _mm256_sign_epi8(act(c, 4 * t), lo),
+                        );
+                        let phi = _mm256_maddubs_epi16(
+                            _mm256_abs_epi8(hi),
+                            _mm256_sign_epi8(act(c, 16 + 4 * t), hi),
+                        );
+                        if KIND == MXFP4 {
+                            s16[c] = _mm256_add_epi16(s16[c], _mm256_add_epi16(plo, phi));
+                        } else {
+                            isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(plo, ones));
+                            isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(phi, ones));
+                        }
+                    }
+                }
+                if KIND == MXFP4 {
+                    for c in 0..C {
+                        isum[c] = _mm256_madd_epi16(s16[c], ones);
+                    }
+                }
+            } else if KIND == Q8_0 {
                 for t in 0..8 {
                     let raw = _mm256_loadu_si256(codes.add(t * 4 * ROWS) as *const __m256i);
                     let wa = _mm256_abs_epi8(raw);
