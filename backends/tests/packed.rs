@@ -1,4 +1,4 @@
-//! Q4_0 / Q4_1 / Q8_0 / IQ4_NL / MXFP4 weights with 16 rows interleaved (`quant::packed`, what the
+//! Q4_0 / Q4_1 / Q5_0 / Q8_0 / IQ4_NL / MXFP4 weights with 16 rows interleaved (`quant::packed`, what the
 //! CPU backend repacks linear weights into for its AVX-512 VNNI kernels):
 //! - the packed scalar twin equals the plain type's scalar twin bit for bit
 //!   (the same integers, the same float steps);
@@ -17,15 +17,16 @@ use mllm_backends::{Backend, CpuBackend, Op, Tensor};
 use proptest::prelude::*;
 
 /// The plain types with a packed layout.
-const PLAIN: [QuantType; 5] = [
+const PLAIN: [QuantType; 6] = [
     QuantType::Q4_0,
     QuantType::Q4_1,
+    QuantType::Q5_0,
     QuantType::Q8_0,
     QuantType::IQ4_NL,
     QuantType::MXFP4,
 ];
 
-/// `[n, k]` weights of `plain`: quantized values, or (IQ4_NL, MXFP4, which
+/// `[n, k]` weights of `plain`: quantized values, or (Q5_0, IQ4_NL, MXFP4, which
 /// mllm does not quantize to) random codes under a small scale (an f16
 /// of |d| <= 0.01, an e8m0 exponent of 2^-12..2^-5).
 fn weight(plain: QuantType, n: usize, k: usize, seed: u64) -> Vec<u8> {

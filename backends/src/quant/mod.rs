@@ -117,6 +117,8 @@ pub enum QuantType {
     Q8_0x16,
     /// IQ4_NL rows interleaved in groups of 16 (`packed`).
     IQ4_NLx16,
+    /// Q5_0 rows interleaved in groups of 16 (`packed`).
+    Q5_0x16,
     /// MXFP4 rows interleaved in groups of 16 (`packed`).
     MXFP4x16,
     /// Q6_K blocks whose values are `2^-shift` times what their bytes say
@@ -221,6 +223,7 @@ impl QuantType {
                 | QuantType::Q4_1x16
                 | QuantType::Q8_0x16
                 | QuantType::IQ4_NLx16
+                | QuantType::Q5_0x16
                 | QuantType::MXFP4x16
         )
     }
@@ -231,7 +234,7 @@ impl QuantType {
             QuantType::Q4_0 | QuantType::Q4_1 | QuantType::Q8_0 => QK,
             QuantType::Q5_0 | QuantType::Q5_1 | QuantType::IQ4_NL | QuantType::MXFP4 => QK,
             QuantType::Q4_0x16 | QuantType::Q4_1x16 | QuantType::Q8_0x16 => QK,
-            QuantType::IQ4_NLx16 | QuantType::MXFP4x16 => QK,
+            QuantType::IQ4_NLx16 | QuantType::MXFP4x16 | QuantType::Q5_0x16 => QK,
             QuantType::Q4_K
             | QuantType::Q5_K
             | QuantType::Q6_K
@@ -258,7 +261,7 @@ impl QuantType {
             QuantType::IQ4_XS => iq4::BlockIQ4XS::SIZE,
             QuantType::Q2_K => k_low::BlockQ2K::SIZE,
             QuantType::Q3_K => k_low::BlockQ3K::SIZE,
-            QuantType::Q5_0 => q5::BlockQ5_0::SIZE,
+            QuantType::Q5_0 | QuantType::Q5_0x16 => q5::BlockQ5_0::SIZE,
             QuantType::Q5_1 => q5::BlockQ5_1::SIZE,
             QuantType::IQ4_NL | QuantType::IQ4_NLx16 => iq4::BlockIQ4NL::SIZE,
             QuantType::MXFP4 | QuantType::MXFP4x16 => mxfp4::BlockMXFP4::SIZE,
@@ -298,6 +301,7 @@ impl QuantType {
             QuantType::Q8_0x16 => "Q8_0x16",
             QuantType::IQ4_NLx16 => "IQ4_NLx16",
             QuantType::MXFP4x16 => "MXFP4x16",
+            QuantType::Q5_0x16 => "Q5_0x16",
             QuantType::Q6KScaled { shift: 1 } => "Q6_K/2",
             QuantType::Q6KScaled { shift: 2 } => "Q6_K/4",
             QuantType::Q6KScaled { shift: 3 } => "Q6_K/8",
@@ -335,6 +339,7 @@ impl QuantType {
             QuantType::Q4_1x16 => PACKED_ID_BASE + 2,
             QuantType::IQ4_NLx16 => PACKED_ID_BASE + 3,
             QuantType::MXFP4x16 => PACKED_ID_BASE + 4,
+            QuantType::Q5_0x16 => PACKED_ID_BASE + 5,
             QuantType::Q6KScaled { shift } => Q6K_SCALED_ID_BASE + shift as u32,
             QuantType::Q8KS { shift } => Q8KS_ID_BASE + shift as u32,
         }
@@ -439,6 +444,7 @@ impl QuantType {
             | QuantType::Q4_1x16
             | QuantType::Q8_0x16
             | QuantType::IQ4_NLx16
+            | QuantType::Q5_0x16
             | QuantType::MXFP4x16 => Err(format!(
                 "{self}: interleaved rows are read with their shape (quant::packed)"
             )),
@@ -559,9 +565,10 @@ pub fn quantize_into(ty: QuantType, x: &[f32], out: &mut [u8]) -> Result<(), Str
         | QuantType::Q4_1x16
         | QuantType::Q8_0x16
         | QuantType::IQ4_NLx16
+        | QuantType::Q5_0x16
         | QuantType::MXFP4x16 => {
             return Err(format!(
-                "{ty}: pack Q4_0 / Q4_1 / Q8_0 / IQ4_NL / MXFP4 blocks (quant::packed)"
+                "{ty}: pack Q4_0 / Q4_1 / Q5_0 / Q8_0 / IQ4_NL / MXFP4 blocks (quant::packed)"
             ))
         }
     }

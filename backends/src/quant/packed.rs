@@ -1,5 +1,6 @@
-//! Q4_0, Q4_1, Q8_0, IQ4_NL and MXFP4 weights with 16 rows interleaved
-//! (`Q4_0x16`, `Q4_1x16`, `Q8_0x16`, `IQ4_NLx16`, `MXFP4x16`):
+//! Q4_0, Q4_1, Q5_0, Q8_0, IQ4_NL and MXFP4 weights with 16 rows
+//! interleaved (`Q4_0x16`, `Q4_1x16`, `Q5_0x16`, `Q8_0x16`, `IQ4_NLx16`,
+//! `MXFP4x16`):
 //! the layout the CPU backend repacks linear weights into at load
 //! (`Backend::prepare_weight`) so that one 512-bit VNNI instruction works
 //! on 16 rows at once and the scales of 16 rows are one vector (the AVX2
@@ -12,7 +13,8 @@
 //! e8m0 bytes, 16), then the
 //! codes in chunks of 64 bytes: chunk `t` is
 //! bytes `4t..4t+4` of each row's codes, row after row (Q4_0: 4 chunks of
-//! its 16 nibble bytes; Q8_0: 8 chunks of its 32 code bytes). So lane `l`
+//! its 16 nibble bytes; Q8_0: 8 chunks of its 32 code bytes; Q5_0: its 4
+//! bytes of fifth bits as chunk 0, then its nibbles as Q4_0's). So lane `l`
 //! (4 bytes) of a chunk is row `l`: a `dpbusd` against 4 activation bytes
 //! broadcast to every lane adds 4 products to each of the 16 rows.
 
@@ -28,6 +30,7 @@ pub fn plain_of(ty: QuantType) -> Option<QuantType> {
         QuantType::Q4_1x16 => Some(QuantType::Q4_1),
         QuantType::Q8_0x16 => Some(QuantType::Q8_0),
         QuantType::IQ4_NLx16 => Some(QuantType::IQ4_NL),
+        QuantType::Q5_0x16 => Some(QuantType::Q5_0),
         QuantType::MXFP4x16 => Some(QuantType::MXFP4),
         _ => None,
     }
@@ -39,6 +42,7 @@ pub fn packed_of(ty: QuantType) -> Option<QuantType> {
         QuantType::Q4_1 => Some(QuantType::Q4_1x16),
         QuantType::Q8_0 => Some(QuantType::Q8_0x16),
         QuantType::IQ4_NL => Some(QuantType::IQ4_NLx16),
+        QuantType::Q5_0 => Some(QuantType::Q5_0x16),
         QuantType::MXFP4 => Some(QuantType::MXFP4x16),
         _ => None,
     }
@@ -170,6 +174,7 @@ mod tests {
         for plain in [
             QuantType::Q4_0,
             QuantType::Q4_1,
+            QuantType::Q5_0,
             QuantType::Q8_0,
             QuantType::IQ4_NL,
             QuantType::MXFP4,

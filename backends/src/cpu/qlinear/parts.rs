@@ -102,6 +102,7 @@ unsafe fn gemm(
         QuantType::Q4_1x16 => x16::gemm::<{ x16::Q4_1 }>(isa, w, nr, &s.q8, out),
         QuantType::Q8_0x16 => x16::gemm::<{ x16::Q8_0 }>(isa, w, nr, &s.q8, out),
         QuantType::IQ4_NLx16 => x16::gemm::<{ x16::IQ4_NL }>(isa, w, nr, &s.q8, out),
+        QuantType::Q5_0x16 => x16::gemm::<{ x16::Q5_0 }>(isa, w, nr, &s.q8, out),
         QuantType::MXFP4x16 => x16::gemm::<{ x16::MXFP4 }>(isa, w, nr, &s.q8, out),
     }
 }
@@ -138,6 +139,7 @@ pub(super) fn linear_parts(
                 | QuantType::Q4_1x16
                 | QuantType::Q8_0x16
                 | QuantType::IQ4_NLx16
+                | QuantType::Q5_0x16
                 | QuantType::MXFP4x16
         )
     }) {

@@ -33,6 +33,46 @@ pub(super) const Q4_1: u8 = 1;
 pub(super) const Q8_0: u8 = 2;
 pub(super) const IQ4_NL: u8 = 3;
 pub(super) const MXFP4: u8 = 4;
+pub(super) const Q5_0: u8 = 5;
+
+/// Q5_0's fifth bits per 4-byte code chunk, for byte shuffles within each
+/// 128-bit lane (4 rows): `Q5_PICK[2 t + h]` sends byte `t / 2 + 2 h` of a
+/// row's 4 fifth-bit bytes (chunk 0) to all 4 bytes of that row (`h`: 0
+/// the low nibbles' bits, elements `4t..`; 1 the high nibbles', `16 +
+/// 4t..`), and `Q5_BIT[t % 2]` has bit `4 (t % 2) + j` in byte `j` of each
+/// row: the bit of element `4t + j` (or `16 + 4t + j`).
+pub(super) static Q5_PICK: [[u8; 64]; 8] = q5_pick();
+pub(super) static Q5_BIT: [[u8; 64]; 2] = q5_bit();
+
+const fn q5_pick() -> [[u8; 64]; 8] {
+    let mut out = [[0u8; 64]; 8];
+    let mut th = 0;
+    while th < 8 {
+        let (t, h) = (th / 2, th % 2);
+        let mut p = 0;
+        while p < 64 {
+            let row = (p % 16) / 4;
+            out[th][p] = (4 * row + t / 2 + 2 * h) as u8;
+            p += 1;
+        }
+        th += 1;
+    }
+    out
+}
+
+const fn q5_bit() -> [[u8; 64]; 2] {
+    let mut out = [[0u8; 64]; 2];
+    let mut odd = 0;
+    while odd < 2 {
+        let mut p = 0;
+        while p < 64 {
+            out[odd][p] = 1 << (4 * odd + p % 4);
+            p += 1;
+        }
+        odd += 1;
+    }
+    out
+}
 
 /// Per row-block bytes of the plain type.
 pub(super) const fn type_size(kind: u8) -> usize {
@@ -40,6 +80,7 @@ pub(super) const fn type_size(kind: u8) -> usize {
         Q4_0 | IQ4_NL => 18,
         Q4_1 => 20,
         MXFP4 => 17,
+        Q5_0 => 22,
         _ => 34,
     }
 }
@@ -74,6 +115,7 @@ const fn offset(kind: u8) -> i32 {
     match kind {
         Q4_0 => 8,
         Q4_1 => 0,
+        Q5_0 => 16,
         _ => 128,
     }
 }
@@ -82,6 +124,15 @@ const fn offset(kind: u8) -> i32 {
 #[inline(always)]
 fn code<const KIND: u8>(p: &[u8], l: usize, e: usize) -> i32 {
     let chunks = &p[head(KIND) * ROWS..];
+    if KIND == Q5_0 {
+        // Chunk 0: the row's 4 bytes of fifth bits (Q5_0's `qh`).
+        let h = &chunks[4 * l..4 * l + 4];
+        let qh = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
+        let (t, j) = ((e % 16) / 4, e % 4);
+        let byte = chunks[(t + 1) * 4 * ROWS + 4 * l + j];
+        let nib = if e < 16 { byte & 0x0F } else { byte >> 4 };
+        return (nib as i32 | (((qh >> e) & 1) << 4) as i32) - offset(KIND);
+    }
     if KIND == Q8_0 {
         let (t, j) = (e / 4, e % 4);
         chunks[t * 4 * ROWS + 4 * l + j] as i8 as i32
@@ -169,7 +220,8 @@ pub(super) unsafe fn gemm<const KIND: u8>(isa: Isa, w: &[u8], nr: usize, act: &A
             // Q4_0 / Q8_0 tiles start each block's integer sum at the
             // offset term (`-o * sum(a)`); Q4_1 reads the plain sums.
             let asum = match KIND {
-                Q4_0 => act.neg8.as_ptr(),
+                // Q5_0: twice this (`x86::tile`).
+                Q4_0 | Q5_0 => act.neg8.as_ptr(),
                 Q8_0 | IQ4_NL | MXFP4 => act.neg128.as_ptr(),
                 _ => act.sum.as_ptr(),
             };
@@ -183,7 +235,8 @@ pub(super) unsafe fn gemm<const KIND: u8>(isa: Isa, w: &[u8], nr: usize, act: &A
         // (no offset term).
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => {
-            let asum = if KIND == Q4_0 {
+            // Q5_0: twice this (`x16_avx2::tile`).
+            let asum = if KIND == Q4_0 || KIND == Q5_0 {
                 act.neg8.as_ptr()
             } else {
                 act.sum.as_ptr()
@@ -231,7 +284,7 @@ mod x86 {
 
     use super::{
         head, looked_up, prefetch_block, table, type_size, Ctx, MXFP4, PREFETCH_AHEAD, Q4_0, Q4_1,
-        Q8_0, ROWS,
+        Q5_0, Q5_BIT, Q5_PICK, Q8_0, ROWS,
     };
 
     /// `2^(e - 128)` of 16 e8m0 bytes at `p`, as `e8m0_to_fp32_half`
@@ -274,8 +327,10 @@ mod x86 {
             let mut ia = [[_mm512_setzero_si512(); 2]; C];
             if KIND != Q4_1 {
                 for c in 0..C {
-                    // `asum` holds `-offset * sum(a)` here (see `gemm`).
-                    ia[c][0] = _mm512_set1_epi32(*ctx.asum.add((i + c) * nb + b));
+                    // `asum` holds `-offset * sum(a)` here (see `gemm`;
+                    // Q5_0's offset 16 is twice the -8 it holds).
+                    let o = *ctx.asum.add((i + c) * nb + b);
+                    ia[c][0] = _mm512_set1_epi32(if KIND == Q5_0 { 2 * o } else { o });
                 }
             }
             let act = |c: usize, e: usize| -> __m512i {
@@ -297,13 +352,32 @@ mod x86 {
                     _mm_loadu_si128(table(KIND).as_ptr() as *const __m128i),
                     _mm_set1_epi8(-128),
                 ));
+                // Q5_0: chunk 0 holds the fifth bits, the nibbles follow.
+                let (qh, nibbles) = if KIND == Q5_0 {
+                    (_mm512_loadu_si512(codes as *const __m512i), codes.add(64))
+                } else {
+                    (_mm512_setzero_si512(), codes)
+                };
                 for t in 0..4 {
-                    let raw = _mm512_loadu_si512(codes.add(t * 64) as *const __m512i);
+                    let raw = _mm512_loadu_si512(nibbles.add(t * 64) as *const __m512i);
                     let mut lo = _mm512_and_si512(raw, mask);
                     let mut hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), mask);
                     if looked_up(KIND) {
                         lo = _mm512_shuffle_epi8(tab, lo);
                         hi = _mm512_shuffle_epi8(tab, hi);
+                    }
+                    if KIND == Q5_0 {
+                        let bit = _mm512_loadu_si512(Q5_BIT[t % 2].as_ptr() as *const __m512i);
+                        let pick = |h: usize| {
+                            let ix = Q5_PICK[2 * t + h].as_ptr() as *const __m512i;
+                            _mm512_test_epi8_mask(
+                                _mm512_shuffle_epi8(qh, _mm512_loadu_si512(ix)),
+                                bit,
+                            )
+                        };
+                        let sixteen = _mm512_set1_epi8(16);
+                        lo = _mm512_mask_add_epi8(lo, pick(0), lo, sixteen);
+                        hi = _mm512_mask_add_epi8(hi, pick(1), hi, sixteen);
                     }
                     for c in 0..C {
                         // One chain per activation row: C chains are

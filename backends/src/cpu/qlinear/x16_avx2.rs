@@ -25,7 +25,8 @@ use std::arch::x86_64::*;
 
 use super::block32::Ctx;
 use super::x16::{
-    head, looked_up, prefetch_block, table, type_size, MXFP4, PREFETCH_AHEAD, Q4_0, Q4_1, Q8_0,
+    head, looked_up, prefetch_block, table, type_size, MXFP4, PREFETCH_AHEAD, Q4_0, Q4_1, Q5_0,
+    Q5_BIT, Q5_PICK, Q8_0,
 };
 use crate::quant::packed::ROWS;
 
@@ -131,21 +132,54 @@ unsafe fn tile<const KIND: u8, const C: usize, const H: usize>(
                 }
             } else {
                 let mut s16 = [_mm256_setzero_si256(); C];
+                // Q5_0: chunk 0 holds the fifth bits, the nibbles follow;
+                // its codes reach 31, so a chunk's two pairs per lane reach
+                // 2 * 2 * 31 * 127 = 15748 and two chunks fill an i16:
+                // widened every second chunk.
+                let (qh, nibbles) = if KIND == Q5_0 {
+                    (
+                        _mm256_loadu_si256(codes as *const __m256i),
+                        codes.add(4 * ROWS),
+                    )
+                } else {
+                    (_mm256_setzero_si256(), codes)
+                };
                 for t in 0..4 {
-                    let raw = _mm256_loadu_si256(codes.add(t * 4 * ROWS) as *const __m256i);
-                    let lo = _mm256_and_si256(raw, mask);
-                    let hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
+                    let raw = _mm256_loadu_si256(nibbles.add(t * 4 * ROWS) as *const __m256i);
+                    let mut lo = _mm256_and_si256(raw, mask);
+                    let mut hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
+                    if KIND == Q5_0 {
+                        let bit = _mm256_loadu_si256(Q5_BIT[t % 2].as_ptr() as *const __m256i);
+                        let fifth = |h: usize| {
+                            let ix = Q5_PICK[2 * t + h].as_ptr() as *const __m256i;
+                            let b = _mm256_and_si256(
+                                _mm256_shuffle_epi8(qh, _mm256_loadu_si256(ix)),
+                                bit,
+                            );
+                            _mm256_and_si256(_mm256_cmpeq_epi8(b, bit), _mm256_set1_epi8(16))
+                        };
+                        lo = _mm256_or_si256(lo, fifth(0));
+                        hi = _mm256_or_si256(hi, fifth(1));
+                    }
                     for c in 0..C {
                         let plo = _mm256_maddubs_epi16(lo, act(c, 4 * t));
                         let phi = _mm256_maddubs_epi16(hi, act(c, 16 + 4 * t));
                         s16[c] = _mm256_add_epi16(s16[c], _mm256_add_epi16(plo, phi));
+                        if KIND == Q5_0 && t % 2 == 1 {
+                            isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(s16[c], ones));
+                            s16[c] = _mm256_setzero_si256();
+                        }
                     }
                 }
                 for c in 0..C {
-                    isum[c] = _mm256_madd_epi16(s16[c], ones);
-                    if KIND == Q4_0 {
-                        // `asum` holds `-8 * sum(a)` for Q4_0 (see `x16::gemm`).
-                        let off = _mm256_set1_epi32(*ctx.asum.add((i + c) * nb + b));
+                    if KIND != Q5_0 {
+                        isum[c] = _mm256_madd_epi16(s16[c], ones);
+                    }
+                    if KIND == Q4_0 || KIND == Q5_0 {
+                        // `asum` holds `-8 * sum(a)` for Q4_0 and Q5_0
+                        // (see `x16::gemm`); Q5_0's offset is 16.
+                        let o = *ctx.asum.add((i + c) * nb + b);
+                        let off = _mm256_set1_epi32(if KIND == Q5_0 { 2 * o } else { o });
                         isum[c] = _mm256_add_epi32(isum[c], off);
                     }
                 }
