@@ -110,6 +110,7 @@ impl DType {
                 QuantType::IQ4_NLx16 => "iq4_nlx16",
                 QuantType::MXFP4x16 => "mxfp4x16",
                 QuantType::Q5_0x16 => "q5_0x16",
+                QuantType::Q5_1x16 => "q5_1x16",
                 QuantType::Q6KScaled { shift: 1 } => "q6_k/2",
                 QuantType::Q6KScaled { shift: 2 } => "q6_k/4",
                 QuantType::Q6KScaled { .. } => "q6_k/8",

@@ -1,4 +1,4 @@
-//! Q4_0 / Q4_1 / Q5_0 / Q8_0 / IQ4_NL / MXFP4 weights with 16 rows interleaved (`quant::packed`, what the
+//! Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / IQ4_NL / MXFP4 weights with 16 rows interleaved (`quant::packed`, what the
 //! CPU backend repacks linear weights into for its AVX-512 VNNI kernels):
 //! - the packed scalar twin equals the plain type's scalar twin bit for bit
 //!   (the same integers, the same float steps);
@@ -17,18 +17,20 @@ use mllm_backends::{Backend, CpuBackend, Op, Tensor};
 use proptest::prelude::*;
 
 /// The plain types with a packed layout.
-const PLAIN: [QuantType; 6] = [
+const PLAIN: [QuantType; 7] = [
     QuantType::Q4_0,
     QuantType::Q4_1,
     QuantType::Q5_0,
+    QuantType::Q5_1,
     QuantType::Q8_0,
     QuantType::IQ4_NL,
     QuantType::MXFP4,
 ];
 
-/// `[n, k]` weights of `plain`: quantized values, or (Q5_0, IQ4_NL, MXFP4, which
+/// `[n, k]` weights of `plain`: quantized values, or (Q5_0, Q5_1, IQ4_NL, MXFP4, which
 /// mllm does not quantize to) random codes under a small scale (an f16
-/// of |d| <= 0.01, an e8m0 exponent of 2^-12..2^-5).
+/// of |d| <= 0.01, an e8m0 exponent of 2^-12..2^-5; Q5_1's minimum above
+/// -0.1).
 fn weight(plain: QuantType, n: usize, k: usize, seed: u64) -> Vec<u8> {
     if plain.can_quantize() {
         return quant::quantize(plain, &vals(seed, n * k)).expect("quantize");
@@ -44,6 +46,10 @@ fn weight(plain: QuantType, n: usize, k: usize, seed: u64) -> Vec<u8> {
             blk[0] = 116 + ((s + 1.0) * 4.0) as u8 % 8;
         } else {
             blk[..2].copy_from_slice(&half::f16::from_f32(0.01 * s).to_le_bytes());
+        }
+        if plain == QuantType::Q5_1 {
+            // Its minimum, the f16 after the scale.
+            blk[2..4].copy_from_slice(&half::f16::from_f32(-0.1 * s.abs()).to_le_bytes());
         }
     }
     w

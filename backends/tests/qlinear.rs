@@ -86,6 +86,7 @@ fn weight(ty: QuantType, n: usize, k: usize, seed: u64) -> Vec<u8> {
                 | QuantType::Q8_0x16
                 | QuantType::IQ4_NLx16
                 | QuantType::Q5_0x16
+                | QuantType::Q5_1x16
                 | QuantType::MXFP4x16 => {
                     unreachable!("not a file type")
                 }

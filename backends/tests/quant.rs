@@ -91,6 +91,7 @@ fn dequantize_matches_gguf_py_for_every_type() {
             | QuantType::Q8_0x16
             | QuantType::IQ4_NLx16
             | QuantType::Q5_0x16
+            | QuantType::Q5_1x16
             | QuantType::MXFP4x16
             | QuantType::Q6KScaled { .. }
             | QuantType::Q8KS { .. } => unreachable!("not in ggml"),

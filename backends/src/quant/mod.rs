@@ -119,6 +119,8 @@ pub enum QuantType {
     IQ4_NLx16,
     /// Q5_0 rows interleaved in groups of 16 (`packed`).
     Q5_0x16,
+    /// Q5_1 rows interleaved in groups of 16 (`packed`).
+    Q5_1x16,
     /// MXFP4 rows interleaved in groups of 16 (`packed`).
     MXFP4x16,
     /// Q6_K blocks whose values are `2^-shift` times what their bytes say
@@ -224,6 +226,7 @@ impl QuantType {
                 | QuantType::Q8_0x16
                 | QuantType::IQ4_NLx16
                 | QuantType::Q5_0x16
+                | QuantType::Q5_1x16
                 | QuantType::MXFP4x16
         )
     }
@@ -235,6 +238,7 @@ impl QuantType {
             QuantType::Q5_0 | QuantType::Q5_1 | QuantType::IQ4_NL | QuantType::MXFP4 => QK,
             QuantType::Q4_0x16 | QuantType::Q4_1x16 | QuantType::Q8_0x16 => QK,
             QuantType::IQ4_NLx16 | QuantType::MXFP4x16 | QuantType::Q5_0x16 => QK,
+            QuantType::Q5_1x16 => QK,
             QuantType::Q4_K
             | QuantType::Q5_K
             | QuantType::Q6_K
@@ -262,7 +266,7 @@ impl QuantType {
             QuantType::Q2_K => k_low::BlockQ2K::SIZE,
             QuantType::Q3_K => k_low::BlockQ3K::SIZE,
             QuantType::Q5_0 | QuantType::Q5_0x16 => q5::BlockQ5_0::SIZE,
-            QuantType::Q5_1 => q5::BlockQ5_1::SIZE,
+            QuantType::Q5_1 | QuantType::Q5_1x16 => q5::BlockQ5_1::SIZE,
             QuantType::IQ4_NL | QuantType::IQ4_NLx16 => iq4::BlockIQ4NL::SIZE,
             QuantType::MXFP4 | QuantType::MXFP4x16 => mxfp4::BlockMXFP4::SIZE,
             QuantType::W4A16 { group } => w4a16::group_bytes(group as usize),
@@ -302,6 +306,7 @@ impl QuantType {
             QuantType::IQ4_NLx16 => "IQ4_NLx16",
             QuantType::MXFP4x16 => "MXFP4x16",
             QuantType::Q5_0x16 => "Q5_0x16",
+            QuantType::Q5_1x16 => "Q5_1x16",
             QuantType::Q6KScaled { shift: 1 } => "Q6_K/2",
             QuantType::Q6KScaled { shift: 2 } => "Q6_K/4",
             QuantType::Q6KScaled { shift: 3 } => "Q6_K/8",
@@ -340,6 +345,7 @@ impl QuantType {
             QuantType::IQ4_NLx16 => PACKED_ID_BASE + 3,
             QuantType::MXFP4x16 => PACKED_ID_BASE + 4,
             QuantType::Q5_0x16 => PACKED_ID_BASE + 5,
+            QuantType::Q5_1x16 => PACKED_ID_BASE + 6,
             QuantType::Q6KScaled { shift } => Q6K_SCALED_ID_BASE + shift as u32,
             QuantType::Q8KS { shift } => Q8KS_ID_BASE + shift as u32,
         }
@@ -445,6 +451,7 @@ impl QuantType {
             | QuantType::Q8_0x16
             | QuantType::IQ4_NLx16
             | QuantType::Q5_0x16
+            | QuantType::Q5_1x16
             | QuantType::MXFP4x16 => Err(format!(
                 "{self}: interleaved rows are read with their shape (quant::packed)"
             )),
@@ -566,10 +573,11 @@ pub fn quantize_into(ty: QuantType, x: &[f32], out: &mut [u8]) -> Result<(), Str
         | QuantType::Q8_0x16
         | QuantType::IQ4_NLx16
         | QuantType::Q5_0x16
+        | QuantType::Q5_1x16
         | QuantType::MXFP4x16 => {
             return Err(format!(
-                "{ty}: pack Q4_0 / Q4_1 / Q5_0 / Q8_0 / IQ4_NL / MXFP4 blocks (quant::packed)"
-            ))
+            "{ty}: pack Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / IQ4_NL / MXFP4 blocks (quant::packed)"
+        ))
         }
     }
     Ok(())

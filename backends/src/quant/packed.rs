@@ -1,6 +1,6 @@
-//! Q4_0, Q4_1, Q5_0, Q8_0, IQ4_NL and MXFP4 weights with 16 rows
-//! interleaved (`Q4_0x16`, `Q4_1x16`, `Q5_0x16`, `Q8_0x16`, `IQ4_NLx16`,
-//! `MXFP4x16`):
+//! Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL and MXFP4 weights with 16 rows
+//! interleaved (`Q4_0x16`, `Q4_1x16`, `Q5_0x16`, `Q5_1x16`, `Q8_0x16`,
+//! `IQ4_NLx16`, `MXFP4x16`):
 //! the layout the CPU backend repacks linear weights into at load
 //! (`Backend::prepare_weight`) so that one 512-bit VNNI instruction works
 //! on 16 rows at once and the scales of 16 rows are one vector (the AVX2
@@ -9,11 +9,11 @@
 //!
 //! Rows go in groups of 16 (row counts must be a multiple of 16). A group
 //! holds its blocks in order; block `b` of a group is the 16 rows' f16
-//! scales (32 bytes; Q4_1: then their f16 minimums, 32 more; MXFP4: their
+//! scales (32 bytes; Q4_1, Q5_1: then their f16 minimums, 32 more; MXFP4: their
 //! e8m0 bytes, 16), then the
 //! codes in chunks of 64 bytes: chunk `t` is
 //! bytes `4t..4t+4` of each row's codes, row after row (Q4_0: 4 chunks of
-//! its 16 nibble bytes; Q8_0: 8 chunks of its 32 code bytes; Q5_0: its 4
+//! its 16 nibble bytes; Q8_0: 8 chunks of its 32 code bytes; Q5_0, Q5_1: the 4
 //! bytes of fifth bits as chunk 0, then its nibbles as Q4_0's). So lane `l`
 //! (4 bytes) of a chunk is row `l`: a `dpbusd` against 4 activation bytes
 //! broadcast to every lane adds 4 products to each of the 16 rows.
@@ -31,6 +31,7 @@ pub fn plain_of(ty: QuantType) -> Option<QuantType> {
         QuantType::Q8_0x16 => Some(QuantType::Q8_0),
         QuantType::IQ4_NLx16 => Some(QuantType::IQ4_NL),
         QuantType::Q5_0x16 => Some(QuantType::Q5_0),
+        QuantType::Q5_1x16 => Some(QuantType::Q5_1),
         QuantType::MXFP4x16 => Some(QuantType::MXFP4),
         _ => None,
     }
@@ -43,6 +44,7 @@ pub fn packed_of(ty: QuantType) -> Option<QuantType> {
         QuantType::Q8_0 => Some(QuantType::Q8_0x16),
         QuantType::IQ4_NL => Some(QuantType::IQ4_NLx16),
         QuantType::Q5_0 => Some(QuantType::Q5_0x16),
+        QuantType::Q5_1 => Some(QuantType::Q5_1x16),
         QuantType::MXFP4 => Some(QuantType::MXFP4x16),
         _ => None,
     }
@@ -57,7 +59,7 @@ fn code_bytes(plain: QuantType) -> usize {
 /// minimum; MXFP4: its e8m0 byte).
 pub fn head_bytes(plain: QuantType) -> usize {
     match plain {
-        QuantType::Q4_1 => 4,
+        QuantType::Q4_1 | QuantType::Q5_1 => 4,
         QuantType::MXFP4 => 1,
         _ => 2,
     }
@@ -175,6 +177,7 @@ mod tests {
             QuantType::Q4_0,
             QuantType::Q4_1,
             QuantType::Q5_0,
+            QuantType::Q5_1,
             QuantType::Q8_0,
             QuantType::IQ4_NL,
             QuantType::MXFP4,

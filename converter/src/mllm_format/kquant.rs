@@ -42,6 +42,7 @@ pub fn quantize(ty: QuantType, x: &[f32]) -> Result<Vec<u8>, String> {
         | QuantType::Q8_0x16
         | QuantType::IQ4_NLx16
         | QuantType::Q5_0x16
+        | QuantType::Q5_1x16
         | QuantType::MXFP4x16 => return Err(format!("{ty} is an in-memory layout, never stored")),
         QuantType::IQ4_XS
         | QuantType::Q6KScaled { .. }

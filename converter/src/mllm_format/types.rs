@@ -137,6 +137,7 @@ impl StoredType {
             StoredType::Quant(QuantType::IQ4_NLx16) => "iq4_nlx16",
             StoredType::Quant(QuantType::MXFP4x16) => "mxfp4x16",
             StoredType::Quant(QuantType::Q5_0x16) => "q5_0x16",
+            StoredType::Quant(QuantType::Q5_1x16) => "q5_1x16",
             StoredType::Quant(q @ (QuantType::Q6KScaled { .. } | QuantType::Q8KS { .. })) => {
                 DType::Quant(q).name()
             }

@@ -103,6 +103,7 @@ unsafe fn gemm(
         QuantType::Q8_0x16 => x16::gemm::<{ x16::Q8_0 }>(isa, w, nr, &s.q8, out),
         QuantType::IQ4_NLx16 => x16::gemm::<{ x16::IQ4_NL }>(isa, w, nr, &s.q8, out),
         QuantType::Q5_0x16 => x16::gemm::<{ x16::Q5_0 }>(isa, w, nr, &s.q8, out),
+        QuantType::Q5_1x16 => x16::gemm::<{ x16::Q5_1 }>(isa, w, nr, &s.q8, out),
         QuantType::MXFP4x16 => x16::gemm::<{ x16::MXFP4 }>(isa, w, nr, &s.q8, out),
     }
 }
@@ -140,6 +141,7 @@ pub(super) fn linear_parts(
                 | QuantType::Q8_0x16
                 | QuantType::IQ4_NLx16
                 | QuantType::Q5_0x16
+                | QuantType::Q5_1x16
                 | QuantType::MXFP4x16
         )
     }) {

@@ -1,6 +1,6 @@
-//! Linear over Q4_0 / Q4_1 / Q8_0 / IQ4_NL / MXFP4 weights with 16 rows
-//! interleaved (`quant::packed`: `Q4_0x16`, `Q4_1x16`, `Q8_0x16`,
-//! `IQ4_NLx16`, `MXFP4x16`), the layout the CPU backend repacks weights
+//! Linear over Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / IQ4_NL / MXFP4 weights
+//! with 16 rows interleaved (`quant::packed`: `Q4_0x16`, `Q4_1x16`,
+//! `Q5_0x16`, `Q5_1x16`, `Q8_0x16`, `IQ4_NLx16`, `MXFP4x16`), the layout the CPU backend repacks weights
 //! into at load when it runs the AVX-512 VNNI or AVX2 kernels. The type is
 //! a const parameter: `Q4_0` ... `MXFP4` below. IQ4_NL and MXFP4 are
 //! Q4_0's nibbles looked up in their tables (one byte shuffle), then
@@ -34,6 +34,18 @@ pub(super) const Q8_0: u8 = 2;
 pub(super) const IQ4_NL: u8 = 3;
 pub(super) const MXFP4: u8 = 4;
 pub(super) const Q5_0: u8 = 5;
+pub(super) const Q5_1: u8 = 6;
+
+/// Whether a kind has a minimum (`w = d * q + m`: Q4_1, Q5_1).
+pub(super) const fn has_min(kind: u8) -> bool {
+    kind == Q4_1 || kind == Q5_1
+}
+
+/// Whether a kind's codes take a fifth bit from its first chunk (Q5_0,
+/// Q5_1).
+pub(super) const fn five_bits(kind: u8) -> bool {
+    kind == Q5_0 || kind == Q5_1
+}
 
 /// Q5_0's fifth bits per 4-byte code chunk, for byte shuffles within each
 /// 128-bit lane (4 rows): `Q5_PICK[2 t + h]` sends byte `t / 2 + 2 h` of a
@@ -81,6 +93,7 @@ pub(super) const fn type_size(kind: u8) -> usize {
         Q4_1 => 20,
         MXFP4 => 17,
         Q5_0 => 22,
+        Q5_1 => 24,
         _ => 34,
     }
 }
@@ -89,7 +102,7 @@ pub(super) const fn type_size(kind: u8) -> usize {
 /// also the minimum; MXFP4 its e8m0 byte).
 pub(super) const fn head(kind: u8) -> usize {
     match kind {
-        Q4_1 => 4,
+        Q4_1 | Q5_1 => 4,
         MXFP4 => 1,
         _ => 2,
     }
@@ -114,7 +127,7 @@ pub(super) fn table(kind: u8) -> &'static [i8; 16] {
 const fn offset(kind: u8) -> i32 {
     match kind {
         Q4_0 => 8,
-        Q4_1 => 0,
+        Q4_1 | Q5_1 => 0,
         Q5_0 => 16,
         _ => 128,
     }
@@ -124,7 +137,7 @@ const fn offset(kind: u8) -> i32 {
 #[inline(always)]
 fn code<const KIND: u8>(p: &[u8], l: usize, e: usize) -> i32 {
     let chunks = &p[head(KIND) * ROWS..];
-    if KIND == Q5_0 {
+    if five_bits(KIND) {
         // Chunk 0: the row's 4 bytes of fifth bits (Q5_0's `qh`).
         let h = &chunks[4 * l..4 * l + 4];
         let qh = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
@@ -180,7 +193,7 @@ unsafe fn gemm_scalar<const KIND: u8>(w: &[u8], nr: usize, act: &ActQ8, out: Out
                     let a = &qs[b * QK..(b + 1) * QK];
                     let isum: i32 = (0..QK).map(|e| code::<KIND>(p, l, e) * a[e] as i32).sum();
                     acc += (field::<KIND>(p, 0, l) * ds[b]) * isum as f32;
-                    if KIND == Q4_1 {
+                    if has_min(KIND) {
                         acc_min += field::<KIND>(p, 1, l) * (ds[b] * sums[b] as f32);
                     }
                 }
@@ -283,8 +296,8 @@ mod x86 {
     use std::arch::x86_64::*;
 
     use super::{
-        head, looked_up, prefetch_block, table, type_size, Ctx, MXFP4, PREFETCH_AHEAD, Q4_0, Q4_1,
-        Q5_0, Q5_BIT, Q5_PICK, Q8_0, ROWS,
+        five_bits, has_min, head, looked_up, prefetch_block, table, type_size, Ctx, MXFP4,
+        PREFETCH_AHEAD, Q4_0, Q5_0, Q5_BIT, Q5_PICK, Q8_0, ROWS,
     };
 
     /// `2^(e - 128)` of 16 e8m0 bytes at `p`, as `e8m0_to_fp32_half`
@@ -325,7 +338,7 @@ mod x86 {
             };
             let codes = p.add(head(KIND) * ROWS);
             let mut ia = [[_mm512_setzero_si512(); 2]; C];
-            if KIND != Q4_1 {
+            if !has_min(KIND) {
                 for c in 0..C {
                     // `asum` holds `-offset * sum(a)` here (see `gemm`;
                     // Q5_0's offset 16 is twice the -8 it holds).
@@ -353,7 +366,7 @@ mod x86 {
                     _mm_set1_epi8(-128),
                 ));
                 // Q5_0: chunk 0 holds the fifth bits, the nibbles follow.
-                let (qh, nibbles) = if KIND == Q5_0 {
+                let (qh, nibbles) = if five_bits(KIND) {
                     (_mm512_loadu_si512(codes as *const __m512i), codes.add(64))
                 } else {
                     (_mm512_setzero_si512(), codes)
@@ -366,7 +379,7 @@ mod x86 {
                         lo = _mm512_shuffle_epi8(tab, lo);
                         hi = _mm512_shuffle_epi8(tab, hi);
                     }
-                    if KIND == Q5_0 {
+                    if five_bits(KIND) {
                         let bit = _mm512_loadu_si512(Q5_BIT[t % 2].as_ptr() as *const __m512i);
                         let pick = |h: usize| {
                             let ix = Q5_PICK[2 * t + h].as_ptr() as *const __m512i;
@@ -397,7 +410,7 @@ mod x86 {
                 };
                 let scale = _mm512_mul_ps(scales, _mm512_set1_ps(da));
                 facc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, facc[c]);
-                if KIND == Q4_1 {
+                if has_min(KIND) {
                     let mins =
                         _mm512_cvtph_ps(_mm256_loadu_si256(p.add(2 * ROWS) as *const __m256i));
                     let sa = *ctx.asum.add((i + c) * nb + b);
@@ -406,7 +419,7 @@ mod x86 {
             }
         }
         for c in 0..C {
-            let v = if KIND == Q4_1 {
+            let v = if has_min(KIND) {
                 _mm512_add_ps(facc[c], fmin[c])
             } else {
                 facc[c]
@@ -419,7 +432,7 @@ mod x86 {
     /// (4 for Q4_1, whose minimum terms take registers of their own): each
     /// unpacked weight chunk then serves 8 activation rows.
     pub(super) unsafe fn run<const KIND: u8>(ctx: &Ctx, m: usize) {
-        let widest = if KIND == Q4_1 { 4 } else { 8 };
+        let widest = if has_min(KIND) { 4 } else { 8 };
         for g in 0..ctx.nr / ROWS {
             let mut i = 0;
             while i < m {

@@ -25,8 +25,8 @@ use std::arch::x86_64::*;
 
 use super::block32::Ctx;
 use super::x16::{
-    head, looked_up, prefetch_block, table, type_size, MXFP4, PREFETCH_AHEAD, Q4_0, Q4_1, Q5_0,
-    Q5_BIT, Q5_PICK, Q8_0,
+    five_bits, has_min, head, looked_up, prefetch_block, table, type_size, MXFP4, PREFETCH_AHEAD,
+    Q4_0, Q5_0, Q5_BIT, Q5_PICK, Q8_0,
 };
 use crate::quant::packed::ROWS;
 
@@ -136,7 +136,7 @@ unsafe fn tile<const KIND: u8, const C: usize, const H: usize>(
                 // its codes reach 31, so a chunk's two pairs per lane reach
                 // 2 * 2 * 31 * 127 = 15748 and two chunks fill an i16:
                 // widened every second chunk.
-                let (qh, nibbles) = if KIND == Q5_0 {
+                let (qh, nibbles) = if five_bits(KIND) {
                     (
                         _mm256_loadu_si256(codes as *const __m256i),
                         codes.add(4 * ROWS),
@@ -148,7 +148,7 @@ unsafe fn tile<const KIND: u8, const C: usize, const H: usize>(
                     let raw = _mm256_loadu_si256(nibbles.add(t * 4 * ROWS) as *const __m256i);
                     let mut lo = _mm256_and_si256(raw, mask);
                     let mut hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), mask);
-                    if KIND == Q5_0 {
+                    if five_bits(KIND) {
                         let bit = _mm256_loadu_si256(Q5_BIT[t % 2].as_ptr() as *const __m256i);
                         let fifth = |h: usize| {
                             let ix = Q5_PICK[2 * t + h].as_ptr() as *const __m256i;
@@ -165,14 +165,14 @@ unsafe fn tile<const KIND: u8, const C: usize, const H: usize>(
                         let plo = _mm256_maddubs_epi16(lo, act(c, 4 * t));
                         let phi = _mm256_maddubs_epi16(hi, act(c, 16 + 4 * t));
                         s16[c] = _mm256_add_epi16(s16[c], _mm256_add_epi16(plo, phi));
-                        if KIND == Q5_0 && t % 2 == 1 {
+                        if five_bits(KIND) && t % 2 == 1 {
                             isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(s16[c], ones));
                             s16[c] = _mm256_setzero_si256();
                         }
                     }
                 }
                 for c in 0..C {
-                    if KIND != Q5_0 {
+                    if !five_bits(KIND) {
                         isum[c] = _mm256_madd_epi16(s16[c], ones);
                     }
                     if KIND == Q4_0 || KIND == Q5_0 {
@@ -188,7 +188,7 @@ unsafe fn tile<const KIND: u8, const C: usize, const H: usize>(
                 let da = *ctx.ad.add((i + c) * nb + b);
                 let scale = _mm256_mul_ps(scales, _mm256_set1_ps(da));
                 facc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), scale, facc[c]);
-                if KIND == Q4_1 {
+                if has_min(KIND) {
                     let at = p.add(2 * ROWS + 2 * HALF * h) as *const __m128i;
                     let mins = _mm256_cvtph_ps(_mm_loadu_si128(at));
                     let sa = *ctx.asum.add((i + c) * nb + b);
@@ -199,7 +199,7 @@ unsafe fn tile<const KIND: u8, const C: usize, const H: usize>(
     }
     for hh in 0..H {
         for c in 0..C {
-            let v = if KIND == Q4_1 {
+            let v = if has_min(KIND) {
                 _mm256_add_ps(facc[hh][c], fmin[hh][c])
             } else {
                 facc[hh][c]
