@@ -3,10 +3,10 @@
 //! 2-D weights and 3-D expert stacks stay as borrowed ggml blocks for the
 //! quantized kernels (or are widened to F32 on load with
 //! `set_dequantize(true)`). The ggml types without kernels of their own
-//! (TQ1_0, TQ2_0, MXFP4 and the IQ1..IQ3 types; `quant::import`) are
-//! repacked at load into a type whose kernels compute the same values
-//! exactly (Q8_0), or widened to f32
-//! where no type holds them exactly.
+//! (TQ1_0, TQ2_0 and the IQ1..IQ3 types; `quant::import`) are repacked at
+//! load into a type whose kernels compute the same values exactly (Q3_K,
+//! Q6_K, scaled Q6_K or Q8_KS), or widened to f32 where no type holds
+//! them exactly (none today).
 //! Where llama.cpp's converter changed a tensor
 //! beyond its name (Llama's permuted Q/K rows, Gemma's and Qwen3.5's norms
 //! stored as 1 + w, Qwen3.5's DeltaNet layout; fixes.rs), `load` undoes it
