@@ -1,11 +1,13 @@
 //! Linear over Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / IQ4_NL / MXFP4 weights
 //! with 16 rows interleaved (`quant::packed`: `Q4_0x16`, `Q4_1x16`,
-//! `Q5_0x16`, `Q5_1x16`, `Q8_0x16`, `IQ4_NLx16`, `MXFP4x16`), the layout the CPU backend repacks weights
-//! into at load when it runs the AVX-512 VNNI or AVX2 kernels. The type is
-//! a const parameter: `Q4_0` ... `MXFP4` below. IQ4_NL and MXFP4 are
-//! Q4_0's nibbles looked up in their tables (one byte shuffle), then
-//! computed as Q8_0's signed codes; MXFP4's scales are e8m0 bytes, turned
-//! into f32 by integer shifts (the bits `e8m0_to_fp32_half` builds).
+//! `Q5_0x16`, `Q5_1x16`, `Q8_0x16`, `IQ4_NLx16`, `MXFP4x16`), the layout
+//! the CPU backend repacks weights into at load when it runs the AVX-512
+//! VNNI or AVX2 kernels. The type is a const parameter: `Q4_0` ... `Q5_1`
+//! below. IQ4_NL and MXFP4 are Q4_0's nibbles looked up in their tables
+//! (one byte shuffle), then computed as Q8_0's signed codes; MXFP4's
+//! scales are e8m0 bytes, turned into f32 by integer shifts (the bits
+//! `e8m0_to_fp32_half` builds); Q5_0 and Q5_1 add each code's fifth bit
+//! (`Q5_PICK`, `Q5_BIT`) to Q4_0's and Q4_1's nibbles.
 //!
 //! Per block of a 16-row group and activation row, the 512-bit path runs 8
 //! `vpdpbusd` (each: 4 codes of all 16 rows against 4 activation bytes
