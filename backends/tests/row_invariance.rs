@@ -73,6 +73,16 @@ fn qweight(ty: QuantType, n: usize, k: usize, seed: u64) -> Vec<u8> {
             c.copy_from_slice(&f16::from_f32(0.01).to_le_bytes());
         }
     }
+    let ts = ty.type_size();
+    match ty {
+        // MXFP4's scale is an e8m0 byte: 2^-12..2^-5 here.
+        QuantType::MXFP4 => w.chunks_exact_mut(ts).for_each(|b| b[0] = 116 + b[0] % 8),
+        // Q8_KS codes are 7 bits (-64..=63 plus 64).
+        QuantType::Q8KS { .. } => w
+            .chunks_exact_mut(ts)
+            .for_each(|b| b[..256].iter_mut().for_each(|q| *q &= 0x7F)),
+        _ => {}
+    }
     w
 }
 
@@ -242,14 +252,15 @@ proptest! {
 
     #[test]
     fn quantized_linear_rows_are_invariant(
-        kind in 0usize..QuantType::ALL.len(),
+        kind in 0usize..=QuantType::ALL.len(),
         m in 2usize..=DRAWN_ROWS,
         n16 in 1usize..4,
         odd in any::<bool>(),
         blocks in 1usize..12,
         seed in any::<u64>(),
     ) {
-        let ty = QuantType::ALL[kind];
+        // Every ggml type, then Q8_KS (the IQ2 types' kernels).
+        let ty = QuantType::ALL.get(kind).copied().unwrap_or(QuantType::Q8KS { shift: 3 });
         let k = ty.block_size() * blocks;
         // 16-row groups for the interleaved layouts, or an odd count.
         let n = if odd { 16 * n16 + 3 } else { 16 * n16 };
