@@ -55,9 +55,12 @@ pub(super) const fn five_bits(kind: u8) -> bool {
 /// the low nibbles' bits, elements `4t..`; 1 the high nibbles', `16 +
 /// 4t..`), and `Q5_BIT[t % 2]` has bit `4 (t % 2) + j` in byte `j` of each
 /// row: the bit of element `4t + j` (or `16 + 4t + j`).
+#[cfg(target_arch = "x86_64")]
 pub(super) static Q5_PICK: [[u8; 64]; 8] = q5_pick();
+#[cfg(target_arch = "x86_64")]
 pub(super) static Q5_BIT: [[u8; 64]; 2] = q5_bit();
 
+#[cfg(target_arch = "x86_64")]
 const fn q5_pick() -> [[u8; 64]; 8] {
     let mut out = [[0u8; 64]; 8];
     let mut th = 0;
@@ -74,6 +77,7 @@ const fn q5_pick() -> [[u8; 64]; 8] {
     out
 }
 
+#[cfg(target_arch = "x86_64")]
 const fn q5_bit() -> [[u8; 64]; 2] {
     let mut out = [[0u8; 64]; 2];
     let mut odd = 0;
