@@ -1,40 +1,63 @@
-//! IQ4_NL weights (`w = d * KVALUES_IQ4NL[q]`, 18-byte blocks) against
-//! `ActQ8` activations: Q4_0's nibbles, looked up in the non-linear table
-//! (one byte shuffle, `vpshufb` / `tbl`), then computed as Q8_0 computes
-//! its signed codes (every table value fits an i8, |v| <= 127):
+//! The 32-value table types against `ActQ8` activations: IQ4_NL (`w = d *
+//! KVALUES_IQ4NL[q]`, an f16 `d` then Q4_0's nibbles, 18-byte blocks) and
+//! MXFP4 (`w = 2^(e - 128) * KVALUES_MXFP4[q]`, its e8m0 byte then the
+//! same nibbles, 17 bytes; `Block32::E8M0`). One type, `Lut`, with the
+//! table and the scale's width as its parameter: the nibbles are looked up
+//! in the table (one byte shuffle, `vpshufb` / `tbl`), then computed as
+//! Q8_0 computes its signed codes (every table value fits an i8, |v| <=
+//! 127):
 //! - AVX2: `maddubs(|v|, a * sign(v))`;
 //! - AVX-512 VNNI: `vpdpbusd(v + 128, a) - 128 * sum(a)`;
 //! - NEON: `sdot` (or widening multiplies) on the signed values.
 
 use super::block32::Block32;
 use crate::quant::iq4::KVALUES_IQ4NL;
-use crate::quant::{BlockIQ4NL, QK};
+use crate::quant::mxfp4::KVALUES_MXFP4;
+use crate::quant::QK;
 
-pub(super) struct IQ4NL;
+/// IQ4_NL (`MX = false`) or MXFP4 (`MX = true`) blocks.
+pub(super) struct Lut<const MX: bool>;
+pub(super) type IQ4NL = Lut<false>;
+pub(super) type Mxfp4 = Lut<true>;
 
-/// The 16 table values of 32 nibbles `q` (0..=15 per byte), both 128-bit
-/// lanes.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn lookup_x86(q: std::arch::x86_64::__m256i) -> std::arch::x86_64::__m256i {
-    use std::arch::x86_64::*;
-    let t = _mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i);
-    _mm256_shuffle_epi8(_mm256_set_m128i(t, t), q)
+impl<const MX: bool> Lut<MX> {
+    /// Bytes before the nibbles: the f16 `d`, or MXFP4's e8m0 byte.
+    const HEAD: usize = if MX { 1 } else { 2 };
+    const TABLE: &'static [i8; 16] = if MX { &KVALUES_MXFP4 } else { &KVALUES_IQ4NL };
+
+    /// The table values of 32 nibbles `q` (0..=15 per byte), both 128-bit
+    /// lanes.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn lookup_x86(q: std::arch::x86_64::__m256i) -> std::arch::x86_64::__m256i {
+        use std::arch::x86_64::*;
+        let t = _mm_loadu_si128(Self::TABLE.as_ptr() as *const __m128i);
+        _mm256_shuffle_epi8(_mm256_set_m128i(t, t), q)
+    }
 }
 
-impl Block32 for IQ4NL {
-    const SIZE: usize = BlockIQ4NL::SIZE;
+impl<const MX: bool> Block32 for Lut<MX> {
+    const SIZE: usize = Self::HEAD + QK / 2;
     const HAS_MIN: bool = false;
+    const E8M0: bool = MX;
 
     #[inline(always)]
     fn codes(b: &[u8]) -> [i32; QK] {
-        crate::quant::iq4::lookup(&b[2..Self::SIZE]).map(|v| v as i32)
+        let qs = &b[Self::HEAD..Self::SIZE];
+        std::array::from_fn(|e| {
+            let q = if e < 16 {
+                qs[e] & 0x0F
+            } else {
+                qs[e - 16] >> 4
+            };
+            Self::TABLE[q as usize] as i32
+        })
     }
 
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     unsafe fn load_x86(p: *const u8) -> std::arch::x86_64::__m256i {
-        lookup_x86(super::block32::nibbles(p.add(2)))
+        Self::lookup_x86(super::block32::nibbles(p.add(Self::HEAD)))
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -64,8 +87,8 @@ impl Block32 for IQ4NL {
     #[inline(always)]
     unsafe fn load_neon(p: *const u8) -> [std::arch::aarch64::int8x16_t; 2] {
         use std::arch::aarch64::*;
-        let t = vld1q_s8(KVALUES_IQ4NL.as_ptr());
-        let [lo, hi] = super::block32::nibbles_neon(p.add(2));
+        let t = vld1q_s8(Self::TABLE.as_ptr());
+        let [lo, hi] = super::block32::nibbles_neon(p.add(Self::HEAD));
         [
             vqtbl1q_s8(t, vreinterpretq_u8_s8(lo)),
             vqtbl1q_s8(t, vreinterpretq_u8_s8(hi)),

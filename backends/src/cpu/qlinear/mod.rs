@@ -40,7 +40,6 @@ mod iq4_nl;
 mod k_quants;
 #[cfg(target_arch = "x86_64")]
 mod k_zmm;
-mod mxfp4;
 #[cfg(target_arch = "aarch64")]
 mod neon_dot;
 mod parts;

@@ -11,8 +11,7 @@ use std::cell::Cell;
 use super::act_quant::{ActQ8, ActQ8K};
 use super::w8a8::ActTok;
 use super::{
-    block32, iq4_nl, k_quants, mxfp4, q4_0, q4_1, q5, q8_0, w4a16, w8a8, x16, Isa, Out, SendPtr,
-    PAR_MACS,
+    block32, iq4_nl, k_quants, q4_0, q4_1, q5, q8_0, w4a16, w8a8, x16, Isa, Out, SendPtr, PAR_MACS,
 };
 use crate::quant::QuantType;
 
@@ -95,7 +94,7 @@ unsafe fn gemm(
         QuantType::Q5_0 => block32::gemm::<q5::Q5_0>(isa, w, nr, &s.q8, out),
         QuantType::Q5_1 => block32::gemm::<q5::Q5_1>(isa, w, nr, &s.q8, out),
         QuantType::IQ4_NL => block32::gemm::<iq4_nl::IQ4NL>(isa, w, nr, &s.q8, out),
-        QuantType::MXFP4 => block32::gemm::<mxfp4::Mxfp4>(isa, w, nr, &s.q8, out),
+        QuantType::MXFP4 => block32::gemm::<iq4_nl::Mxfp4>(isa, w, nr, &s.q8, out),
         QuantType::W8A8 { .. } => w8a8::gemm(isa, w, nr, &s.tok, out),
         QuantType::W4A16 { group } => w4a16::gemm(isa, group as usize, w, nr, k, x, m, out),
         QuantType::Q4_0x16 => x16::gemm::<{ x16::Q4_0 }>(isa, w, nr, &s.q8, out),
