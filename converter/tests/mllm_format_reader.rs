@@ -105,6 +105,57 @@ fn small_file_opens_and_verifies() {
     assert!(g.verify_tensor("a").is_ok());
 }
 
+/// A Q8_KS tensor whose CRC is right but whose code bytes are not 0..=127
+/// (a file another tool wrote): the check names the tensor and block, on
+/// the mapped path (pieces of 256 KiB read from the file, the bad block in
+/// the second piece) and on the in-memory one; any byte of a block's
+/// scales and `d` is fine.
+#[test]
+fn q8_ks_code_bytes_above_127_are_refused() {
+    let blocks = 1000;
+    let mut data: Vec<u8> = (0..blocks * 274).map(|i| (i * 7 % 128) as u8).collect();
+    for b in 0..blocks {
+        // scales and d: every byte value, 128..=255 included
+        for j in 256..274 {
+            data[b * 274 + j] = (b * 31 + j * 13) as u8 | 0x80;
+        }
+    }
+    let write = |data: &[u8]| {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("q.mllm");
+        let ty = StoredType::Quant(QuantType::Q8KS { shift: 3 });
+        let tensors = vec![PlannedTensor {
+            name: "w".into(),
+            ty,
+            requested: ty,
+            shape: vec![blocks, 256],
+        }];
+        let meta = json!({
+            "config": {"model_type": "x"},
+            "recipe": Recipe::default_for(StoredType::F16).to_json(),
+            "source": {"format": "test"},
+            "tokenizer_json": "{}",
+        });
+        let mut w = MllmWriter::create(&out, &meta, &tensors).unwrap();
+        w.write_next("w", data).unwrap();
+        w.finish().unwrap();
+        (dir, out)
+    };
+    let (_d, ok) = write(&data);
+    MllmFile::open(&ok).unwrap().verify().unwrap();
+    let mut bad = data.clone();
+    bad[990 * 274 + 255] = 200;
+    let (_d2, bad_path) = write(&bad);
+    let f = MllmFile::open(&bad_path).unwrap();
+    for e in [f.verify().unwrap_err().to_string(), f.verify_tensor("w").unwrap_err().to_string()] {
+        assert!(e.contains("tensor `w` is Q8_KS"), "{e}");
+        assert!(e.contains("block 990 holds 200"), "{e}");
+    }
+    let g = MllmFile::from_bytes("t.mllm", std::fs::read(&bad_path).unwrap()).unwrap();
+    let e = g.verify().unwrap_err().to_string();
+    assert!(e.contains("block 990 holds 200"), "{e}");
+}
+
 /// An edit of a file image.
 type Patch = Box<dyn Fn(&mut Vec<u8>)>;
 

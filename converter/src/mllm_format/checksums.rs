@@ -3,6 +3,12 @@
 //! pieces in parallel. `Checksums` owns what the check reads (a share of
 //! the mapping and the tensor table), so a loader can run it on its own
 //! thread while it prepares the weights, and join before the first forward.
+//!
+//! The same pass checks what a CRC cannot: values a kernel type forbids in
+//! bytes that hash correctly (a file written by another tool, or crafted).
+//! Q8_KS is the one such type: its code bytes are 0..=127, the SIMD
+//! kernels read 7 bits of them and the reference twin 8, so a larger byte
+//! would make the two disagree instead of failing.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,6 +17,7 @@ use mllm_backends::ByteOwner;
 use rayon::prelude::*;
 
 use super::reader::TensorEntry;
+use super::types::StoredType;
 use crate::error::{ConvertError, Result};
 use crate::file_bytes::FileBytes;
 
@@ -68,7 +75,10 @@ impl Checksums {
         t: &TensorEntry,
     ) -> std::result::Result<(), String> {
         use std::os::unix::fs::FileExt;
-        let pieces: Vec<std::result::Result<crc32fast::Hasher, String>> = (0..t.byte_len)
+        // Each piece: its CRC and whether its codes are valid (reported
+        // after the CRC: a damaged tensor's checksum is the better message).
+        type Piece = (crc32fast::Hasher, std::result::Result<(), String>);
+        let pieces: Vec<std::result::Result<Piece, String>> = (0..t.byte_len)
             .step_by(CRC_PIECE)
             .collect::<Vec<_>>()
             .into_par_iter()
@@ -80,24 +90,60 @@ impl Checksums {
                 })?;
                 let mut h = crc32fast::Hasher::new();
                 h.update(buf);
-                Ok(h)
+                Ok((h, check_codes(&self.path, t, at, buf)))
             })
             .collect();
         let mut all = crc32fast::Hasher::new();
+        let mut codes = Ok(());
         for p in pieces {
-            all.combine(&p?);
+            let (h, c) = p?;
+            all.combine(&h);
+            codes = codes.and(c);
         }
-        crc_matches(&self.path, t, all.finalize())
+        crc_matches(&self.path, t, all.finalize())?;
+        codes
     }
 }
 
-/// One tensor's CRC over `bytes`, its stored data.
+/// One tensor's CRC over `bytes`, its stored data, then its codes.
 pub(super) fn check_crc(
     path: &Path,
     t: &TensorEntry,
     bytes: &[u8],
 ) -> std::result::Result<(), String> {
-    crc_matches(path, t, parallel_crc(bytes))
+    crc_matches(path, t, parallel_crc(bytes))?;
+    bytes
+        .par_chunks(CRC_PIECE)
+        .enumerate()
+        .try_for_each(|(i, c)| check_codes(path, t, i * CRC_PIECE, c))
+}
+
+/// Checks the code bytes of a Q8_KS tensor in `bytes`, the tensor's data
+/// from byte `at` on (any piece: blocks may straddle its ends).
+fn check_codes(
+    path: &Path,
+    t: &TensorEntry,
+    at: usize,
+    bytes: &[u8],
+) -> std::result::Result<(), String> {
+    use mllm_backends::quant::{q8_ks::BlockQ8KS, QuantType};
+    if !matches!(t.ty, StoredType::Quant(QuantType::Q8KS { .. })) {
+        return Ok(());
+    }
+    // Codes are the first 256 bytes of each 274-byte block.
+    const CODES: usize = mllm_backends::quant::QK_K;
+    let bad = bytes.iter().enumerate().find(|&(i, &b)| b > 127 && (at + i) % BlockQ8KS::SIZE < CODES);
+    match bad {
+        None => Ok(()),
+        Some((i, &b)) => Err(format!(
+            "{}: tensor `{}` is Q8_KS, whose code bytes are 0..=127, but block {} holds {b} (byte {} of the tensor); \
+             `mllm convert` never writes that: convert the source again",
+            path.display(),
+            t.name,
+            (at + i) / BlockQ8KS::SIZE,
+            at + i
+        )),
+    }
 }
 
 fn crc_matches(path: &Path, t: &TensorEntry, crc: u32) -> std::result::Result<(), String> {
