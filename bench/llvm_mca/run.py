@@ -34,7 +34,9 @@ BLOCK32 = [  # our type name in the Rust paths, ggml's vec_dot suffix, ggml has 
     ("Q5_0", "q5::Q5_0", "q5_0_q8_0", False),
     ("Q5_1", "q5::Q5_1", "q5_1_q8_1", False),
     ("Q8_0", "q8_0::Q8_0", "q8_0_q8_0", True),
-    ("IQ4_NL", "iq4_nl::IQ4NL", "iq4_nl_q8_0", False),
+    # IQ4_NL and MXFP4 share one table-lookup type (`iq4_nl::Lut<MX>`)
+    ("IQ4_NL", "iq4_nl::Lut<false>", "iq4_nl_q8_0", False),
+    ("MXFP4", "iq4_nl::Lut<true>", "mxfp4_q8_0", False),
 ]
 KQUANT = [  # type, tile function in k_quants/neon.rs, filter, ggml suffix, ggml has i8mm
     ("Q2_K", "tile_q2k", [], "q2_K_q8_K", False),
@@ -44,6 +46,22 @@ KQUANT = [  # type, tile function in k_quants/neon.rs, filter, ggml suffix, ggml
     ("Q5_K", "tile_q4k", [], "q5_K_q8_K", False),
     ("Q6_K", "tile_q6k", [], "q6_K_q8_K", True),
     ("IQ4_XS", "tile_iq4xs", [], "iq4_xs_q8_K", False),
+    # Q8_KS (the IQ2 types' kernel type) is tile_q6k with a byte load for
+    # the 6-bit unpack: the shorter of tile_q6k's two loops
+    ("Q8_KS", "tile_q6k", ["--fewest"], None, False),
+]
+# Types imported into another type's blocks (`quant::import`): our loop is
+# that type's tile (the rows above), ggml's is the type's own vec_dot.
+REPACKED = [  # type, runs as (a KQUANT row), ggml suffix
+    ("IQ2_XXS", "Q8_KS", "iq2_xxs_q8_K"),
+    ("IQ2_XS", "Q8_KS", "iq2_xs_q8_K"),
+    ("IQ2_S", "Q8_KS", "iq2_s_q8_K"),
+    ("IQ3_XXS", "Q6_K", "iq3_xxs_q8_K"),
+    ("IQ3_S", "Q6_K", "iq3_s_q8_K"),
+    ("IQ1_S", "Q6_K", "iq1_s_q8_K"),
+    ("IQ1_M", "Q6_K", "iq1_m_q8_K"),
+    ("TQ1_0", "Q3_K", "tq1_0_q8_K"),
+    ("TQ2_0", "Q3_K", "tq2_0_q8_K"),
 ]
 
 
@@ -140,15 +158,17 @@ def main():
     ranges = tile_ranges(kq_rs)
     kq = "cpu::qlinear::k_quants::neon::"
     kq_mm = "cpu::qlinear::k_quants::neon_mm::"
+    decode = {}  # type -> our (dotprod, NEON) decode loops, for REPACKED
     for name, tile, filt, gsfx, g_mm in KQUANT:
         others = [ranges[t] for t in ("tile_q4k", "tile_q6k", "tile_iq4xs", "tile_q2k", "tile_q3k")
                   if t != tile]
         src = ["--src", "k_quants/neon.rs:" + ",".join(f"{a}-{b}" for a, b in [ranges[tile], *others])]
         extra = src + filt
         g = f"^ggml_vec_dot_{gsfx}$"
-        rows.append((name, "dotprod decode 1x1", 256,
-                     R.measure(ours_s, rf"{kq}tile_dot::<1, 1>$", "sdot", 1, 256, extra),
-                     R.measure(g_dot, g, "sdot", 1, 256, callees=False)))
+        decode[name] = (R.measure(ours_s, rf"{kq}tile_dot::<1, 1>$", "sdot", 1, 256, extra),
+                        R.measure(ours_s, rf"{kq}tile_neon::<1, 1>$", "smull", 1, 256, extra))
+        rows.append((name, "dotprod decode 1x1", 256, decode[name][0],
+                     R.measure(g_dot, g, "sdot", 1, 256, callees=False) if gsfx else None))
         rows.append((name, "dotprod prefill 4x2", 256,
                      R.measure(ours_s, rf"{kq}tile_dot::<4, 2>$", "sdot", 8, 256, extra), None))
         # Our i8mm tiles (k_quants/neon_mm.rs): Q4_K, Q5_K and Q6_K.
@@ -160,11 +180,18 @@ def main():
             rows.append((name, "i8mm prefill 2x2" if mm else "i8mm prefill 2x2 (ggml only)",
                          256, ours_mm,
                          R.measure(g_i8mm, g, "smmla", 4, 256, callees=False) if g_mm else None))
-        rows.append((name, "NEON decode 1x1", 256,
-                     R.measure(ours_s, rf"{kq}tile_neon::<1, 1>$", "smull", 1, 256, extra),
-                     R.measure(g_neon, g, "smull", 1, 256, callees=False)))
+        rows.append((name, "NEON decode 1x1", 256, decode[name][1],
+                     R.measure(g_neon, g, "smull", 1, 256, callees=False) if gsfx else None))
         rows.append((name, "NEON prefill 4x2", 256,
                      R.measure(ours_s, rf"{kq}tile_neon::<4, 2>$", "smull", 8, 256, extra), None))
+    # ggml's own loops for the imported types beside the tile they run on
+    # (ggml has no i8mm loop for them; its IQ loops look their grids up).
+    for name, runs_as, gsfx in REPACKED:
+        g = f"^ggml_vec_dot_{gsfx}$"
+        rows.append((name, f"dotprod decode 1x1 (as {runs_as})", 256, decode[runs_as][0],
+                     R.measure(g_dot, g, "sdot", 1, 256, callees=False)))
+        rows.append((name, f"NEON decode 1x1 (as {runs_as})", 256, decode[runs_as][1],
+                     R.measure(g_neon, g, "smull", 1, 256, callees=False)))
 
     head = ["type", "loop", "block", "ours: pairs x values/iter", "ggml: pairs x values/iter"]
     head += [f"{t}: ours / ggml (ratio)" for t, _ in CPUS]

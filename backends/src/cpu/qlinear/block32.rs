@@ -541,9 +541,9 @@ mod neon {
             // [da0, da1, da0, da1] and the weight rows' [d0, d0, d1, d1].
             let da = vreinterpretq_f32_u32(super::cols2(ctx.ad.add(ai[0]), ctx.ad.add(ai[1])));
             let (dw, mw) = if B::E8M0 {
-                let (d0, d1) = (dm_neon::<B>(p[0]).0, dm_neon::<B>(p[1]).0);
-                let d = [d0, d0, d1, d1];
-                (vld1q_f32(d.as_ptr()), vdupq_n_f32(0.0))
+                let d = super::e8m0x2_neon(super::u8x2_at(p[0], p[1]));
+                let d = vcombine_f32(d, d);
+                (vzip1q_f32(d, d), vdupq_n_f32(0.0))
             } else if B::HAS_MIN {
                 // Both rows' (d, m) f16 pairs converted at once: [d0, m0, d1, m1].
                 let dm = super::f16x4_neon(super::u32x2_at(p[0], p[1]));
@@ -597,6 +597,6 @@ mod neon {
 
 #[cfg(target_arch = "aarch64")]
 pub(super) use super::neon_dot::{
-    cols2, dot_s8, f16_neon, f16x2_neon, f16x4_neon, nibbles_neon, sdot, smmla, u16x2_at, u32x2_at,
-    zip8,
+    cols2, dot_s8, e8m0x2_neon, f16_neon, f16x2_neon, f16x4_neon, nibbles_neon, sdot, smmla,
+    u16x2_at, u32x2_at, u8x2_at, zip8,
 };

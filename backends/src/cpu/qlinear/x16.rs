@@ -310,7 +310,7 @@ mod x86 {
     /// builds its bits: `(e - 1) << 23`, or `0x00200000 << e` for the f32
     /// subnormals `e < 2`.
     #[inline(always)]
-    unsafe fn e8m0_x16(p: *const u8) -> __m512 {
+    pub(super) unsafe fn e8m0_x16(p: *const u8) -> __m512 {
         let e = _mm512_cvtepu8_epi32(_mm_loadu_si128(p as *const __m128i));
         let normal = _mm512_slli_epi32::<23>(_mm512_sub_epi32(e, _mm512_set1_epi32(1)));
         let tiny = _mm512_sllv_epi32(_mm512_set1_epi32(0x0020_0000), e);
@@ -454,6 +454,39 @@ mod x86 {
                     _ => tile::<KIND, 1>(ctx, g, i),
                 }
                 i += c;
+            }
+        }
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use std::arch::x86_64::*;
+
+    use crate::quant::mxfp4::e8m0_to_fp32_half;
+
+    #[target_feature(enable = "avx512f")]
+    unsafe fn x16(p: *const u8, out: &mut [f32; 16]) {
+        _mm512_storeu_ps(out.as_mut_ptr(), super::x86::e8m0_x16(p));
+    }
+
+    /// Every e8m0 byte becomes `e8m0_to_fp32_half`'s exact bits, 16 at a
+    /// time (the kernels' random weights keep their scales in 2^-12..2^-5,
+    /// so the f32 subnormals of `e < 2` and the largest scales are checked
+    /// here).
+    #[test]
+    fn e8m0_x16_is_e8m0_to_fp32_half_for_every_byte() {
+        if !std::arch::is_x86_feature_detected!("avx512f") {
+            eprintln!("no AVX-512 here: e8m0_x16 not run (x16_avx2's e8m0_x8 is tested)");
+            return;
+        }
+        let bytes: Vec<u8> = (0..=255).collect();
+        for c in bytes.chunks_exact(16) {
+            let mut out = [0.0f32; 16];
+            // SAFETY: 16 readable bytes; the CPU has AVX-512F (checked).
+            unsafe { x16(c.as_ptr(), &mut out) };
+            for (e, v) in c.iter().zip(out) {
+                assert_eq!(v.to_bits(), e8m0_to_fp32_half(*e).to_bits(), "e = {e}");
             }
         }
     }

@@ -245,3 +245,34 @@ pub(super) unsafe fn run<const KIND: u8>(ctx: &Ctx, m: usize) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::arch::x86_64::*;
+
+    use crate::quant::mxfp4::e8m0_to_fp32_half;
+
+    #[target_feature(enable = "avx2")]
+    unsafe fn x8(p: *const u8, out: &mut [f32; 8]) {
+        _mm256_storeu_ps(out.as_mut_ptr(), super::e8m0_x8(p));
+    }
+
+    /// Every e8m0 byte becomes `e8m0_to_fp32_half`'s exact bits, 8 at a
+    /// time (subnormals and the largest scales included).
+    #[test]
+    fn e8m0_x8_is_e8m0_to_fp32_half_for_every_byte() {
+        assert!(
+            std::arch::is_x86_feature_detected!("avx2"),
+            "the x86 kernels need AVX2"
+        );
+        let bytes: Vec<u8> = (0..=255).collect();
+        for c in bytes.chunks_exact(8) {
+            let mut out = [0.0f32; 8];
+            // SAFETY: 8 readable bytes; the CPU has AVX2 (asserted).
+            unsafe { x8(c.as_ptr(), &mut out) };
+            for (e, v) in c.iter().zip(out) {
+                assert_eq!(v.to_bits(), e8m0_to_fp32_half(*e).to_bits(), "e = {e}");
+            }
+        }
+    }
+}
