@@ -147,7 +147,10 @@ fn q8_ks_code_bytes_above_127_are_refused() {
     bad[990 * 274 + 255] = 200;
     let (_d2, bad_path) = write(&bad);
     let f = MllmFile::open(&bad_path).unwrap();
-    for e in [f.verify().unwrap_err().to_string(), f.verify_tensor("w").unwrap_err().to_string()] {
+    for e in [
+        f.verify().unwrap_err().to_string(),
+        f.verify_tensor("w").unwrap_err().to_string(),
+    ] {
         assert!(e.contains("tensor `w` is Q8_KS"), "{e}");
         assert!(e.contains("block 990 holds 200"), "{e}");
     }

@@ -132,7 +132,10 @@ fn check_codes(
     }
     // Codes are the first 256 bytes of each 274-byte block.
     const CODES: usize = mllm_backends::quant::QK_K;
-    let bad = bytes.iter().enumerate().find(|&(i, &b)| b > 127 && (at + i) % BlockQ8KS::SIZE < CODES);
+    let bad = bytes
+        .iter()
+        .enumerate()
+        .find(|&(i, &b)| b > 127 && (at + i) % BlockQ8KS::SIZE < CODES);
     match bad {
         None => Ok(()),
         Some((i, &b)) => Err(format!(
