@@ -100,6 +100,7 @@ impl DType {
                 QuantType::Q5_1 => "q5_1",
                 QuantType::IQ4_NL => "iq4_nl",
                 QuantType::MXFP4 => "mxfp4",
+                QuantType::TQ2_0 => "tq2_0",
                 QuantType::W4A16 { group: 32 } => "w4a16_g32",
                 QuantType::W4A16 { group: 64 } => "w4a16_g64",
                 QuantType::W4A16 { .. } => "w4a16_g128",

@@ -3,7 +3,7 @@
 //! committed fixtures of `tests/fixtures/quants` and `gguf/quant`), loaded
 //! as the model loader loads them (imported types repacked or widened),
 //! prepared for the device (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K kept as they are;
-//! Q5_0 and IQ4_NL repacked exactly into Q8_0; every other type widened to
+//! Q5_0, IQ4_NL and TQ2_0 repacked exactly into Q8_0; every other type widened to
 //! f16), and multiplied there: the result equals the f32 reference of
 //! gguf-py's values within the rounding of f16 weights. Needs an OpenCL device (PoCL in CI); `MLLM_SKIP_OPENCL=1`
 //! skips knowingly.

@@ -74,6 +74,7 @@ fn weight(ty: QuantType, n: usize, k: usize, seed: u64) -> Vec<u8> {
                 }
                 QuantType::IQ4_XS => put_f16(blk, 0, d * 0.01),
                 QuantType::Q3_K => put_f16(blk, 108, d * 0.1),
+                QuantType::TQ2_0 => put_f16(blk, 64, d * 0.1),
                 QuantType::Q2_K => {
                     put_f16(blk, 80, d);
                     put_f16(blk, 82, m.abs());
@@ -289,6 +290,7 @@ fn k_quant_prefill_tiles_match_the_twin() {
         QuantType::Q8KS { shift: 0 },
         QuantType::Q8KS { shift: 3 },
         QuantType::IQ4_XS,
+        QuantType::TQ2_0,
     ] {
         for (m, n, k) in [
             (8, 4, 256),

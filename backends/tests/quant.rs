@@ -34,6 +34,7 @@ fn type_table_matches_ggml() {
         (QuantType::Q5_1, 32, 24, 7, 6.0),
         (QuantType::IQ4_NL, 32, 18, 20, 4.5),
         (QuantType::MXFP4, 32, 17, 39, 4.25),
+        (QuantType::TQ2_0, 256, 66, 35, 2.0625),
     ];
     for (ty, bs, ts, id, bpw) in want {
         assert_eq!((ty.block_size(), ty.type_size()), (bs, ts), "{ty}");
@@ -61,7 +62,8 @@ fn dequantize_matches_gguf_py_for_every_type() {
             | QuantType::Q5_0
             | QuantType::Q5_1
             | QuantType::IQ4_NL
-            | QuantType::MXFP4 => common::fixture("quants", name),
+            | QuantType::MXFP4
+            | QuantType::TQ2_0 => common::fixture("quants", name),
             _ => fixture(name),
         };
         let blocks = fixture(&format!("{}.blocks", ty.name()));
@@ -84,6 +86,7 @@ fn dequantize_matches_gguf_py_for_every_type() {
             QuantType::Q5_1 => quant::dequantize_row_q5_1,
             QuantType::IQ4_NL => quant::dequantize_row_iq4_nl,
             QuantType::MXFP4 => quant::dequantize_row_mxfp4,
+            QuantType::TQ2_0 => quant::dequantize_row_tq2_0,
             QuantType::W4A16 { .. }
             | QuantType::W8A8 { .. }
             | QuantType::Q4_0x16

@@ -1,10 +1,10 @@
 //! The ggml types mllm imports (backends/src/quant/import.rs: TQ1_0,
-//! TQ2_0, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M):
+//! IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M):
 //! - the reference dequantizers equal gguf-py's `gguf.quants.dequantize`
 //!   bit for bit on committed fixtures (tests/fixtures/quants, made by
 //!   make_quant_fixture.py);
-//! - the lossless repacks (TQ1_0, TQ2_0 -> Q3_K; IQ3_S -> Q6_K; Q5_0, IQ4_NL -> Q8_0
-//!   for the OpenCL backend)
+//! - the lossless repacks (TQ1_0 -> TQ2_0; IQ3_S -> Q6_K; Q5_0, IQ4_NL,
+//!   TQ2_0 -> Q8_0 for the OpenCL backend)
 //!   hold the very same f32 values;
 //! - whatever runs the linear at load (the repacked type's kernels on the
 //!   CPU backend, or f32 values) agrees with the reference on random shapes;
@@ -28,7 +28,6 @@ fn type_table_matches_ggml() {
     // (type, block size, bytes per block, ggml id, bits per weight)
     let want = [
         (ImportType::TQ1_0, 256, 54, 34, 1.6875),
-        (ImportType::TQ2_0, 256, 66, 35, 2.0625),
         (ImportType::IQ2_XXS, 256, 66, 16, 2.0625),
         (ImportType::IQ2_XS, 256, 74, 17, 2.3125),
         (ImportType::IQ2_S, 256, 82, 22, 2.5625),
@@ -49,9 +48,9 @@ fn type_table_matches_ggml() {
         assert_eq!(ty.bits_per_weight(), bpw, "{ty}");
     }
     assert_eq!(ImportType::from_ggml_type_id(8), None);
-    // IQ4_XS, Q2_K, Q3_K, Q5_0, Q5_1, IQ4_NL and MXFP4 have kernels of
-    // their own (tests/quant.rs): no longer imported.
-    for id in [23, 10, 11, 6, 7, 20, 39] {
+    // IQ4_XS, Q2_K, Q3_K, Q5_0, Q5_1, IQ4_NL, MXFP4 and TQ2_0 have
+    // kernels of their own (tests/quant.rs): no longer imported.
+    for id in [23, 10, 11, 6, 7, 20, 39, 35] {
         assert_eq!(ImportType::from_ggml_type_id(id), None);
     }
 }
@@ -59,7 +58,6 @@ fn type_table_matches_ggml() {
 fn row_fn(ty: ImportType) -> fn(&[u8], &mut [f32]) -> Result<(), String> {
     match ty {
         ImportType::TQ1_0 => quant::dequantize_row_tq1_0,
-        ImportType::TQ2_0 => quant::dequantize_row_tq2_0,
         ImportType::IQ2_XXS => quant::dequantize_row_iq2_xxs,
         ImportType::IQ2_XS => quant::dequantize_row_iq2_xs,
         ImportType::IQ2_S => quant::dequantize_row_iq2_s,
@@ -100,14 +98,15 @@ fn repacks_hold_the_same_values_bit_for_bit() {
     }
 }
 
-/// The OpenCL backend keeps Q5_0 and IQ4_NL on the device as Q8_0 blocks
-/// (it has Q8_0 kernels): the very same f32 values as gguf-py's.
+/// The OpenCL backend keeps Q5_0, IQ4_NL and TQ2_0 on the device as Q8_0
+/// blocks (it has Q8_0 kernels): the very same f32 values as gguf-py's.
 #[test]
-fn q5_0_and_iq4_nl_repack_into_q8_0_exactly() {
+fn q5_0_iq4_nl_and_tq2_0_repack_into_q8_0_exactly() {
     type Repack = fn(&[u8], &mut [u8]) -> Result<(), String>;
-    let cases: [(QuantType, Repack); 2] = [
+    let cases: [(QuantType, Repack); 3] = [
         (QuantType::Q5_0, quant::q5::repack_q5_0_to_q8_0),
         (QuantType::IQ4_NL, quant::iq4::repack_iq4_nl_to_q8_0),
+        (QuantType::TQ2_0, quant::tq::repack_tq2_0_to_q8_0),
     ];
     for (ty, repack) in cases {
         let blocks = fixture(&format!("{ty}.blocks"));

@@ -1,11 +1,11 @@
-//! GGUF tensors of the ggml types mllm imports (TQ1_0, TQ2_0, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S,
+//! GGUF tensors of the ggml types mllm imports (TQ1_0, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S,
 //! IQ1_S, IQ1_M; backends/src/quant/import.rs) through the real loader:
 //! tests/fixtures/quants/import.gguf (make_quant_fixture.py) holds one
 //! tensor per type whose blocks are that type's `.blocks` fixture, so every
 //! loaded value must equal gguf-py's `.dequant` bit for bit, and a linear
 //! on the loaded weight must match the f32 linear on those values.
-//! Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K and MXFP4, which have kernels of
-//! their own, are in the file too
+//! Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K, MXFP4 and TQ2_0, which have
+//! kernels of their own, are in the file too
 //! and load as their own blocks (`own_types_load_as_their_blocks`).
 
 use std::path::PathBuf;
@@ -30,9 +30,8 @@ fn f32s(bytes: &[u8]) -> Vec<f32> {
 }
 
 /// (type, GGUF tensor, rows) as make_quant_fixture.py writes them.
-const TENSORS: [(ImportType, &str, usize); 9] = [
+const TENSORS: [(ImportType, &str, usize); 8] = [
     (ImportType::TQ1_0, "blk.0.ffn_down.weight", 5),
-    (ImportType::TQ2_0, "blk.1.attn_q.weight", 5),
     (ImportType::IQ2_XXS, "blk.1.attn_v.weight", 5),
     (ImportType::IQ2_XS, "blk.1.attn_output.weight", 5),
     (ImportType::IQ2_S, "blk.1.ffn_gate.weight", 5),
@@ -167,7 +166,7 @@ fn linear_on_loaded_weights_matches_the_reference() {
     }
 }
 
-/// Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K and MXFP4 have kernels of their own:
+/// Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K, MXFP4 and TQ2_0 have kernels of their own:
 /// each tensor loads as its
 /// blocks (the file's bytes, which conversion to .mllm copies), with
 /// gguf-py's values, and the CPU linear on it stays within the int8
@@ -183,6 +182,7 @@ fn own_types_load_as_their_blocks() {
         (QuantType::Q2_K, "blk.0.ffn_up.weight", 5),
         (QuantType::Q3_K, "blk.0.ffn_gate.weight", 5),
         (QuantType::MXFP4, "blk.1.attn_k.weight", 5),
+        (QuantType::TQ2_0, "blk.1.attn_q.weight", 5),
     ] {
         let name = hf_name(&w, gguf);
         let want = f32s(&std::fs::read(fixture(&format!("{q}.dequant"))).unwrap());

@@ -161,13 +161,17 @@ fn host_bytes(t: &Tensor) -> Result<(Vec<u8>, DType)> {
         DType::Quant(q) if device_quant(q) => (t.quant_bytes()?.0.to_vec(), t.dtype()),
         // Exactly Q8_0 blocks (the same f16 scale, codes that fit an i8):
         // the device's Q8_0 kernels compute the file's values.
-        DType::Quant(q @ (QuantType::Q5_0 | QuantType::IQ4_NL)) => {
+        // TQ2_0's ternary codes under its f16 `d` likewise (8 Q8_0 blocks
+        // per super-block).
+        DType::Quant(q @ (QuantType::Q5_0 | QuantType::IQ4_NL | QuantType::TQ2_0)) => {
             let repack = match q {
                 QuantType::Q5_0 => crate::quant::q5::repack_q5_0_to_q8_0,
+                QuantType::TQ2_0 => crate::quant::tq::repack_tq2_0_to_q8_0,
                 _ => crate::quant::iq4::repack_iq4_nl_to_q8_0,
             };
             let src = t.quant_bytes()?.0;
-            let blocks = src.len() / q.type_size();
+            let blocks =
+                src.len() / q.type_size() * (q.block_size() / QuantType::Q8_0.block_size());
             let mut out = vec![0u8; blocks * QuantType::Q8_0.type_size()];
             repack(src, &mut out).map_err(|e| invalid("opencl", e))?;
             (out, DType::Quant(QuantType::Q8_0))

@@ -1,5 +1,5 @@
 //! ggml types mllm reads from GGUF files but has no kernels of their own:
-//! TQ1_0 and TQ2_0 (ternary BitNet-style models) and the
+//! TQ1_0 (ternary BitNet-style models) and the
 //! grid "i-quants" IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S and IQ1_M
 //! (llama-quantize's IQ1..IQ3 files; their grids are generated from
 //! gguf-py's, `iq_grids`).
@@ -10,9 +10,9 @@
 //! values:
 //!
 //! - a lossless repack into a type that has fast kernels (`runs_as`),
-//!   where that type computes the very same f32 values: TQ1_0 and TQ2_0
-//!   into Q3_K (the same f16 `d` per 256 values, every sub-block scale 1,
-//!   the ternary values as the codes); IQ3_S into Q6_K (the same `d`, its
+//!   where that type computes the very same f32 values: TQ1_0 into TQ2_0
+//!   (the same f16 `d` per 256 values, the ternary values plus one as the
+//!   2-bit codes); IQ3_S into Q6_K (the same `d`, its
 //!   odd sub-block scale as Q6_K's i8 scale, `grid * sign` as the code);
 //!   IQ3_XXS, IQ1_S and IQ1_M into `QuantType::Q6KScaled`, Q6_K blocks
 //!   of twice (IQ3_XXS) or 8 times (IQ1) their values whose products the
@@ -20,14 +20,15 @@
 //!   `d / 8` are not f16s for a small `d`; `iq1`, `iq3`); IQ2_XXS, IQ2_XS
 //!   and IQ2_S likewise into `QuantType::Q8KS { shift: 3 }`, whose 8-bit
 //!   codes hold their grid values up to 43 (`iq2`, `q8_ks`). Memory grows
-//!   (TQ1_0 1.69 and TQ2_0 2.06 -> 3.44, IQ3_S 3.44, IQ3_XXS 3.06 and IQ1
+//!   (TQ1_0 1.69 -> 2.06, IQ3_S 3.44, IQ3_XXS 3.06 and IQ1
 //!   1.56-1.75 -> 6.56, IQ2 2.06-2.56 -> 8.56 bits per weight), the
 //!   kernels are the tested ones.
 //! - f32 values (`dequantize`) for a type no kernel type holds exactly:
 //!   none today. MXFP4 was one (its e8m0 scale spans 2^-128..2^127,
 //!   beyond an f16's range) until it got its own kernel, as IQ4_XS, Q2_K,
-//!   Q3_K, Q5_0, Q5_1 and IQ4_NL did before it (`QuantType`: no longer
-//!   imported but computed in their own blocks).
+//!   Q3_K, Q5_0, Q5_1 and IQ4_NL did before it and TQ2_0 after it
+//!   (`QuantType`: no longer imported but computed in their own blocks;
+//!   TQ2_0 ran as Q3_K, 3.44 bits a weight).
 
 use rayon::prelude::*;
 
@@ -39,7 +40,6 @@ use super::{iq1, iq2, iq3, tq};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ImportType {
     TQ1_0,
-    TQ2_0,
     IQ2_XXS,
     IQ2_XS,
     IQ2_S,
@@ -53,9 +53,8 @@ pub enum ImportType {
 const PAR_BLOCKS: usize = 1024;
 
 impl ImportType {
-    pub const ALL: [ImportType; 9] = [
+    pub const ALL: [ImportType; 8] = [
         ImportType::TQ1_0,
-        ImportType::TQ2_0,
         ImportType::IQ2_XXS,
         ImportType::IQ2_XS,
         ImportType::IQ2_S,
@@ -69,7 +68,6 @@ impl ImportType {
     pub fn name(self) -> &'static str {
         match self {
             ImportType::TQ1_0 => "TQ1_0",
-            ImportType::TQ2_0 => "TQ2_0",
             ImportType::IQ2_XXS => "IQ2_XXS",
             ImportType::IQ2_XS => "IQ2_XS",
             ImportType::IQ2_S => "IQ2_S",
@@ -84,7 +82,6 @@ impl ImportType {
     pub fn ggml_type_id(self) -> u32 {
         match self {
             ImportType::TQ1_0 => 34,
-            ImportType::TQ2_0 => 35,
             ImportType::IQ2_XXS => 16,
             ImportType::IQ2_XS => 17,
             ImportType::IQ2_S => 22,
@@ -103,7 +100,6 @@ impl ImportType {
     pub fn block_size(self) -> usize {
         match self {
             ImportType::TQ1_0
-            | ImportType::TQ2_0
             | ImportType::IQ2_XXS
             | ImportType::IQ2_XS
             | ImportType::IQ2_S
@@ -120,7 +116,6 @@ impl ImportType {
     pub fn scale_offsets(self) -> &'static [usize] {
         match self {
             ImportType::TQ1_0 => &[52],
-            ImportType::TQ2_0 => &[64],
             ImportType::IQ1_M => &[],
             ImportType::IQ2_XXS
             | ImportType::IQ2_XS
@@ -135,7 +130,6 @@ impl ImportType {
     pub fn type_size(self) -> usize {
         match self {
             ImportType::TQ1_0 => tq::BlockTQ1_0::SIZE,
-            ImportType::TQ2_0 => tq::BlockTQ2_0::SIZE,
             ImportType::IQ2_XXS => iq2::BlockIQ2XXS::SIZE,
             ImportType::IQ2_XS => iq2::BlockIQ2XS::SIZE,
             ImportType::IQ2_S => iq2::BlockIQ2S::SIZE,
@@ -146,7 +140,7 @@ impl ImportType {
         }
     }
 
-    /// Storage cost in the file, scales included (TQ2_0: 2.0625).
+    /// Storage cost in the file, scales included (TQ1_0: 1.6875).
     pub fn bits_per_weight(self) -> f64 {
         (self.type_size() * 8) as f64 / self.block_size() as f64
     }
@@ -155,7 +149,7 @@ impl ImportType {
     /// holds its values exactly; `None`: the tensor loads as f32 values.
     pub fn runs_as(self) -> Option<QuantType> {
         match self {
-            ImportType::TQ1_0 | ImportType::TQ2_0 => Some(QuantType::Q3_K),
+            ImportType::TQ1_0 => Some(QuantType::TQ2_0),
             ImportType::IQ3_S => Some(QuantType::Q6_K),
             ImportType::IQ3_XXS => Some(QuantType::Q6KScaled { shift: 1 }),
             ImportType::IQ1_S | ImportType::IQ1_M => Some(QuantType::Q6KScaled { shift: 3 }),
@@ -169,7 +163,6 @@ impl ImportType {
     fn dequantize_blocks(self, bytes: &[u8], out: &mut [f32]) -> Result<(), String> {
         match self {
             ImportType::TQ1_0 => tq::dequantize_row_tq1_0(bytes, out),
-            ImportType::TQ2_0 => tq::dequantize_row_tq2_0(bytes, out),
             ImportType::IQ2_XXS => iq2::dequantize_row_iq2_xxs(bytes, out),
             ImportType::IQ2_XS => iq2::dequantize_row_iq2_xs(bytes, out),
             ImportType::IQ2_S => iq2::dequantize_row_iq2_s(bytes, out),
@@ -213,8 +206,7 @@ impl ImportType {
     pub fn repack(self, bytes: &[u8]) -> Result<Vec<u8>, String> {
         type Repack = fn(&[u8], &mut [u8]) -> Result<(), String>;
         let (to, repack): (QuantType, Repack) = match self {
-            ImportType::TQ1_0 => (QuantType::Q3_K, tq::repack_tq1_0_to_q3_k),
-            ImportType::TQ2_0 => (QuantType::Q3_K, tq::repack_tq2_0_to_q3_k),
+            ImportType::TQ1_0 => (QuantType::TQ2_0, tq::repack_tq1_0_to_tq2_0),
             ImportType::IQ3_S => (QuantType::Q6_K, iq3::repack_iq3_s_to_q6_k),
             ImportType::IQ3_XXS => (
                 QuantType::Q6KScaled { shift: 1 },

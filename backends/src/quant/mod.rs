@@ -6,8 +6,8 @@
 //! against gguf-py's numpy implementation on committed fixtures
 //! (backends/tests/quant.rs, tests/fixtures/gguf/).
 //!
-//! Types read from GGUF files but computed as another type (TQ1_0, TQ2_0
-//! and the IQ1..IQ3 types) are `import::ImportType`, not `QuantType`:
+//! Types read from GGUF files but computed as another type (TQ1_0 and
+//! the IQ1..IQ3 types) are `import::ImportType`, not `QuantType`:
 //! no kernel or tensor ever holds them.
 //!
 //! Blocks are read from raw little-endian bytes (a GGUF mapping has no
@@ -98,6 +98,10 @@ pub enum QuantType {
     /// scale per 32 values; computed in its own blocks as IQ4_NL is, with
     /// its table and the scale read from its byte.
     MXFP4,
+    /// TQ2_0 (`tq`, ternary BitNet-style models): 2-bit codes `t + 1` and
+    /// one f16 scale per 256 values, Q2_K's code layout without its
+    /// scales; computed in its own blocks (`cpu::qlinear::k_quants`).
+    TQ2_0,
     /// 4-bit weights in groups of `group` (32, 64 or 128) with f16 scales,
     /// f32 activations (`w4a16`).
     W4A16 {
@@ -160,7 +164,7 @@ pub const Q8KS_ID_BASE: u32 = 1500;
 pub const Q8KS_SHIFTS: std::ops::RangeInclusive<u8> = 0..=3;
 
 impl QuantType {
-    pub const ALL: [QuantType; 13] = [
+    pub const ALL: [QuantType; 14] = [
         QuantType::Q4_0,
         QuantType::Q4_1,
         QuantType::Q8_0,
@@ -174,6 +178,7 @@ impl QuantType {
         QuantType::Q5_1,
         QuantType::IQ4_NL,
         QuantType::MXFP4,
+        QuantType::TQ2_0,
     ];
 
     /// W4A16 with `group` values per scale, if the group is supported.
@@ -246,7 +251,8 @@ impl QuantType {
             | QuantType::Q8KS { .. }
             | QuantType::IQ4_XS
             | QuantType::Q2_K
-            | QuantType::Q3_K => QK_K,
+            | QuantType::Q3_K
+            | QuantType::TQ2_0 => QK_K,
             QuantType::W4A16 { group } => group as usize,
             QuantType::W8A8 { k } => k as usize,
         }
@@ -269,6 +275,7 @@ impl QuantType {
             QuantType::Q5_1 | QuantType::Q5_1x16 => q5::BlockQ5_1::SIZE,
             QuantType::IQ4_NL | QuantType::IQ4_NLx16 => iq4::BlockIQ4NL::SIZE,
             QuantType::MXFP4 | QuantType::MXFP4x16 => mxfp4::BlockMXFP4::SIZE,
+            QuantType::TQ2_0 => tq::BlockTQ2_0::SIZE,
             QuantType::W4A16 { group } => w4a16::group_bytes(group as usize),
             QuantType::W8A8 { k } => w8a8::row_bytes(k as usize),
         }
@@ -295,6 +302,7 @@ impl QuantType {
             QuantType::Q5_1 => "Q5_1",
             QuantType::IQ4_NL => "IQ4_NL",
             QuantType::MXFP4 => "MXFP4",
+            QuantType::TQ2_0 => "TQ2_0",
             QuantType::W4A16 { group: 32 } => "W4A16_G32",
             QuantType::W4A16 { group: 64 } => "W4A16_G64",
             QuantType::W4A16 { group: 128 } => "W4A16_G128",
@@ -337,6 +345,7 @@ impl QuantType {
             QuantType::Q5_1 => 7,
             QuantType::IQ4_NL => 20,
             QuantType::MXFP4 => 39,
+            QuantType::TQ2_0 => 35,
             QuantType::W4A16 { group } => W4A16_ID_BASE + group as u32,
             QuantType::W8A8 { .. } => W8A8_ID,
             QuantType::Q4_0x16 => PACKED_ID_BASE,
@@ -387,6 +396,7 @@ impl QuantType {
                 | QuantType::Q6KScaled { .. }
                 | QuantType::Q8KS { .. }
                 | QuantType::IQ4_XS
+                | QuantType::TQ2_0
         )
     }
 
@@ -444,6 +454,7 @@ impl QuantType {
             QuantType::Q5_1 => q5::dequantize_row_q5_1(bytes, out),
             QuantType::IQ4_NL => iq4::dequantize_row_iq4_nl(bytes, out),
             QuantType::MXFP4 => mxfp4::dequantize_row_mxfp4(bytes, out),
+            QuantType::TQ2_0 => tq::dequantize_row_tq2_0(bytes, out),
             QuantType::W4A16 { group } => w4a16::dequantize_row_w4a16(group as usize, bytes, out),
             QuantType::W8A8 { k } => w8a8::dequantize_row_w8a8(k as usize, bytes, out),
             QuantType::Q4_0x16
@@ -563,7 +574,8 @@ pub fn quantize_into(ty: QuantType, x: &[f32], out: &mut [u8]) -> Result<(), Str
         | QuantType::Q5_0
         | QuantType::Q5_1
         | QuantType::IQ4_NL
-        | QuantType::MXFP4 => {
+        | QuantType::MXFP4
+        | QuantType::TQ2_0 => {
             return Err(format!(
                 "{ty}: mllm reads {ty} from GGUF files; it cannot write it yet"
             ))

@@ -1,21 +1,21 @@
 //! TQ1_0 and TQ2_0: ternary weights (BitNet b1.58 style), read from GGUF
-//! files (mllm computes them as Q3_K, see `import`). Every weight is
+//! files. Every weight is
 //! `d * t` with one f16 `d` per 256 values and `t` in {-1, 0, 1} (TQ2_0's
 //! 2-bit code 3 stands for 2, which no quantizer writes but a file may
 //! hold; the twin and the repack keep it).
 //!
-//! Both repack exactly into Q3_K: a Q3_K weight is `(d * scale) * code`
-//! in f32 with an f16 `d`, a 6-bit signed scale per 16 weights and a code
-//! in -4..=3, so the same `d`, every scale 1 and `t` as the code give
-//! gguf-py's `d * t` bit for bit (a zero keeps `d`'s sign, as there).
-//! 3.44 bits per weight instead of Q8_0's 8.5, which these used to become:
-//! decode reads less than half the bytes (a random Qwen3-0.6B TQ2_0 at 2
-//! threads: tg128 0.70x llama.cpp's as Q8_0).
+//! TQ2_0 computes in its own blocks (`QuantType::TQ2_0`, the kernels in
+//! `cpu::qlinear::k_quants`: `d * da * (sum(code * a) - sum(a))`); TQ1_0
+//! repacks into it exactly (the same `d`, `t + 1` as the code: gguf-py's
+//! `d * t` bit for bit, a zero keeping `d`'s sign as there). Both used to
+//! become Q8_0 (8.5 bits a weight; tg128 0.70x llama.cpp's), then Q3_K
+//! (3.44 bits: Q3_K's kernels, which do 16 sub-block scales and a third
+//! code bit these types do not have); TQ2_0 is 2.06.
 
 use half::f16;
 
 use super::import::map_blocks;
-use super::{block_count, f16_at, BlockQ3K, QK_K};
+use super::{block_count, f16_at, BlockQ8_0, QK, QK_K};
 
 /// TQ1_0: five ternary digits per byte (base 3, most significant first,
 /// scaled to 0..=255 so that digit `n` is `((q * 3^n mod 256) * 3) >> 8`),
@@ -61,9 +61,15 @@ fn scale(d: f16, t: &[i8; QK_K], out: &mut [f32; QK_K]) {
     }
 }
 
-/// The 256 values as one Q3_K block of the same `d`, every scale 1.
-fn to_q3_k(d: f16, t: &[i8; QK_K]) -> [u8; BlockQ3K::SIZE] {
-    BlockQ3K::from_codes(d, [1; QK_K / 16], |e| t[e]).to_bytes()
+/// The 256 ternary values as one TQ2_0 block of the same `d` (codes
+/// `t + 1`; a 2 from a TQ2_0 code 3 stays 3).
+fn to_tq2_0(d: f16, t: &[i8; QK_K]) -> [u8; BlockTQ2_0::SIZE] {
+    let mut qs = [0u8; QK_K / 4];
+    for (e, &t) in t.iter().enumerate() {
+        let (j, l, m) = (e / 128, (e % 128) / 32, e % 32);
+        qs[32 * j + m] |= ((t + 1) as u8 & 3) << (2 * l);
+    }
+    BlockTQ2_0 { qs, d }.to_bytes()
 }
 
 impl BlockTQ1_0 {
@@ -172,19 +178,30 @@ pub fn dequantize_row_tq2_0(blocks: &[u8], out: &mut [f32]) -> Result<(), String
     Ok(())
 }
 
-/// Rewrites whole TQ1_0 blocks as Q3_K blocks (110 bytes per 54), value
+/// Rewrites whole TQ1_0 blocks as TQ2_0 blocks (66 bytes per 54), value
 /// for value (see the module documentation).
-pub fn repack_tq1_0_to_q3_k(blocks: &[u8], out: &mut [u8]) -> Result<(), String> {
+pub fn repack_tq1_0_to_tq2_0(blocks: &[u8], out: &mut [u8]) -> Result<(), String> {
     map_blocks("TQ1_0", blocks, out, |b: &[u8; BlockTQ1_0::SIZE]| {
         let b = BlockTQ1_0::from_bytes(b);
-        to_q3_k(b.d, &b.trits())
+        to_tq2_0(b.d, &b.trits())
     })
 }
 
-/// Rewrites whole TQ2_0 blocks as Q3_K blocks (110 bytes per 66).
-pub fn repack_tq2_0_to_q3_k(blocks: &[u8], out: &mut [u8]) -> Result<(), String> {
+/// Rewrites whole TQ2_0 blocks as Q8_0 blocks (8 of 34 bytes per 66: the
+/// same `d`, `code - 1` as the i8 code), value for value: how OpenCL,
+/// which has no TQ2_0 kernel, keeps them.
+pub fn repack_tq2_0_to_q8_0(blocks: &[u8], out: &mut [u8]) -> Result<(), String> {
+    const OUT: usize = QK_K / QK * BlockQ8_0::SIZE;
     map_blocks("TQ2_0", blocks, out, |b: &[u8; BlockTQ2_0::SIZE]| {
         let b = BlockTQ2_0::from_bytes(b);
-        to_q3_k(b.d, &b.trits())
+        let t = b.trits();
+        let mut o = [0u8; OUT];
+        for (q, t) in o.chunks_exact_mut(BlockQ8_0::SIZE).zip(t.chunks_exact(QK)) {
+            q[..2].copy_from_slice(&b.d.to_le_bytes());
+            for (c, &v) in q[2..].iter_mut().zip(t) {
+                *c = v as u8;
+            }
+        }
+        o
     })
 }

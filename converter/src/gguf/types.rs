@@ -85,7 +85,7 @@ impl GgmlType {
     }
 
     /// The block format mllm imports this type as, if it has no kernels of
-    /// its own (TQ1_0, TQ2_0, MXFP4, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S,
+    /// its own (TQ1_0, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S,
     /// IQ3_XXS, IQ3_S; `quant::import`).
     pub fn import(self) -> Option<ImportType> {
         ImportType::from_ggml_type_id(self.id)

@@ -3,8 +3,8 @@
 //! 2-D weights and 3-D expert stacks stay as borrowed ggml blocks for the
 //! quantized kernels (or are widened to F32 on load with
 //! `set_dequantize(true)`). The ggml types without kernels of their own
-//! (TQ1_0, TQ2_0 and the IQ1..IQ3 types; `quant::import`) are repacked at
-//! load into a type whose kernels compute the same values exactly (Q3_K,
+//! (TQ1_0 and the IQ1..IQ3 types; `quant::import`) are repacked at
+//! load into a type whose kernels compute the same values exactly (TQ2_0,
 //! Q6_K, scaled Q6_K or Q8_KS), or widened to f32 where no type holds
 //! them exactly (none today).
 //! Where llama.cpp's converter changed a tensor

@@ -48,6 +48,7 @@ pub fn quantize(ty: QuantType, x: &[f32]) -> Result<Vec<u8>, String> {
         | QuantType::Q6KScaled { .. }
         | QuantType::Q8KS { .. }
         | QuantType::MXFP4
+        | QuantType::TQ2_0
         | QuantType::Q2_K
         | QuantType::Q3_K
         | QuantType::Q5_0

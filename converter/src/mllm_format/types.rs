@@ -33,7 +33,7 @@ impl StoredType {
     pub const W8A8: StoredType = StoredType::Quant(QuantType::W8A8 { k: 0 });
 
     /// Every type version 1 files may hold (W8A8 with its row left open).
-    pub const ALL: [StoredType; 28] = [
+    pub const ALL: [StoredType; 29] = [
         StoredType::F32,
         StoredType::F16,
         StoredType::BF16,
@@ -51,6 +51,7 @@ impl StoredType {
         StoredType::Quant(QuantType::Q5_1),
         StoredType::Quant(QuantType::IQ4_NL),
         StoredType::Quant(QuantType::MXFP4),
+        StoredType::Quant(QuantType::TQ2_0),
         StoredType::Quant(QuantType::W4A16 { group: 32 }),
         StoredType::Quant(QuantType::W4A16 { group: 64 }),
         StoredType::Quant(QuantType::W4A16 { group: 128 }),
@@ -127,6 +128,7 @@ impl StoredType {
             StoredType::Quant(QuantType::Q5_1) => "q5_1",
             StoredType::Quant(QuantType::IQ4_NL) => "iq4_nl",
             StoredType::Quant(QuantType::MXFP4) => "mxfp4",
+            StoredType::Quant(QuantType::TQ2_0) => "tq2_0",
             StoredType::Quant(QuantType::W4A16 { group: 32 }) => "w4a16_g32",
             StoredType::Quant(QuantType::W4A16 { group: 64 }) => "w4a16_g64",
             StoredType::Quant(QuantType::W4A16 { .. }) => "w4a16_g128",

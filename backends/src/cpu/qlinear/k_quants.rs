@@ -1,4 +1,4 @@
-//! Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS weights against `ActQ8K` activations
+//! Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, Q8_KS and TQ2_0 weights against `ActQ8K` activations
 //! (256-value super-blocks with per-16 code sums).
 //!
 //! A K-quant's sub-block scales are small integers, so a whole super-block
@@ -22,6 +22,8 @@
 //!   `v` the table value (`KVALUES_IQ4NL`, -127..=113) of each 4-bit code;
 //!   `v` is signed, so the SIMD paths multiply `|v|` by `qa` carrying
 //!   `v`'s sign (`vpsignb`), exact since both stay within 127.
+//! - TQ2_0: `sum(w * a) = da * d * (sum(q * qa) - sum(qa))` with 2-bit
+//!   codes `q = t + 1` in Q2_K's layout and no scales (`tq2`).
 //!
 //! The SIMD paths (AVX2 `maddubs` + `madd` by the scales, AVX-512 VNNI
 //! `vpdpwssd` doing the scale multiply-add in one, NEON `sdot` or widening
@@ -34,6 +36,7 @@ use super::{drive, Isa, Out, Tile};
 use crate::quant::iq4::{BlockIQ4XS, KVALUES_IQ4NL};
 use crate::quant::k_quants::{scale_min_k4, K_SCALE_SIZE};
 use crate::quant::q8_ks::{BlockQ8KS, Q8KS_OFFSET};
+use crate::quant::tq::BlockTQ2_0;
 use crate::quant::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, QuantType, QK_K};
 
 #[inline(always)]
@@ -227,6 +230,28 @@ pub(super) fn vec_dot_q2k(w: &[u8], act: &ActQ8K, i: usize) -> f32 {
     acc
 }
 
+/// Scalar twin for TQ2_0: codes as Q2_K's, no scales, one offset of 1
+/// (the activation sum, from the per-16 sums).
+pub(super) fn vec_dot_tq2(w: &[u8], act: &ActQ8K, i: usize) -> f32 {
+    let nsb = act.blocks_per_row();
+    let mut acc = 0.0f32;
+    for sb in 0..nsb {
+        let blk = &w[sb * BlockTQ2_0::SIZE..(sb + 1) * BlockTQ2_0::SIZE];
+        let d = f16_le(blk, 64);
+        let a = &act.qs[i * act.k + sb * QK_K..i * act.k + (sb + 1) * QK_K];
+        let bs = &act.bsums[(i * nsb + sb) * 16..(i * nsb + sb + 1) * 16];
+        let dot: i32 = (0..QK_K)
+            .map(|e| {
+                let (n, j, l) = (e / 128, (e % 128) / 32, e % 32);
+                ((blk[32 * n + l] >> (2 * j)) & 3) as i32 * a[e] as i32
+            })
+            .sum();
+        let asum: i32 = bs.iter().map(|&s| s as i32).sum();
+        acc += (d * act.d[i * nsb + sb]) * (dot - asum) as f32;
+    }
+    acc
+}
+
 /// The sixteen scales `sc - 32` (-32..=31) of a Q3_K block from its 12
 /// scale bytes: low 4 bits in nibble `i / 8` of byte `i % 8`, top 2 in
 /// bits `2 (i / 4)..` of byte `8 + i % 4`.
@@ -341,6 +366,7 @@ pub(super) enum Kind {
     Q2K,
     Q3K,
     Q8KS,
+    TQ2,
 }
 
 impl Kind {
@@ -355,6 +381,7 @@ impl Kind {
             QuantType::IQ4_XS => Kind::IQ4XS,
             QuantType::Q2_K => Kind::Q2K,
             QuantType::Q3_K => Kind::Q3K,
+            QuantType::TQ2_0 => Kind::TQ2,
             _ => return None,
         })
     }
@@ -368,6 +395,7 @@ impl Kind {
             Kind::Q2K => BlockQ2K::SIZE,
             Kind::Q3K => BlockQ3K::SIZE,
             Kind::Q8KS => BlockQ8KS::SIZE,
+            Kind::TQ2 => BlockTQ2_0::SIZE,
         }
     }
 }
@@ -398,8 +426,9 @@ pub(super) unsafe fn gemm(kind: Kind, isa: Isa, w: &[u8], nr: usize, act: &ActQ8
     // Prefill on x86: weight rows unpacked once per block of activation
     // rows, sixteen interleaved on AVX-512 VNNI (`panel16`), four on AVX2
     // (`panel`).
+    // (TQ2_0 has no panels: its tiles have no scales to unpack once.)
     #[cfg(target_arch = "x86_64")]
-    if m >= PANEL_MIN_ROWS {
+    if m >= PANEL_MIN_ROWS && kind != Kind::TQ2 {
         match isa {
             // SAFETY: as below; the panels read the same rows and cells.
             Isa::Avx2 => return unsafe { panel::gemm(kind, false, &ctx, nr, m) },
@@ -477,6 +506,7 @@ pub(super) unsafe fn gemm(kind: Kind, isa: Isa, w: &[u8], nr: usize, act: &ActQ8
                         Kind::Q2K => vec_dot_q2k(row, act, i),
                         Kind::Q3K => vec_dot_q3k(row, act, i),
                         Kind::Q8KS => vec_dot_q8ks(row, act, i),
+                        Kind::TQ2 => vec_dot_tq2(row, act, i),
                     };
                     // SAFETY: inside the cells the caller vouched for.
                     unsafe { *out.at(i, j) = v };
@@ -487,7 +517,7 @@ pub(super) unsafe fn gemm(kind: Kind, isa: Isa, w: &[u8], nr: usize, act: &ActQ8
 }
 
 /// Whether a call of `m` activation rows on `isa` runs the 16-row panels
-/// (for most K-quants), so that tasks should hold whole panels.
+/// (for most K-quants, not TQ2_0), so that tasks should hold whole panels.
 pub(super) fn sixteen_rows(isa: Isa, m: usize) -> bool {
     cfg!(target_arch = "x86_64") && isa == Isa::Avx512Vnni && m >= PANEL_MIN_ROWS
 }
@@ -514,6 +544,7 @@ mod panel;
 mod panel16;
 #[cfg(target_arch = "x86_64")]
 mod rows4;
+mod tq2;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 #[cfg(target_arch = "x86_64")]

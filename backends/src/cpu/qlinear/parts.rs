@@ -75,7 +75,8 @@ unsafe fn gemm(
         | QuantType::Q6_K
         | QuantType::IQ4_XS
         | QuantType::Q2_K
-        | QuantType::Q3_K => {
+        | QuantType::Q3_K
+        | QuantType::TQ2_0 => {
             let kind = k_quants::Kind::of(p.ty).expect("a K-quant type");
             k_quants::gemm(kind, isa, w, nr, &s.q8k, out)
         }

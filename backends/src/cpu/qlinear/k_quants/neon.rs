@@ -1,10 +1,12 @@
-//! The NEON tiles of Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_KS and IQ4_XS: `sdot` where
+//! The NEON tiles of Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_KS and IQ4_XS (TQ2_0's
+//! are in `tq2`, dispatched here): `sdot` where
 //! the CPU has dotprod, widening multiplies where it does not (the `DOT`
 //! parameter), each bit-identical to its scalar twin.
 
 use std::arch::aarch64::*;
 
 use super::super::block32::{f16_neon, sdot};
+use super::tq2::neon::tile_tq2;
 use super::{finish_q4k, store, unpack_scales_u32, Ctx, Kind, Tile};
 use crate::quant::iq4::KVALUES_IQ4NL;
 use crate::quant::QK_K;
@@ -498,6 +500,7 @@ unsafe fn tile_neon<const R: usize, const C: usize>(kind: Kind, ctx: &Ctx, j: us
         Kind::IQ4XS => tile_iq4xs::<R, C, false>(ctx, j, i),
         Kind::Q2K => tile_q2k::<R, C, false>(ctx, j, i),
         Kind::Q3K => tile_q3k::<R, C, false>(ctx, j, i),
+        Kind::TQ2 => tile_tq2::<R, C, false>(ctx, j, i),
     }
 }
 
@@ -511,6 +514,7 @@ unsafe fn tile_dot<const R: usize, const C: usize>(kind: Kind, ctx: &Ctx, j: usi
         Kind::IQ4XS => tile_iq4xs::<R, C, true>(ctx, j, i),
         Kind::Q2K => tile_q2k::<R, C, true>(ctx, j, i),
         Kind::Q3K => tile_q3k::<R, C, true>(ctx, j, i),
+        Kind::TQ2 => tile_tq2::<R, C, true>(ctx, j, i),
     }
 }
 
@@ -537,7 +541,10 @@ macro_rules! per_kind {
         unsafe fn q8ks(ctx: &Ctx, j: usize, i: usize) {
             $f::<$r, $c>(Kind::Q8KS, ctx, j, i)
         }
-        [q4k as Tile<Ctx>, q5k, q6k, iq4xs, q2k, q3k, q8ks]
+        unsafe fn tq2(ctx: &Ctx, j: usize, i: usize) {
+            $f::<$r, $c>(Kind::TQ2, ctx, j, i)
+        }
+        [q4k as Tile<Ctx>, q5k, q6k, iq4xs, q2k, q3k, q8ks, tq2]
     }};
 }
 

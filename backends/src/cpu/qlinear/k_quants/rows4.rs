@@ -317,5 +317,8 @@ pub(super) fn tile_fn(kind: Kind, vnni: bool) -> Option<Tile<Ctx>> {
         (Kind::Q6K, true) => return None,
         // Q8_KS (IQ2 files): the one-row tiles of `x86`.
         (Kind::Q8KS, _) => return None,
+        // TQ2_0: its tail is one subtraction and one float step, nothing
+        // to share across rows.
+        (Kind::TQ2, _) => return None,
     })
 }

@@ -1,11 +1,12 @@
 //! The AVX2 and AVX-512 VNNI tiles of Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS
 //! (256-bit; the 512-bit Q6_K tile is `k_zmm`): those of the types with a
-//! scale per 16 values (Q2_K, Q3_K, Q6_K) are in `x86_per16`, the helpers
-//! and the dispatch here.
+//! scale per 16 values (Q2_K, Q3_K, Q6_K) are in `x86_per16`, TQ2_0's in
+//! `tq2`, the helpers and the dispatch here.
 
 use std::arch::x86_64::*;
 
 use super::super::block32::f16_at;
+use super::tq2::x86::tile_tq2;
 use super::x86_per16::{tile_q2k, tile_q6k, F_Q3, F_Q6, F_Q8};
 use super::{finish_q4k, iq4xs_scales, store, unpack_scales_u32, Ctx, Kind, Tile};
 use crate::quant::iq4::KVALUES_IQ4NL;
@@ -362,6 +363,7 @@ macro_rules! wrappers {
                 Kind::Q8KS => tile_q6k::<R, C, $vnni, F_Q8>(ctx, j, i),
                 Kind::IQ4XS => tile_iq4xs::<R, C, $vnni>(ctx, j, i),
                 Kind::Q2K => tile_q2k::<R, C, $vnni>(ctx, j, i),
+                Kind::TQ2 => tile_tq2::<R, C, $vnni>(ctx, j, i),
             }
         }
     };
@@ -392,7 +394,10 @@ macro_rules! per_kind {
         unsafe fn q8ks(ctx: &Ctx, j: usize, i: usize) {
             $f::<$r, $c>(Kind::Q8KS, ctx, j, i)
         }
-        [q4k as Tile<Ctx>, q5k, q6k, iq4xs, q2k, q3k, q8ks]
+        unsafe fn tq2(ctx: &Ctx, j: usize, i: usize) {
+            $f::<$r, $c>(Kind::TQ2, ctx, j, i)
+        }
+        [q4k as Tile<Ctx>, q5k, q6k, iq4xs, q2k, q3k, q8ks, tq2]
     }};
 }
 
