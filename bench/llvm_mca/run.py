@@ -49,6 +49,8 @@ KQUANT = [  # type, tile function in k_quants/neon.rs, filter, ggml suffix, ggml
     # Q8_KS (the IQ2 types' kernel type) is tile_q6k with a byte load for
     # the 6-bit unpack: the shorter of tile_q6k's two loops
     ("Q8_KS", "tile_q6k", ["--fewest"], None, False),
+    # TQ2_0's tile lives in k_quants/tq2.rs (dispatched from neon.rs)
+    ("TQ2_0", "tile_tq2", [], "tq2_0_q8_K", False),
 ]
 # Types imported into another type's blocks (`quant::import`): our loop is
 # that type's tile (the rows above), ggml's is the type's own vec_dot.
@@ -60,8 +62,7 @@ REPACKED = [  # type, runs as (a KQUANT row), ggml suffix
     ("IQ3_S", "Q6_K", "iq3_s_q8_K"),
     ("IQ1_S", "Q6_K", "iq1_s_q8_K"),
     ("IQ1_M", "Q6_K", "iq1_m_q8_K"),
-    ("TQ1_0", "Q3_K", "tq1_0_q8_K"),
-    ("TQ2_0", "Q3_K", "tq2_0_q8_K"),
+    ("TQ1_0", "TQ2_0", "tq1_0_q8_K"),
 ]
 
 
@@ -160,9 +161,12 @@ def main():
     kq_mm = "cpu::qlinear::k_quants::neon_mm::"
     decode = {}  # type -> our (dotprod, NEON) decode loops, for REPACKED
     for name, tile, filt, gsfx, g_mm in KQUANT:
-        others = [ranges[t] for t in ("tile_q4k", "tile_q6k", "tile_iq4xs", "tile_q2k", "tile_q3k")
-                  if t != tile]
-        src = ["--src", "k_quants/neon.rs:" + ",".join(f"{a}-{b}" for a, b in [ranges[tile], *others])]
+        if tile == "tile_tq2":
+            src = ["--src", "k_quants/tq2.rs:1-100000"]
+        else:
+            others = [ranges[t] for t in ("tile_q4k", "tile_q6k", "tile_iq4xs", "tile_q2k", "tile_q3k")
+                      if t != tile]
+            src = ["--src", "k_quants/neon.rs:" + ",".join(f"{a}-{b}" for a, b in [ranges[tile], *others])]
         extra = src + filt
         g = f"^ggml_vec_dot_{gsfx}$"
         decode[name] = (R.measure(ours_s, rf"{kq}tile_dot::<1, 1>$", "sdot", 1, 256, extra),

@@ -426,9 +426,8 @@ pub(super) unsafe fn gemm(kind: Kind, isa: Isa, w: &[u8], nr: usize, act: &ActQ8
     // Prefill on x86: weight rows unpacked once per block of activation
     // rows, sixteen interleaved on AVX-512 VNNI (`panel16`), four on AVX2
     // (`panel`).
-    // (TQ2_0 has no panels: its tiles have no scales to unpack once.)
     #[cfg(target_arch = "x86_64")]
-    if m >= PANEL_MIN_ROWS && kind != Kind::TQ2 {
+    if m >= PANEL_MIN_ROWS {
         match isa {
             // SAFETY: as below; the panels read the same rows and cells.
             Isa::Avx2 => return unsafe { panel::gemm(kind, false, &ctx, nr, m) },
@@ -517,7 +516,7 @@ pub(super) unsafe fn gemm(kind: Kind, isa: Isa, w: &[u8], nr: usize, act: &ActQ8
 }
 
 /// Whether a call of `m` activation rows on `isa` runs the 16-row panels
-/// (for most K-quants, not TQ2_0), so that tasks should hold whole panels.
+/// (for most K-quants), so that tasks should hold whole panels.
 pub(super) fn sixteen_rows(isa: Isa, m: usize) -> bool {
     cfg!(target_arch = "x86_64") && isa == Isa::Avx512Vnni && m >= PANEL_MIN_ROWS
 }

@@ -1,4 +1,4 @@
-//! Prefill tiles of Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_KS and IQ4_XS on x86 (AVX2 and AVX-512 VNNI on
+//! Prefill tiles of Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_KS, IQ4_XS and TQ2_0 on x86 (AVX2 and AVX-512 VNNI on
 //! 256-bit vectors): four weight rows are unpacked once into a panel, then
 //! every activation row streams past it two at a time.
 //!
@@ -98,6 +98,22 @@ pub(super) unsafe fn build(kind: Kind, ctx: &Ctx, j: usize, panel: &mut [Sb]) {
                     ];
                 }
                 p.mins[r] = s;
+                continue;
+            }
+            if kind == Kind::TQ2 {
+                // Ternary: the 2-bit codes under scales of 1, and the
+                // offset 1 against each 16-value activation sum.
+                let d = f16_at(blk.add(64));
+                for c in 0..C {
+                    (p.d[r * C + c], p.dmin[r * C + c]) = (d, 0.0);
+                }
+                for n in 0..2 {
+                    for g in 0..4 {
+                        _mm256_store_si256(codes.add(4 * n + g), q2_codes(blk, n, g));
+                    }
+                }
+                p.scales[r] = [[1; 16]; 8];
+                p.mins[r] = [1; 16];
                 continue;
             }
             if kind == Kind::Q2K {
@@ -263,11 +279,12 @@ unsafe fn tile<const VNNI: bool>(kind: Kind, ctx: &Ctx, panel: &[Sb], j: usize, 
         let da1 = *ctx.ad.add((i + 1) * nsb + sb);
         let da = _mm256_setr_ps(da0, da1, da0, da1, da0, da1, da0, da1);
         let dd = _mm256_mul_ps(_mm256_load_ps(p.d.as_ptr()), da);
-        if matches!(kind, Kind::Q6K | Kind::Q3K | Kind::Q8KS) {
+        if matches!(kind, Kind::Q6K | Kind::Q3K | Kind::Q8KS | Kind::TQ2) {
             // isum - 32 * sum_k sc_k * bsum_k, as `vec_dot_q6k` (Q3_K: 4,
-            // Q8_KS: 64).
+            // Q8_KS: 64, TQ2_0: 1 with every scale 1, `vec_dot_tq2`).
             for l in 0..R * C {
                 let corr = match kind {
+                    Kind::TQ2 => mins[l],
                     Kind::Q3K => _mm256_slli_epi32(mins[l], 2),
                     Kind::Q8KS => _mm256_slli_epi32(mins[l], 6),
                     _ => _mm256_slli_epi32(mins[l], 5),

@@ -1,4 +1,4 @@
-//! AVX-512 VNNI prefill of Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_KS and IQ4_XS with sixteen
+//! AVX-512 VNNI prefill of Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_KS, IQ4_XS and TQ2_0 with sixteen
 //! weight rows interleaved, as the Q4_0 x16 tiles (`x16`) are: one
 //! `vpdpbusd` multiplies four codes of all sixteen rows (one row per 32-bit
 //! lane) by four activation bytes broadcast to every lane, so 64 products
@@ -178,8 +178,10 @@ unsafe fn tile<const N: usize, const PER32: bool>(
             let v = match kind {
                 // isum - 32 * sum_k sc_k * bsum_k, as `vec_dot_q6k` (Q3_K:
                 // 4; Q8_KS: 64; IQ4_XS: the 128 its codes were moved by).
-                Kind::Q6K | Kind::Q3K | Kind::Q8KS | Kind::IQ4XS => {
+                Kind::Q6K | Kind::Q3K | Kind::Q8KS | Kind::IQ4XS | Kind::TQ2 => {
                     let shifted = match kind {
+                        // TQ2_0: every scale 1, the offset 1.
+                        Kind::TQ2 => corr[c],
                         Kind::Q6K => _mm512_slli_epi32::<5>(corr[c]),
                         Kind::Q8KS => _mm512_slli_epi32::<6>(corr[c]),
                         Kind::Q3K => _mm512_slli_epi32::<2>(corr[c]),

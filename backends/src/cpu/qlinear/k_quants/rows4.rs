@@ -13,6 +13,7 @@
 
 use std::arch::x86_64::*;
 
+use super::tq2::x86::tile_tq2_rows4;
 use super::x86::{
     iq4_values2, iq4xs_rows, madd_scaled, prefetch_next_row, q4k_codes, q4k_rows, scale_at, IqRows,
     Q4Rows,
@@ -118,7 +119,7 @@ unsafe fn tile<const VNNI: bool, const Q5: bool>(ctx: &Ctx, j: usize, i: usize) 
 
 /// The prefetch of the tile `AHEAD` tiles on, slice `sb` of `nsb`.
 #[inline(always)]
-unsafe fn prefetch_ahead(ctx: &Ctx, j: usize, sb: usize) {
+pub(super) unsafe fn prefetch_ahead(ctx: &Ctx, j: usize, sb: usize) {
     let ahead = ctx.w.wrapping_add((j + AHEAD * R) * ctx.row_bytes);
     let lines = (R * ctx.row_bytes).div_ceil(64);
     for line in sb * lines / ctx.nsb..(sb + 1) * lines / ctx.nsb {
@@ -291,6 +292,7 @@ wrappers! {
     iq4xs_avx2, iq4xs_vnni => tile_iq4xs;
     q2k_avx2, q2k_vnni => tile_q2k;
     q3k_avx2, q3k_vnni => tile_q3k;
+    tq2_avx2, tq2_vnni => tile_tq2_rows4;
 }
 
 /// The four-row tile of `kind` (Q4_K, Q5_K, IQ4_XS, Q2_K, Q3_K) by one activation row, if
@@ -317,8 +319,8 @@ pub(super) fn tile_fn(kind: Kind, vnni: bool) -> Option<Tile<Ctx>> {
         (Kind::Q6K, true) => return None,
         // Q8_KS (IQ2 files): the one-row tiles of `x86`.
         (Kind::Q8KS, _) => return None,
-        // TQ2_0: its tail is one subtraction and one float step, nothing
-        // to share across rows.
-        (Kind::TQ2, _) => return None,
+        // TQ2_0: the four rows share each activation load and sum.
+        (Kind::TQ2, false) => tq2_avx2,
+        (Kind::TQ2, true) => tq2_vnni,
     })
 }

@@ -5,13 +5,17 @@
 //! and one float step, `(d * da) * isum`, as `vec_dot_tq2` computes it:
 //! no sub-block scales to multiply (Q3_K's tiles, which TQ2_0 used to run
 //! on, did sixteen and a third code bit). The codes are at most 3, so
-//! `maddubs` pairs stay far inside an i16.
+//! `maddubs` pairs stay far inside an i16. Prompts on x86 take the
+//! K-quants' panels (`panel`, `panel16`: the codes unpacked once per block
+//! of activation rows, every scale 1, the offset 1 against the 16-value
+//! sums), which give the same bits.
 
 #[cfg(target_arch = "x86_64")]
 pub(super) mod x86 {
     use std::arch::x86_64::*;
 
     use super::super::super::block32::f16_at;
+    use super::super::rows4::prefetch_ahead;
     use super::super::x86::{hsum_i32, prefetch_next_row};
     use super::super::x86_per16::q2_codes;
     use super::super::{store, Ctx};
@@ -23,6 +27,12 @@ pub(super) mod x86 {
     pub(in super::super) unsafe fn act_sum(bs: *const i16) -> i32 {
         let v = _mm256_loadu_si256(bs as *const __m256i);
         hsum_i32(_mm256_madd_epi16(v, _mm256_set1_epi16(1)))
+    }
+
+    /// Four weight rows by one activation row: one-row decode (`rows4`).
+    #[inline(always)]
+    pub(in super::super) unsafe fn tile_tq2_rows4<const VNNI: bool>(ctx: &Ctx, j: usize, i: usize) {
+        tile_tq2::<4, 1, VNNI>(ctx, j, i)
     }
 
     /// R weight rows by C activation rows (AVX2 `maddubs` + `madd`, or
@@ -43,8 +53,14 @@ pub(super) mod x86 {
                 p[r] = ctx.w.add((j + r) * ctx.row_bytes + sb * size);
                 prefetch_next_row::<R>(p[r], ctx.row_bytes, size);
             }
+            if R == 4 && C == 1 {
+                // The four-row decode tile (`rows4`): its prefetch.
+                prefetch_ahead(ctx, j, sb);
+            }
             // Two chains (even and odd chunks), so a one-row tile is not
-            // bound by the latency of one.
+            // bound by the latency of one. AVX2 keeps them in i16 lanes
+            // and widens once per super-block: each lane adds at most 4
+            // `maddubs` pairs of 2 * 3 * 127.
             let mut iacc = [[[_mm256_setzero_si256(); C]; R]; 2];
             unroll!(n in [0, 1] {
                 unroll!(g in [0, 1, 2, 3] {
@@ -63,7 +79,7 @@ pub(super) mod x86 {
                             *t = if VNNI {
                                 _mm256_dpbusd_epi32(*t, q[r], a)
                             } else {
-                                _mm256_add_epi32(*t, _mm256_madd_epi16(_mm256_maddubs_epi16(q[r], a), ones))
+                                _mm256_add_epi16(*t, _mm256_maddubs_epi16(q[r], a))
                             };
                         }
                     }
@@ -74,7 +90,12 @@ pub(super) mod x86 {
                 let da = *ctx.ad.add(bi);
                 let asum = act_sum(ctx.abs.add(bi * 16));
                 for r in 0..R {
-                    let isum = hsum_i32(_mm256_add_epi32(iacc[0][r][c], iacc[1][r][c])) - asum;
+                    let both = if VNNI {
+                        _mm256_add_epi32(iacc[0][r][c], iacc[1][r][c])
+                    } else {
+                        _mm256_madd_epi16(_mm256_add_epi16(iacc[0][r][c], iacc[1][r][c]), ones)
+                    };
+                    let isum = hsum_i32(both) - asum;
                     acc[r][c] += (f16_at(p[r].add(64)) * da) * isum as f32;
                 }
             }
