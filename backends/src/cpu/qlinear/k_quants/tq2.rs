@@ -145,7 +145,12 @@ pub(super) mod neon {
         for sb in 0..nsb {
             let p: [*const u8; R] =
                 std::array::from_fn(|r| ctx.w.add((j + r) * ctx.row_bytes + sb * size));
-            let mut iacc = [[vdupq_n_s32(0); C]; R];
+            // Two chains (even and odd code shifts) in the decode tiles,
+            // so a 1x1 tile is not bound by one chain's latency; one where
+            // the tile's own cells are enough chains (and registers are
+            // not).
+            let chains = if R * C <= 2 { 2 } else { 1 };
+            let mut iacc = [[[vdupq_n_s32(0); C]; R]; 2];
             for n in 0..2 {
                 let b: [[uint8x16_t; 2]; R] = std::array::from_fn(|r| {
                     [vld1q_u8(p[r].add(32 * n)), vld1q_u8(p[r].add(32 * n + 16))]
@@ -166,7 +171,8 @@ pub(super) mod neon {
                         let pa = ctx.aq.add((i + c) * k + sb * QK_K + 128 * n + 32 * g);
                         let a = [vld1q_s8(pa), vld1q_s8(pa.add(16))];
                         for r in 0..R {
-                            iacc[r][c] = acc32::<DOT>(iacc[r][c], q[r], a);
+                            let t = &mut iacc[g % chains][r][c];
+                            *t = acc32::<DOT>(*t, q[r], a);
                         }
                     }
                 }
@@ -174,10 +180,16 @@ pub(super) mod neon {
             for c in 0..C {
                 let bi = (i + c) * nsb + sb;
                 let da = *ctx.ad.add(bi);
+                // The activation sum as four lanes (pairs of 16-value sums
+                // stay within 2 * 16 * 127 in i16), taken off before the
+                // one reduction across lanes: the sum then stays in a
+                // vector register for the conversion (a scalar subtraction
+                // moved it through general registers).
                 let bs = ctx.abs.add(bi * 16);
-                let asum = vaddlvq_s16(vld1q_s16(bs)) + vaddlvq_s16(vld1q_s16(bs.add(8)));
+                let asum = vpaddlq_s16(vaddq_s16(vld1q_s16(bs), vld1q_s16(bs.add(8))));
                 for r in 0..R {
-                    let isum = vaddvq_s32(iacc[r][c]) - asum;
+                    let v = vsubq_s32(vaddq_s32(iacc[0][r][c], iacc[1][r][c]), asum);
+                    let isum = vaddvq_s32(v);
                     acc[r][c] += (f16_neon(p[r].add(64)) * da) * isum as f32;
                 }
             }
