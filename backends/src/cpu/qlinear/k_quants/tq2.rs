@@ -22,9 +22,9 @@ pub(super) mod x86 {
     use crate::quant::tq::BlockTQ2_0;
     use crate::quant::QK_K;
 
-    /// The sum of activation row `bi`'s 256 codes from its 16 per-16 sums.
+    /// The sum of an activation row's 256 codes from its 16 per-16 sums.
     #[inline(always)]
-    pub(in super::super) unsafe fn act_sum(bs: *const i16) -> i32 {
+    unsafe fn act_sum(bs: *const i16) -> i32 {
         let v = _mm256_loadu_si256(bs as *const __m256i);
         hsum_i32(_mm256_madd_epi16(v, _mm256_set1_epi16(1)))
     }
