@@ -51,19 +51,40 @@ pub fn capture_with_kv<B: Backend + Clone>(
     let inputs =
         ForwardInputs::text(&vec![0; seq], 0, scratch, last_only).map_err(|e| e.to_string())?;
     let opts = (seq, context, side_outputs, last_only);
-    record(model, backend, "the forward", opts, |cap| {
+    record(model, backend, "the forward", opts, true, |cap| {
+        model.run(cap, inputs)
+    })
+}
+
+/// `capture` with every op of the recording run computed, linears too:
+/// the twin the placeholders of `Capture::skip_linears` are checked
+/// against (the graphs must be the same).
+pub fn capture_computing_all<B: Backend + Clone>(
+    model: &Model,
+    backend: &B,
+    seq: usize,
+    context: usize,
+    last_only: bool,
+) -> Result<Graph, String> {
+    let scratch = Rc::new(RefCell::new(KvCache::with_dtype(DType::F32)?));
+    let inputs =
+        ForwardInputs::text(&vec![0; seq], 0, scratch, last_only).map_err(|e| e.to_string())?;
+    let opts = (seq, context, false, last_only);
+    record(model, backend, "the forward", opts, false, |cap| {
         model.run(cap, inputs)
     })
 }
 
 /// Runs `run` once under a graph capture (`seq` rows, past buffers of
-/// `context` rows, side outputs and last-row logits as said) and returns
-/// the graph with its result as `logits`.
+/// `context` rows, side outputs and last-row logits as said; linears
+/// computed or given placeholders: `skip_linears`) and returns the graph
+/// with its result as `logits`.
 fn record<B: Backend + Clone>(
     model: &Model,
     backend: &B,
     what: &str,
     (seq, context, side_outputs, last_only): (usize, usize, bool, bool),
+    skip_linears: bool,
     run: impl FnOnce(&mut Capture<Eager<B>>) -> crate::error::RtResult<Value>,
 ) -> Result<Graph, String> {
     if seq == 0 {
@@ -72,6 +93,7 @@ fn record<B: Backend + Clone>(
     let mut cap = Capture::new(Eager::new(backend.clone()), &model.weights, context);
     cap.side_outputs = side_outputs;
     cap.last_only = last_only;
+    cap.skip_linears = skip_linears;
     let out = run(&mut cap).map_err(|e| e.render(&model.program.sources, false))?;
     let Value::Tensor(logits) = out else {
         return Err(format!("{what} returned {out:?}, not logits"));
@@ -105,9 +127,14 @@ pub fn capture_call<B: Backend + Clone>(
         ("cache", Value::Cache(scratch)),
     ];
     let what = format!("`{func}`");
-    record(model, backend, &what, (seq, context, true, false), |cap| {
-        model.call(func, cap, inputs)
-    })
+    record(
+        model,
+        backend,
+        &what,
+        (seq, context, true, false),
+        true,
+        |cap| model.call(func, cap, inputs),
+    )
 }
 
 /// Per-shape compiled graphs of one model.

@@ -204,6 +204,48 @@ fn data_dependent_forwards_are_refused() {
     assert!(err.contains("reads the data"), "{err}");
 }
 
+/// A capture keeps only the graph, so its recording run leaves the
+/// linears' products out (zeros in their place: capturing a shape then
+/// costs a fraction of a step): the graph is the one a recording that
+/// computes every op gives, op for op, for one and several rows, a
+/// prompt's last row and every row's logits, on f32 and bf16 weights,
+/// with experts routed by a linear's product and with recurrent layers.
+#[test]
+fn captures_without_the_linears_products_record_the_same_graph() {
+    let cases = [
+        ("qwen3", "gqa_tied_f32"),
+        ("qwen3", "untied_bf16_ropeparams"),
+        ("gemma3", "gemma3/gemma3_bf16"),
+        ("qwen3_moe", "qwen3_moe/moe_f32"),
+        ("qwen3_5", "qwen3_5/qwen3_5_f32"),
+    ];
+    for (name, case) in cases {
+        let m = match name {
+            "qwen3" => load_case(case),
+            _ => load_with(&script(name), case),
+        };
+        let model = &m.runner.model;
+        for (seq, last_only) in [(1, true), (3, false), (5, true)] {
+            let fast = mllm_interpreter::compile::capture(model, &CpuBackend, seq, 32, last_only)
+                .unwrap_or_else(|e| panic!("{e}"));
+            let full = mllm_interpreter::compile::capture_computing_all(
+                model,
+                &CpuBackend,
+                seq,
+                32,
+                last_only,
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+            let (a, b) = (
+                mllm_graph::text::to_text(&fast),
+                mllm_graph::text::to_text(&full),
+            );
+            assert_eq!(a, b, "{case}, {seq} rows");
+            assert!(a.contains("= linear("), "{case}: no linear in\n{a}");
+        }
+    }
+}
+
 /// The compiled graphs above are the fused ones: each decoder layer's MLP
 /// middle is one `gated_act`, q/k/v and gate/up are merged linears with the
 /// RMSNorm before them folded in (the final norm folds into the LM head),
