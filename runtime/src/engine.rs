@@ -297,7 +297,7 @@ pub fn generate_with(
     engine: &mut Engine,
     gen: &mut Generation,
     req: GenRequest,
-    spec: Option<Speculation>,
+    mut spec: Option<Speculation>,
     out: &mut dyn FnMut(&str),
     interrupt: &AtomicBool,
 ) -> Result<GenStats> {
@@ -306,6 +306,13 @@ pub fn generate_with(
         Some((images, spec)) => engine.feed_images(req.prompt, images, spec)?,
         None => engine.feed(req.prompt)?,
     };
+    if let Some(s) = spec.as_mut() {
+        let target = crate::speculative::TargetView {
+            model: &engine.runner.model,
+            hidden: engine.seq.hidden.as_mut(),
+        };
+        s.proposer.prepare(target, req.prompt)?;
+    }
     let prompt_secs = t0.elapsed().as_secs_f64();
     let t1 = Instant::now();
     let reason = match spec {

@@ -33,7 +33,7 @@ mod tests;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-pub use draft::{draft_propose, load_draft, same_vocabulary, DraftModel};
+pub use draft::{draft_prefill, draft_propose, load_draft, same_vocabulary, DraftModel};
 /// Most rows a step may hold and still give each row a one-row step's bits.
 pub use mllm_backends::cpu::ROW_INVARIANT_STEP;
 pub use mtp::{check_model as check_mtp, MtpHead};
@@ -235,6 +235,16 @@ pub trait Proposer {
         self.propose(history, max, cfg)
     }
     fn kind(&self) -> SpecType;
+    /// Reads the prompt before the answer's first step, as part of the
+    /// prompt's work: a draft model computes it into its own cache (as
+    /// `llama-speculative` encodes the prompt with both models before its
+    /// decode timer starts), so the first proposal computes one token, not
+    /// the whole prompt inside the answer's time; the MTP head computes
+    /// its pairs of the prompt's positions.
+    fn prepare(&mut self, target: TargetView, prompt: &[u32]) -> Result<()> {
+        let _ = (target, prompt);
+        Ok(())
+    }
     /// Forgets what it keeps between answers (a draft model's cache).
     fn reset(&mut self) {}
 }

@@ -285,6 +285,15 @@ impl Proposer for MtpHead {
         SpecType::Mtp
     }
 
+    /// The pairs of the prompt's positions (all but the last, whose token
+    /// the answer's first step chooses); the one guess is dropped.
+    fn prepare(&mut self, target: TargetView, prompt: &[u32]) -> Result<()> {
+        if let Some(hidden) = target.hidden {
+            MtpHead::propose(self, target.model, hidden, prompt, 1)?;
+        }
+        Ok(())
+    }
+
     fn reset(&mut self) {
         self.clear();
     }
