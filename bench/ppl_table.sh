@@ -23,7 +23,12 @@ CACHE="$ROOT/.cache"
 OUT="$CACHE/ppl"
 THREADS="${THREADS:-2}" CTX="${CTX:-512}"
 MLLM="${MLLM:-$ROOT/target/release/mllm}"
-LLAMA_BIN="${LLAMA_BIN:-$CACHE/llama-build-0.3.36-avx512/bin}"
+# bench/compare.sh's default build: native, or AVX-512 on a CPU with AMX.
+if grep -qw amx_tile /proc/cpuinfo 2>/dev/null; then
+    LLAMA_BIN="${LLAMA_BIN:-$CACHE/llama-build-0.3.36-avx512/bin}"
+else
+    LLAMA_BIN="${LLAMA_BIN:-$CACHE/llama-build-0.3.36/bin}"
+fi
 TYPES=("$@")
 [[ ${#TYPES[@]} -gt 0 ]] || TYPES=(Q8_0 Q6_K Q5_K_M Q4_K_M Q3_K_M IQ4_XS Q4_0 Q5_0 Q2_K IQ4_NL Q4_1 Q5_1 BF16 Q5_K_S Q4_K_S Q3_K_S Q3_K_L TQ2_0 TQ1_0 IQ3_S IQ3_M)
 

@@ -1,12 +1,18 @@
 # Helpers shared by bench/spec_compare.sh and bench/mtp_compare.sh (sourced
 # from the repository root; the scripts set MLLM, N and THREADS): where
-# bench/compare.sh built llama.cpp, building its tools, and one engine's
+# bench/compare.sh built llama.cpp (its default build), building its tools, and one engine's
 # speculative run -> a table cell.
 
 ROOT=$PWD
 CACHE=$ROOT/.cache
 V=${LLAMA_CPP_PY:-0.3.36}
-BUILD=$CACHE/llama-build-$V-avx512
+# The build bench/compare.sh makes by default: native, or its AVX-512 one
+# on a CPU that lists AMX (which neither engine uses).
+if grep -qw amx_tile /proc/cpuinfo 2>/dev/null; then
+    BUILD=$CACHE/llama-build-$V-avx512
+else
+    BUILD=$CACHE/llama-build-$V
+fi
 BIN=$BUILD/bin
 
 # build_llama_tools LOG TARGET...: llama.cpp's TARGETs in bench/compare.sh's
