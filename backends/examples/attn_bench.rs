@@ -2,7 +2,11 @@
 //! key heads, 128 dims): a decode step (1 query) and a prefill chunk (128
 //! queries) after `DEPTH` cached positions, f16 and f32 caches.
 //!
-//!   cargo run --release -p mllm-backends --example attn_bench -- [DEPTH] [REPS]
+//!   cargo run --release -p mllm-backends --example attn_bench -- [DEPTH] [REPS] [HQ HK D]
+//!
+//! (`2048 20 9 3 64`: SmolLM2-135M's heads; `ATTN_SQ=1` times the decode
+//! step only.) One layer's cache; a decode step's attention costs this once
+//! per layer.
 
 use half::f16;
 use mllm_backends::cpu::attention::{sdpa, Rows, SdpaShape};
@@ -27,8 +31,16 @@ fn main() {
         .collect();
     let depth = args.first().copied().unwrap_or(2048);
     let reps = args.get(1).copied().unwrap_or(20);
-    let (hq, hk, d) = (16, 8, 128);
-    for sq in [1usize, 128] {
+    let (hq, hk, d) = match args.get(2..5) {
+        Some(&[hq, hk, d]) => (hq, hk, d),
+        _ => (16, 8, 128),
+    };
+    // ATTN_SQ=1: the decode step only.
+    let sqs: Vec<usize> = match std::env::var("ATTN_SQ").ok().and_then(|s| s.parse().ok()) {
+        Some(sq) => vec![sq],
+        None => vec![1, 128],
+    };
+    for sq in sqs {
         let sk = depth + sq;
         let sh = SdpaShape {
             sq,

@@ -487,34 +487,25 @@ unsafe fn softmax_block<V: Vf>(s: &mut [f32], nk: usize, m: &mut f32, l: &mut f3
 const VREGS: usize = 8;
 
 /// `o[c] = p_j * v_j[c] + o[c]`, key after key (value row `j` at `vb + j *
-/// vs`), `VREGS` vectors of columns held in registers across the keys.
+/// vs`), up to `VREGS` vectors of columns held in registers across the
+/// keys.
 #[inline(always)]
 unsafe fn values<V: Vf, T: ElemV<V>>(p: &[f32], vb: *const T, vs: usize, o: &mut [f32]) {
     let (nk, dv) = (p.len(), o.len());
     let op = o.as_mut_ptr();
     let mut c0 = 0;
     while c0 + V::N <= dv {
-        let n = ((dv - c0) / V::N).min(VREGS);
-        let mut acc = [V::zero(); VREGS];
-        for c in 0..n {
-            acc[c] = V::load(op.add(c0 + c * V::N));
-        }
-        for j in 0..nk {
-            let pv = V::splat(p[j]);
-            let row = vb.add(j * vs + c0);
-            if n == VREGS {
-                for c in 0..VREGS {
-                    acc[c] = V::fma(pv, T::load_v(row.add(c * V::N)), acc[c]);
-                }
-            } else {
-                for c in 0..n {
-                    acc[c] = V::fma(pv, T::load_v(row.add(c * V::N)), acc[c]);
-                }
-            }
-        }
-        for c in 0..n {
-            acc[c].store(op.add(c0 + c * V::N));
-        }
+        // Each arm's count of column vectors is a constant, so its
+        // accumulators stay in registers: with a count known only at run
+        // time (a 64-value head is 4 AVX-512 vectors, not VREGS) they
+        // lived on the stack, and each key's multiply-add waited on a
+        // store and a reload. A column's sum is the same chain in any arm.
+        let n = match (dv - c0) / V::N {
+            n if n >= VREGS => columns::<V, T, VREGS>(p, vb, vs, op, c0),
+            n if n >= 4 => columns::<V, T, 4>(p, vb, vs, op, c0),
+            n if n >= 2 => columns::<V, T, 2>(p, vb, vs, op, c0),
+            _ => columns::<V, T, 1>(p, vb, vs, op, c0),
+        };
         c0 += n * V::N;
     }
     for c in c0..dv {
@@ -524,6 +515,33 @@ unsafe fn values<V: Vf, T: ElemV<V>>(p: &[f32], vb: *const T, vs: usize, o: &mut
         }
         o[c] = x;
     }
+}
+
+/// `N` vectors of output columns from `c0` through every key of the block
+/// (`o[c] = p_j * v_j[c] + o[c]`, key after key); returns `N`.
+#[inline(always)]
+unsafe fn columns<V: Vf, T: ElemV<V>, const N: usize>(
+    p: &[f32],
+    vb: *const T,
+    vs: usize,
+    op: *mut f32,
+    c0: usize,
+) -> usize {
+    let mut acc = [V::zero(); N];
+    for c in 0..N {
+        acc[c] = V::load(op.add(c0 + c * V::N));
+    }
+    for (j, &pj) in p.iter().enumerate() {
+        let pv = V::splat(pj);
+        let row = vb.add(j * vs + c0);
+        for c in 0..N {
+            acc[c] = V::fma(pv, T::load_v(row.add(c * V::N)), acc[c]);
+        }
+    }
+    for c in 0..N {
+        acc[c].store(op.add(c0 + c * V::N));
+    }
+    N
 }
 
 #[cfg(target_arch = "x86_64")]
