@@ -18,8 +18,8 @@
 #   bash bench/mtp_compare.sh          (THREADS=2 N=128 DRAFT=3 by default)
 #
 # Needs llama.cpp built by `bash bench/compare.sh` once (its cmake build of
-# the llama-cpp-python sdist in .cache/llama-build-V, or -avx512 on an AMX CPU; this adds the
-# llama-speculative-simple target) and the fixtures' transformers venv
+# the llama-cpp-python sdist in .cache/llama-build-V, or -avx512 on an AMX
+# CPU; this adds the llama-speculative-simple target) and the fixtures' transformers venv
 # (.cache/venv-fixtures, tests/fixtures/requirements-fixtures.txt) for the
 # converter. The fixture's tokenizer is bytes without merges: llama.cpp
 # refuses a "gpt2" vocabulary without tokenizer.ggml.merges, so its copy of

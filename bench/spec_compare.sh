@@ -14,8 +14,8 @@
 #   bash bench/spec_compare.sh            (THREADS=2 N=96 by default)
 #
 # Needs llama.cpp built by `bash bench/compare.sh` once (its cmake build of
-# the llama-cpp-python sdist in .cache/llama-build-V, or -avx512 on an AMX CPU; this adds the
-# llama-lookup and llama-speculative targets) and the SmolLM2 GGUF of
+# the llama-cpp-python sdist in .cache/llama-build-V, or -avx512 on an AMX
+# CPU; this adds the llama-lookup and llama-speculative targets) and the SmolLM2 GGUF of
 # tests/fetch_assets.sh. Timings move by 1.5x from minute to minute on a
 # shared VM: compare within one run.
 set -euo pipefail

@@ -1,7 +1,7 @@
 # Helpers shared by bench/spec_compare.sh and bench/mtp_compare.sh (sourced
 # from the repository root; the scripts set MLLM, N and THREADS): where
-# bench/compare.sh built llama.cpp (its default build), building its tools, and one engine's
-# speculative run -> a table cell.
+# bench/compare.sh built llama.cpp (its default build), building its
+# tools, and one engine's speculative run -> a table cell.
 
 ROOT=$PWD
 CACHE=$ROOT/.cache

@@ -35,10 +35,11 @@ type Key = (usize, usize, Vec<usize>);
 /// keeps only the graph (`skip_linears`). The linears are nearly all of a
 /// step's arithmetic, and the recording never looks at the values (a
 /// forward whose control flow reads data is refused), so computing them
-/// only made capturing a new shape cost about a step of its rows: 15-35 ms for each verification row count a
-/// speculative answer met (SmolLM2-135M F16, 3-17 rows), paid inside the
-/// answer. Other ops still run: they are cheap, and views of their
-/// results keep the identities the recording follows.
+/// only made capturing a new shape cost about a step of its rows: 15-35
+/// ms for each verification row count a speculative answer met
+/// (SmolLM2-135M F16, 3-17 rows), paid inside the answer. Other ops still
+/// run: they are cheap, and views of their results keep the identities
+/// the recording follows.
 fn placeholder(
     op: &Op,
     inputs: &[&Tensor],
