@@ -47,13 +47,8 @@ pub fn capture_with_kv<B: Backend + Clone>(
     kv_dtype: DType,
     side_outputs: bool,
 ) -> Result<Graph, String> {
-    let scratch = Rc::new(RefCell::new(KvCache::with_dtype(kv_dtype)?));
-    let inputs =
-        ForwardInputs::text(&vec![0; seq], 0, scratch, last_only).map_err(|e| e.to_string())?;
     let opts = (seq, context, side_outputs, last_only);
-    record(model, backend, "the forward", opts, true, |cap| {
-        model.run(cap, inputs)
-    })
+    record_forward(model, backend, opts, kv_dtype, true)
 }
 
 /// `capture` with every op of the recording run computed, linears too:
@@ -66,11 +61,24 @@ pub fn capture_computing_all<B: Backend + Clone>(
     context: usize,
     last_only: bool,
 ) -> Result<Graph, String> {
-    let scratch = Rc::new(RefCell::new(KvCache::with_dtype(DType::F32)?));
+    let opts = (seq, context, false, last_only);
+    record_forward(model, backend, opts, DType::F32, false)
+}
+
+/// The forward recorded against a scratch cache of `kv_dtype` (`record`'s
+/// options, linears computed unless `skip_linears`).
+fn record_forward<B: Backend + Clone>(
+    model: &Model,
+    backend: &B,
+    opts: (usize, usize, bool, bool),
+    kv_dtype: DType,
+    skip_linears: bool,
+) -> Result<Graph, String> {
+    let (seq, last_only) = (opts.0, opts.3);
+    let scratch = Rc::new(RefCell::new(KvCache::with_dtype(kv_dtype)?));
     let inputs =
         ForwardInputs::text(&vec![0; seq], 0, scratch, last_only).map_err(|e| e.to_string())?;
-    let opts = (seq, context, false, last_only);
-    record(model, backend, "the forward", opts, false, |cap| {
+    record(model, backend, "the forward", opts, skip_linears, |cap| {
         model.run(cap, inputs)
     })
 }
