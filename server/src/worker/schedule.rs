@@ -543,7 +543,16 @@ impl Worker {
             return;
         };
         match guarded(|| active.prefill(&mut self.runner, &mut slot.seq, &self.metrics)) {
-            Ok(slot::Progress::Running) => {}
+            Ok(slot::Progress::Running) => {
+                let Some(spec) = self.spec.as_mut() else {
+                    return;
+                };
+                match guarded(|| spec.prefill(i, &slot.seq.cached)) {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => self.failed(i, ApiError::internal(e)),
+                    Err(why) => self.crashed(i, &why),
+                }
+            }
             Ok(slot::Progress::Finished) => slot.free(&self.inflight),
             Err(why) => self.crashed(i, &why),
         }

@@ -135,6 +135,21 @@ impl Speculation {
         Ok(out)
     }
 
+    /// Computes what slot `slot`'s sequence now holds (`cached`: its prompt
+    /// so far) into the slot's draft cache, beside the target's prompt
+    /// chunk: the draft's first proposal then computes only the token the
+    /// target added, instead of the whole prompt inside a batched decode
+    /// step that every busy slot waits on. A no-op for other proposers.
+    pub fn prefill(&mut self, slot: usize, cached: &[u32]) -> Result<(), String> {
+        let Some((runner, seqs)) = self.draft.as_mut() else {
+            return Ok(());
+        };
+        let seq = seqs
+            .get_mut(slot)
+            .ok_or_else(|| format!("no draft cache for slot {slot}"))?;
+        spec::draft_prefill(runner, seq, cached).map_err(|e| engine_message(&e))
+    }
+
     /// Remembers a finished conversation (prompt and answer) for the
     /// slots' later lookups.
     pub fn learn(&mut self, tokens: &[u32]) {
@@ -166,6 +181,63 @@ pub(super) fn fit_rows(proposals: &mut [Vec<u32>]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `prefill` computes a slot's prompt chunks into its draft cache, so
+    /// the first proposal after the prompt computes only the new token.
+    #[test]
+    fn a_draft_computes_the_prompt_beside_the_target() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/fixtures/qwen3_5_vl/dense"
+        );
+        let load = LoadOptions::default();
+        let files = mllm_runtime::model_files::open_with(path, load).expect("fixture");
+        let model = mllm_runtime::model_files::load_model(&files, None).expect("model");
+        let mut target = Runner::new(model);
+        let mut seq = Sequence::new(Some(64));
+        let settings = SpecSettings {
+            kind: SpecType::Draft,
+            // A draft that proposes nothing: its feed of the history is
+            // all that runs.
+            config: SpecConfig {
+                draft_p_min: 2.0,
+                ..SpecConfig::DEFAULT
+            },
+            draft: Some(path.to_string()),
+        };
+        let mut spec = Speculation::load(&settings, &files, load, &mut target, &mut [&mut seq], 64)
+            .expect("speculation");
+        let prompt: Vec<u32> = (1..=12).collect();
+        let draft = |s: &Speculation| s.draft.as_ref().map(|(_, seqs)| seqs[0].cached.clone());
+        spec.prefill(0, &prompt[..5]).expect("first chunk");
+        assert_eq!(draft(&spec), Some(prompt[..5].to_vec()));
+        spec.prefill(0, &prompt).expect("second chunk");
+        assert_eq!(draft(&spec), Some(prompt.clone()));
+        let mut history = prompt.clone();
+        history.push(40);
+        let target_view = TargetView {
+            model: &target.model,
+            hidden: None,
+        };
+        assert_eq!(spec.propose(0, &history, 4, target_view), Ok(vec![]));
+        let computed = spec.draft.as_ref().map(|(_, seqs)| seqs[0].last_computed);
+        assert_eq!(computed, Some(1), "the proposal computed the prompt again");
+        // Another proposer has nothing to compute.
+        let mut ngram = Speculation::load(
+            &SpecSettings {
+                kind: SpecType::Ngram,
+                config: SpecConfig::DEFAULT,
+                draft: None,
+            },
+            &files,
+            load,
+            &mut target,
+            &mut [&mut seq],
+            64,
+        )
+        .expect("ngram");
+        assert_eq!(ngram.prefill(0, &prompt), Ok(()));
+    }
 
     #[test]
     fn fit_rows_trims_the_longest_proposals_first() {
