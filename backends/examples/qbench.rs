@@ -17,7 +17,7 @@
 
 use std::time::Instant;
 
-use half::bf16;
+use half::{bf16, f16};
 use mllm_backends::cpu::linear;
 use mllm_backends::cpu::qlinear::{self, Isa};
 use mllm_backends::quant::{self, QuantType};
@@ -27,6 +27,7 @@ use mllm_backends::FloatSlice;
 enum W {
     F32,
     Bf16,
+    F16,
     Q(QuantType),
 }
 
@@ -35,6 +36,7 @@ impl W {
         match self {
             W::F32 => "f32".into(),
             W::Bf16 => "bf16".into(),
+            W::F16 => "f16".into(),
             W::Q(q) => q.name().to_lowercase(),
         }
     }
@@ -43,6 +45,7 @@ impl W {
 enum Data {
     F32(Vec<f32>),
     Bf16(Vec<bf16>),
+    F16(Vec<f16>),
     Q(Vec<u8>, QuantType),
 }
 
@@ -51,6 +54,7 @@ impl Data {
         match self {
             Data::F32(v) => v.len() * 4,
             Data::Bf16(v) => v.len() * 2,
+            Data::F16(v) => v.len() * 2,
             Data::Q(v, _) => v.len(),
         }
     }
@@ -101,6 +105,7 @@ fn make(w: W, n: usize, k: usize, seed: u64) -> Data {
     match w {
         W::F32 => Data::F32(f),
         W::Bf16 => Data::Bf16(f.iter().map(|&v| bf16::from_f32(v)).collect()),
+        W::F16 => Data::F16(f.iter().map(|&v| f16::from_f32(v)).collect()),
         // QBENCH_PACKED=1: Q4_0/Q4_1/Q8_0 in the 16-row interleaved layout
         // the CPU backend repacks them into at load (the x16 tiles).
         W::Q(q) if q.can_quantize() => {
@@ -120,6 +125,7 @@ fn run(d: &Data, isa: Isa, x: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> 
     match d {
         Data::F32(v) => linear::linear(x, m, k, FloatSlice::F32(v), n, None),
         Data::Bf16(v) => linear::linear(x, m, k, FloatSlice::BF16(v), n, None),
+        Data::F16(v) => linear::linear(x, m, k, FloatSlice::F16(v), n, None),
         Data::Q(v, q) => qlinear::linear_with(isa, x, m, k, v, *q, n, None).unwrap(),
     }
 }
@@ -176,6 +182,7 @@ fn main() {
     let types = [
         W::F32,
         W::Bf16,
+        W::F16,
         W::Q(QuantType::Q8_0),
         W::Q(QuantType::Q4_0),
         W::Q(QuantType::Q4_1),

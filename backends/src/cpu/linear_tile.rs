@@ -220,6 +220,48 @@ mod x86 {
     /// lookahead is C rows (e.g. 32 KiB for 4 f32 rows of 2048).
     const HINT: i32 = _MM_HINT_T1;
 
+    /// Whether the chunk of `n` weights at `i` starts a new 64-byte span of
+    /// its row: only then does a tile prefetch, once per cache line (a
+    /// prefetch per chunk asked for each line of a half-precision row
+    /// twice, or four times in 8-weight chunks, and every prefetch takes a
+    /// load slot beside the loads the tile waits on).
+    #[inline(always)]
+    fn starts_line<W>(i: usize, n: usize) -> bool {
+        let chunks = (64 / (n * std::mem::size_of::<W>())).max(1);
+        (i / n).is_multiple_of(chunks)
+    }
+
+    /// One chunk of 16 weights (`m`: the lanes that exist) for every tile
+    /// row and column. A function, not a closure inside `tile512`: LLVM
+    /// left that closure out of line for the larger tiles, and then the
+    /// accumulators lived on the stack, loaded and stored at every chunk
+    /// (a third of an F16 verification step's time).
+    #[inline(always)]
+    unsafe fn step512<W: Weight, const R: usize, const C: usize>(
+        acc: &mut [[__m512; C]; R],
+        a: &[&[f32]; R],
+        b: &[&[W]; C],
+        k: usize,
+        i: usize,
+        m: u16,
+    ) {
+        let mut x = [_mm512_setzero_ps(); R];
+        for r in 0..R {
+            x[r] = _mm512_maskz_loadu_ps(m, a[r].as_ptr().add(i));
+        }
+        let pf = starts_line::<W>(i, 16);
+        for c in 0..C {
+            if pf {
+                let ahead = b[c].as_ptr().wrapping_add(i + C * k);
+                _mm_prefetch::<HINT>(ahead as *const i8);
+            }
+            let w = W::load16(b[c].as_ptr().add(i), m);
+            for r in 0..R {
+                acc[r][c] = _mm512_fmadd_ps(x[r], w, acc[r][c]);
+            }
+        }
+    }
+
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
     pub unsafe fn tile512<W: Weight, const R: usize, const C: usize>(
         a: [&[f32]; R],
@@ -227,27 +269,13 @@ mod x86 {
         k: usize,
     ) -> [[f32; C]; R] {
         let mut acc = [[_mm512_setzero_ps(); C]; R];
-        let mut step = |i: usize, m: u16| {
-            let mut x = [_mm512_setzero_ps(); R];
-            for r in 0..R {
-                x[r] = _mm512_maskz_loadu_ps(m, a[r].as_ptr().add(i));
-            }
-            for c in 0..C {
-                let ahead = b[c].as_ptr().wrapping_add(i + C * k);
-                _mm_prefetch::<HINT>(ahead as *const i8);
-                let w = W::load16(b[c].as_ptr().add(i), m);
-                for r in 0..R {
-                    acc[r][c] = _mm512_fmadd_ps(x[r], w, acc[r][c]);
-                }
-            }
-        };
         let mut i = 0;
         while i + 16 <= k {
-            step(i, 0xFFFF);
+            step512(&mut acc, &a, &b, k, i, 0xFFFF);
             i += 16;
         }
         if i < k {
-            step(i, ((1u32 << (k - i)) - 1) as u16);
+            step512(&mut acc, &a, &b, k, i, ((1u32 << (k - i)) - 1) as u16);
         }
         let mut out = [[0.0f32; C]; R];
         for r in 0..R {
@@ -278,9 +306,12 @@ mod x86 {
             for r in 0..R {
                 x[r] = _mm256_loadu_ps(a[r].as_ptr().add(i));
             }
+            let pf = starts_line::<W>(i, 8);
             for c in 0..C {
-                let ahead = b[c].as_ptr().wrapping_add(i + C * k);
-                _mm_prefetch::<HINT>(ahead as *const i8);
+                if pf {
+                    let ahead = b[c].as_ptr().wrapping_add(i + C * k);
+                    _mm_prefetch::<HINT>(ahead as *const i8);
+                }
                 let w = W::load8(b[c].as_ptr().add(i));
                 for r in 0..R {
                     acc[r][c] = _mm256_fmadd_ps(x[r], w, acc[r][c]);
