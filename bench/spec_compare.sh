@@ -11,7 +11,8 @@
 # tokens/s (ours plain and speculative, llama.cpp's plain (llama-bench tg)
 # and speculative) and acceptance.
 #
-#   bash bench/spec_compare.sh            (THREADS=2 N=96 by default)
+#   bash bench/spec_compare.sh            (THREADS=2 N=96 KV=f16 by default;
+#                                          KV: our KV cache type, llama.cpp f16)
 #
 # Needs llama.cpp built by `bash bench/compare.sh` once (its cmake build of
 # the llama-cpp-python sdist in .cache/llama-build-V, or -avx512 on an AMX
