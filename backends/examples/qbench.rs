@@ -8,6 +8,7 @@
 //! QBENCH_SHAPE=1536x576 cargo run --release -p mllm-backends --example qbench -- 2 bf16
 //! cargo run --release -p mllm-backends --example qbench -- 1 all   # 1 thread, every quant path
 //! cargo run --release -p mllm-backends --example qbench -- 2 q4_k q6_k  # only these weights
+//! QBENCH_ROWS=1,2,3,4 cargo run --release -p mllm-backends --example qbench -- 2 f16  # cold, these row counts
 //! QBENCH_PACKED=1 cargo run --release -p mllm-backends --example qbench -- 1 q4_1  # x16 layout
 //! ```
 //!
@@ -179,6 +180,11 @@ fn main() {
             Some((n.parse().ok()?, k.parse().ok()?))
         })
         .unwrap_or((3072, 1024));
+    // QBENCH_ROWS=1,2,3: only cold runs of these row counts (the
+    // verification steps of speculative decoding).
+    let extra_rows: Vec<usize> = std::env::var("QBENCH_ROWS")
+        .map(|v| v.split(',').filter_map(|m| m.trim().parse().ok()).collect())
+        .unwrap_or_default();
     let types = [
         W::F32,
         W::Bf16,
@@ -220,14 +226,21 @@ fn main() {
                 W::Q(_) => isa.name(),
                 _ => "simd f32",
             };
-            for (label, m, set, reps) in [
-                ("gemv 1 hot", 1, &hot, 50),
-                ("gemv 1 cold", 1, &cold, 50),
-                ("gemv 4 cold", 4, &cold, 20),
-                ("gemm 8 hot", 8, &hot, 20),
-                ("gemm 16 hot", 16, &hot, 20),
-                ("gemm 128 hot", 128, &hot, 3),
-            ] {
+            let mut cases = vec![
+                ("gemv 1 hot".to_string(), 1, &hot, 50),
+                ("gemv 1 cold".to_string(), 1, &cold, 50),
+                ("gemv 4 cold".to_string(), 4, &cold, 20),
+                ("gemm 8 hot".to_string(), 8, &hot, 20),
+                ("gemm 16 hot".to_string(), 16, &hot, 20),
+                ("gemm 128 hot".to_string(), 128, &hot, 3),
+            ];
+            if !extra_rows.is_empty() {
+                cases = extra_rows
+                    .iter()
+                    .map(|&m| (format!("rows {m} cold"), m, &cold, 20))
+                    .collect();
+            }
+            for (label, m, set, reps) in cases {
                 if isa == Isa::Scalar && matches!(w, W::Q(_)) && m == 128 {
                     continue;
                 }
