@@ -89,6 +89,11 @@ pub struct SpecFlags {
     /// The draft model stops proposing at a token it gives less probability.
     #[arg(long, value_name = "P", default_value_t = mllm_runtime::speculative::SpecConfig::DEFAULT.draft_p_min)]
     pub draft_p_min: f32,
+    /// The draft's last guess, the token it gives less than --draft-p-min,
+    /// is still proposed when at least this likely (its probability is
+    /// computed already: it costs a row of the verification step only).
+    #[arg(long, value_name = "P", default_value_t = mllm_runtime::speculative::SpecConfig::DEFAULT.draft_p_last)]
+    pub draft_p_last: f32,
     /// The draft model for `--spec-type draft` (implies it): any model with
     /// the same tokenizer, e.g. a smaller one of the family or a Q4_0 copy.
     #[arg(long, value_name = "PATH")]
@@ -104,6 +109,7 @@ impl Default for SpecFlags {
             draft_max: d.draft_max,
             draft_min: d.draft_min,
             draft_p_min: d.draft_p_min,
+            draft_p_last: d.draft_p_last,
             model_draft: None,
         }
     }
@@ -125,6 +131,7 @@ impl SpecFlags {
             draft_max: self.draft_max,
             draft_min: self.draft_min,
             draft_p_min: self.draft_p_min,
+            draft_p_last: self.draft_p_last,
         };
         mllm_runtime::speculative::SpecSettings::from_flags(
             self.spec_type.as_deref(),

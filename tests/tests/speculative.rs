@@ -14,7 +14,7 @@ use std::sync::atomic::AtomicBool;
 use common::*;
 use mllm_runtime::generation::{Detokenize, Generation, GenerationConfig, SamplerConfig};
 use mllm_runtime::speculative::{
-    DraftModel, NgramLookup, Proposer, SpecConfig, SpecStats, SpecType,
+    draft_propose, DraftModel, NgramLookup, Proposer, SpecConfig, SpecStats, SpecType,
 };
 use mllm_runtime::{Engine, GenRequest, Runner, Sequence, Speculation};
 
@@ -373,6 +373,78 @@ fn draft_changes_no_answer(script_name: &str, case: &str) {
 #[test]
 fn a_draft_model_changes_no_answer() {
     draft_changes_no_answer("qwen3", "gqa_tied_f32");
+}
+
+/// A draft model's last guess: the token it gives less than
+/// `draft_p_min` is still proposed when at least `draft_p_last` likely,
+/// from the logits the draft computed already (no draft step for it).
+#[test]
+fn a_draft_proposes_its_last_guess_without_a_step_for_it() {
+    let case = "gqa_tied_f32";
+    let prompt = prompt_of(case);
+    let mut runner = runner_for("qwen3", case);
+    let logits = Sequence::new(None)
+        .feed(&mut runner, &prompt)
+        .unwrap_or_else(|e| panic!("{}", render(e)));
+    // A random-weight model is never sure (p < 1): every token is a last
+    // guess.
+    let guess = |p_last: f32, runner: &mut Runner| {
+        let cfg = SpecConfig {
+            draft_p_min: 1.0,
+            draft_p_last: p_last,
+            ..SpecConfig::DEFAULT
+        };
+        let mut seq = Sequence::new(None);
+        let got = draft_propose(runner, &mut seq, &prompt, 4, &cfg)
+            .unwrap_or_else(|e| panic!("{}", render(e)));
+        (got, seq.cached)
+    };
+    let (got, cached) = guess(0.0, &mut runner);
+    assert_eq!(got, vec![argmax(&logits)]);
+    assert_eq!(
+        cached, prompt,
+        "the draft computed a step for its last guess"
+    );
+    let (got, _) = guess(1.0, &mut runner);
+    assert!(
+        got.is_empty(),
+        "a guess less likely than draft_p_last: {got:?}"
+    );
+}
+
+/// A draft catching up on a few tokens at once (its last guess and the
+/// target's next token) runs them as one captured graph with
+/// `few_rows_as_graphs`, with the bits the default mode's eager step gives.
+#[test]
+fn a_few_rows_run_as_a_graph_with_the_eager_bits() {
+    let case = "gqa_tied_f32";
+    let prompt = prompt_of(case);
+    assert!(prompt.len() >= 3, "{case}'s prompt is too short");
+    let mut runs = vec![];
+    for few in [false, true] {
+        let mut runner = runner_for("qwen3", case);
+        runner.compile_default(256);
+        if few {
+            runner.few_rows_as_graphs();
+        }
+        // One token first (a prompt's pieces of a power of two rows would
+        // capture the two-row graph already).
+        let mut seq = Sequence::new(None);
+        seq.feed(&mut runner, &prompt[..1])
+            .unwrap_or_else(|e| panic!("{}", render(e)));
+        let graphs = runner.compiled.as_ref().map_or(0, |c| c.graph_count());
+        let longer = [prompt[0], prompt[1], prompt[2]];
+        let logits = seq
+            .feed(&mut runner, &longer)
+            .unwrap_or_else(|e| panic!("{}", render(e)));
+        assert_eq!(seq.last_computed, 2);
+        let added = runner.compiled.as_ref().map_or(0, |c| c.graph_count()) - graphs;
+        runs.push((logits, added));
+    }
+    assert_eq!(runs[0].1, 0, "the default mode stepped two rows as a graph");
+    assert_eq!(runs[1].1, 1, "few_rows_as_graphs stepped two rows eagerly");
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&runs[0].0), bits(&runs[1].0));
 }
 
 /// Both recurrent: the target goes back to a checkpoint where it rejects,

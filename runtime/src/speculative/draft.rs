@@ -1,6 +1,7 @@
 //! A draft model: a smaller model with the target's vocabulary proposes
 //! its greedy continuation, token by token, while it is confident (top
-//! probability at least `--draft-p-min`). It keeps its own cache, which
+//! probability at least `--draft-p-min`), and then the token it was not
+//! confident of when that is still likely (`--draft-p-last`). It keeps its own cache, which
 //! follows the target's answer by prefix reuse: each proposal starts by
 //! feeding the history, which keeps what the draft's cache shares with it
 //! and computes only the rest (the token the target chose, usually one).
@@ -77,6 +78,11 @@ pub fn draft_propose(
     let checkpoint = seq.checkpoint();
     while let Some((t, p)) = top(&logits) {
         if p < cfg.draft_p_min {
+            // The last guess: its probability is known without a draft
+            // step, so it costs only its row of the verification step.
+            if p >= cfg.draft_p_last {
+                out.push(t);
+            }
             break;
         }
         out.push(t);
@@ -138,6 +144,7 @@ pub fn load_draft(
         .map_err(|e| e.context(format_args!("the draft model {path}")))?;
     let mut runner = Runner::new(model);
     runner.compile_default(context.unwrap_or(crate::model_files::DEFAULT_CONTEXT));
+    runner.few_rows_as_graphs();
     crate::engine::configure_runner(&mut runner, &opts);
     let mut draft = DraftModel::new(runner, context.or(files.max_context()));
     draft

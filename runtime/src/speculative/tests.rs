@@ -45,6 +45,10 @@ fn config_is_checked() {
             draft_p_min: f32::NAN,
             ..SpecConfig::DEFAULT
         },
+        SpecConfig {
+            draft_p_last: -0.1,
+            ..SpecConfig::DEFAULT
+        },
     ] {
         let e = bad.checked().expect_err("refused");
         assert!(e.message().contains("--draft"), "{}", e.message());

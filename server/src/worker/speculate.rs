@@ -201,6 +201,7 @@ mod tests {
             // all that runs.
             config: SpecConfig {
                 draft_p_min: 2.0,
+                draft_p_last: 2.0,
                 ..SpecConfig::DEFAULT
             },
             draft: Some(path.to_string()),
