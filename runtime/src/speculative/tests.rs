@@ -73,3 +73,20 @@ fn stats_report_acceptance_and_tokens_per_step() {
     assert!((s.tokens_per_step() - 2.5).abs() < 1e-12);
     assert_eq!(SpecStats::default().acceptance(), 0.0);
 }
+
+#[test]
+fn budgets_follow_the_verdicts_except_a_drafts() {
+    let next = |kind, budget, proposed, accepted| next_budget(kind, budget, proposed, accepted, 16);
+    for kind in [SpecType::Ngram, SpecType::Mtp] {
+        // Everything kept: doubled up to draft_max; a rejection: what was
+        // kept plus one; nothing proposed: unchanged.
+        assert_eq!(next(kind, 4, 4, 4), 8);
+        assert_eq!(next(kind, 12, 12, 12), 16);
+        assert_eq!(next(kind, 8, 8, 2), 3);
+        assert_eq!(next(kind, 8, 5, 0), 1);
+        assert_eq!(next(kind, 5, 0, 0), 5);
+    }
+    // A draft model stops at its own doubt: always up to draft_max.
+    assert_eq!(next(SpecType::Draft, 8, 8, 2), 16);
+    assert_eq!(next(SpecType::Draft, 16, 3, 0), 16);
+}

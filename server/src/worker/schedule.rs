@@ -496,7 +496,7 @@ impl Worker {
             .zip(&proposals)
             .map(|((i, _), p)| (!p.is_empty()).then(|| self.slots[*i].seq.checkpoint())?)
             .collect();
-        let draft_max = spec.config.draft_max;
+        let budget = (spec.kind(), spec.config.draft_max);
         // `step_rows` answers in the order of `rows` (or not at all).
         let answered = self.step_rows(&rows).into_iter().zip(&proposals);
         for (((i, logits), proposed), checkpoint) in answered.zip(checkpoints) {
@@ -513,7 +513,7 @@ impl Worker {
                     proposed,
                     logits,
                     &self.metrics,
-                    draft_max,
+                    budget,
                 )
             });
             match next {

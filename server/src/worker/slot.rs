@@ -9,6 +9,7 @@ use std::time::Instant;
 use mllm_runtime::generation::processors::LogitBias;
 use mllm_runtime::generation::{self, Constraint, Generation, Step, StopReason};
 use mllm_runtime::model_files::ModelFiles;
+use mllm_runtime::speculative::SpecType;
 use mllm_runtime::tokenizer::{StreamDecoder, Tokenizer};
 use mllm_runtime::{Checkpoint, Runner, Sequence, PREFILL_CHUNK};
 use tokio::sync::mpsc::UnboundedSender;
@@ -253,7 +254,7 @@ impl Active {
         proposed: &[u32],
         mut rows: Vec<Vec<f32>>,
         metrics: &ModelMetrics,
-        draft_max: usize,
+        (kind, draft_max): (SpecType, usize),
     ) -> Next {
         // The history of the first row: what the cache held before the
         // step, and the token it computed first.
@@ -276,6 +277,7 @@ impl Active {
             .count();
         metrics.add_speculation(proposed.len(), accepted);
         self.spec_budget = mllm_runtime::speculative::next_budget(
+            kind,
             self.spec_budget,
             proposed.len(),
             accepted,

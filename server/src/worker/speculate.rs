@@ -35,6 +35,11 @@ pub(super) struct Speculation {
 }
 
 impl Speculation {
+    /// Which proposer guesses.
+    pub(super) fn kind(&self) -> SpecType {
+        self.kind
+    }
+
     /// What `settings` asks for, beside the model of `files` with `slots`
     /// slots of `context` tokens.
     /// `mtp` needs `target`'s runner and `seqs` (the slots' sequences) to
