@@ -1,10 +1,11 @@
 //! A draft model: a smaller model with the target's vocabulary proposes
 //! its greedy continuation, token by token, while it is confident (top
 //! probability at least `--draft-p-min`), and then the token it was not
-//! confident of when that is still likely (`--draft-p-last`). It keeps its own cache, which
-//! follows the target's answer by prefix reuse: each proposal starts by
-//! feeding the history, which keeps what the draft's cache shares with it
-//! and computes only the rest (the token the target chose, usually one).
+//! confident of when that is still likely (`--draft-p-last`). It keeps
+//! its own cache, which follows the target's answer by prefix reuse: each
+//! proposal starts by feeding the history, which keeps what the draft's
+//! cache shares with it and computes only the rest (the token the target
+//! chose, usually one; two after a kept last guess).
 
 use super::{Proposer, SpecConfig, SpecType, TargetView};
 use crate::runner::Runner;
