@@ -42,10 +42,12 @@ fn top(logits: &[f32]) -> Option<(u32, f32)> {
     // probability a threshold can see, and most of a vocabulary is that far
     // below a confident top (the full sum cost ~0.3 ms a draft token at
     // SmolLM2's vocabulary, ~7% of its step). NaN fails the comparison.
+    // `>=`: at a top of -1e30 the floor rounds to the top itself, which
+    // must still count (with `>` the sum was empty and p -inf).
     let floor = mx - 40.0;
     let sum: f64 = logits
         .iter()
-        .filter(|&&v| v > floor)
+        .filter(|&&v| v >= floor)
         .map(|&v| ((v - mx) as f64).exp())
         .sum();
     Some((best as u32, (1.0 / sum) as f32))
