@@ -447,6 +447,108 @@ fn a_few_rows_run_as_a_graph_with_the_eager_bits() {
     assert_eq!(bits(&runs[0].0), bits(&runs[1].0));
 }
 
+/// What a draft proposes after `history` (the prompt and `toks[..s]`),
+/// taken token by token from the one-step rows: its top while that is at
+/// least `p_min` likely, then a last guess of at least `p_last`.
+fn token_by_token(
+    toks: &[u32],
+    rows: &[Vec<f32>],
+    s: usize,
+    max: usize,
+    cfg: &SpecConfig,
+) -> Vec<u32> {
+    let mut out = vec![];
+    for (j, row) in rows.iter().enumerate().skip(s) {
+        let p = softmax(row, 1.0).into_iter().fold(0.0f64, f64::max) as f32;
+        if p < cfg.draft_p_min {
+            if p >= cfg.draft_p_last {
+                out.push(toks[j]);
+            }
+            break;
+        }
+        out.push(toks[j]);
+        if out.len() == max {
+            break;
+        }
+    }
+    out
+}
+
+/// Where the text repeats itself, the draft computes the lookup's guesses
+/// in one step with its own token and keeps those it agrees with: its
+/// proposals are the token-by-token ones after every history (guesses
+/// right, wrong, cut by `p_min`), in fewer steps where the lookup guessed
+/// right.
+#[test]
+fn a_draft_checks_a_lookups_guesses_in_one_step() {
+    let case = "gqa_tied_f32";
+    let prompt = prompt_of(case);
+    let mut runner = runner_for("qwen3", case);
+    let (max, n) = (6, 40);
+    let (toks, rows) = one_at_a_time(&mut runner, &prompt, n + max);
+    // A p-min between two of the tops, so that some proposals stop early.
+    let mut tops: Vec<f32> = rows
+        .iter()
+        .map(|r| softmax(r, 1.0).into_iter().fold(0.0f64, f64::max) as f32)
+        .collect();
+    tops.sort_by(f32::total_cmp);
+    let mid = tops.len() / 2;
+    let cfgs = [
+        SpecConfig {
+            draft_p_min: 0.0,
+            ..SpecConfig::DEFAULT
+        },
+        SpecConfig {
+            draft_p_min: (tops[mid - 1] + tops[mid]) / 2.0,
+            draft_p_last: 0.0,
+            ..SpecConfig::DEFAULT
+        },
+    ];
+    let lookup = NgramLookup { max_n: 4, min_n: 3 };
+    let mut saved = 0;
+    for cfg in &cfgs {
+        for s in 0..n {
+            let mut history = prompt.clone();
+            history.extend_from_slice(&toks[..s]);
+            // The draft's cache as the one-step rows had it.
+            let mut seq = Sequence::new(None);
+            seq.feed(&mut runner, &prompt)
+                .unwrap_or_else(|e| panic!("{}", render(e)));
+            for &t in &toks[..s] {
+                seq.step(&mut runner, t)
+                    .unwrap_or_else(|e| panic!("{}", render(e)));
+            }
+            let before = seq.steps;
+            let got = draft_propose(&mut runner, &mut seq, &history, max, cfg)
+                .unwrap_or_else(|e| panic!("{}", render(e)));
+            let want = token_by_token(&toks, &rows, s, max, cfg);
+            assert_eq!(got, want, "after {s} tokens, p_min {}", cfg.draft_p_min);
+            // One feed, then a step per proposal but the last (none for a
+            // last guess) token by token.
+            let steps = seq.steps - before;
+            assert!(
+                steps <= want.len().max(1),
+                "after {s} tokens: {steps} steps for {want:?}"
+            );
+            // Where the lookup guesses the draft's next token, it is not a
+            // step of its own.
+            history.push(toks[s]);
+            let right = lookup.lookup(&history, 1) == [toks[s + 1]];
+            if cfg.draft_p_min == 0.0 && right {
+                assert!(
+                    steps < want.len(),
+                    "after {s} tokens the lookup was right and saved no step"
+                );
+                saved += 1;
+            }
+        }
+    }
+    assert!(
+        saved > 0,
+        "{case}'s greedy text never repeats for the lookup: nothing was checked"
+    );
+}
+
 /// Both recurrent: the target goes back to a checkpoint where it rejects,
 /// the draft after every proposal.
 #[test]

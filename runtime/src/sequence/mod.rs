@@ -28,6 +28,9 @@ pub struct Sequence {
     pub cached: Vec<u32>,
     /// How many ids the last feed actually computed (the rest were cached).
     pub last_computed: usize,
+    /// Model steps (of any number of rows) run on this sequence since it
+    /// was made: what a draft's batched lookup saves shows here.
+    pub steps: usize,
     /// Rotary position of token `i` is `i + pos_offset`: 0 for text, the
     /// rope delta after a prompt with images.
     pos_offset: i64,
@@ -75,6 +78,7 @@ impl Sequence {
             cache: Rc::new(RefCell::new(KvCache::new())),
             cached: vec![],
             last_computed: 0,
+            steps: 0,
             pos_offset: 0,
             has_images: false,
             image_key: None,
@@ -198,6 +202,7 @@ impl Sequence {
     /// Notes that `n` positions from `start` were computed by `runner` in
     /// one step (see `aligned`).
     fn computed(&mut self, runner: &Runner, start: usize, n: usize) {
+        self.steps += 1;
         // Recurrent layers (Gated DeltaNet) compute a chunk with sums that
         // depend on its length.
         self.any_cut = runner.chunk_invariant() && !self.has_state();
