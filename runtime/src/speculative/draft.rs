@@ -13,7 +13,7 @@
 //! it agrees with, one step for several tokens instead of one each. Its
 //! proposals stay exactly the token-by-token ones; only its steps change.
 
-use super::{NgramLookup, Proposer, SpecConfig, SpecType, TargetView};
+use super::{NgramLookup, Proposer, SpecConfig, SpecType, TargetView, ROW_INVARIANT_STEP};
 use crate::runner::Runner;
 use crate::sequence::Sequence;
 use crate::{Error, Result};
@@ -28,7 +28,7 @@ const LOOKUP: NgramLookup = NgramLookup { max_n: 4, min_n: 3 };
 /// Most lookup guesses a draft checks in one step: 8 rows cost the draft
 /// ~1.6 one-row steps (9 on SmolLM2-135M Q4_0 ~10-12 ms against ~6.5).
 /// `rewrite` 1.98-2.12x plain decode at 8 against 2.00x at 4.
-const LOOKAHEAD: usize = 8;
+const LOOKAHEAD: usize = 7;
 
 pub struct DraftModel {
     pub runner: Runner,
@@ -81,7 +81,7 @@ pub fn draft_propose(
     max: usize,
     cfg: &SpecConfig,
 ) -> Result<Vec<u32>> {
-    let mut out = vec![];
+    let out = vec![];
     if max == 0 || history.is_empty() {
         return Ok(out);
     }
@@ -92,66 +92,110 @@ pub fn draft_propose(
         }
     }
     let err = |e: Error| Error::generate(format!("the draft model: {}", e.message()));
-    let logits = seq.feed(runner, history).map_err(err)?;
+    // Rows past where the draft leaves a lookup's guess are cut off its
+    // cache, which a recurrent state cannot be: such drafts (and a first
+    // feed, before the cache knows) step alone.
+    let can_cut = |seq: &Sequence| !seq.cached.is_empty() && !seq.has_state();
+    let mut prop = Proposal {
+        out,
+        text: history.to_vec(),
+        max,
+        cfg,
+    };
+    // What the draft lacks of the history (the target's last token,
+    // usually), with the lookup's guesses after it where they fit a step.
+    let todo = if can_cut(seq) {
+        let start = seq.rewind_to(history).map_err(err)?;
+        &history[start..]
+    } else {
+        history
+    };
+    let guess = if todo.len() + LOOKAHEAD <= ROW_INVARIANT_STEP && can_cut(seq) {
+        LOOKUP.lookup(history, max.min(LOOKAHEAD))
+    } else {
+        vec![]
+    };
+    let mut next = if guess.is_empty() {
+        top(&seq.feed(runner, history).map_err(err)?)
+    } else {
+        seq.last_computed = todo.len();
+        step_with_guesses(runner, seq, todo, &guess, &mut prop).map_err(err)?
+    };
     // A recurrent draft cannot cut its proposals off its state: it goes
     // back to the history afterwards, and the next call computes what the
     // target kept.
     let checkpoint = seq.checkpoint();
-    // Rows past where the draft leaves a lookup's guess are cut off its
-    // cache, which a recurrent state cannot be: such drafts step alone.
-    let lookup = (!seq.has_state()).then_some(LOOKUP);
-    let mut text = history.to_vec();
-    let mut next = top(&logits);
+    let lookup = can_cut(seq).then_some(LOOKUP);
     while let Some((t, p)) = next {
+        if prop.out.len() == max {
+            break;
+        }
         if p < cfg.draft_p_min {
             // The last guess: its probability is known without a draft
             // step, so it costs only its row of the verification step.
             if p >= cfg.draft_p_last {
-                out.push(t);
+                prop.out.push(t);
             }
             break;
         }
-        out.push(t);
-        text.push(t);
-        if out.len() == max {
+        prop.out.push(t);
+        prop.text.push(t);
+        if prop.out.len() == max {
             break;
         }
         let guess = lookup.map_or(vec![], |l| {
-            l.lookup(&text, (max - out.len()).min(LOOKAHEAD))
+            l.lookup(&prop.text, (max - prop.out.len()).min(LOOKAHEAD))
         });
-        if guess.is_empty() {
-            next = top(&seq.step(runner, t).map_err(err)?);
-            continue;
-        }
-        // The token and the lookup's guesses after it in one step. Each row
-        // has the bits a one-token step gives it, so the draft chooses what
-        // it would have chosen token by token; every guess it agrees with
-        // is a step it does not take.
-        let held = seq.cached.len();
-        let mut ids = Vec::with_capacity(guess.len() + 1);
-        ids.push(t);
-        ids.extend_from_slice(&guess);
-        let rows = seq.extend_rows(runner, &ids).map_err(err)?;
-        let mut kept = 0;
-        next = rows.first().and_then(|r| top(r));
-        while let (Some(&g), Some((u, q))) = (guess.get(kept), next) {
-            if u != g || q < cfg.draft_p_min || out.len() == max {
-                break;
-            }
-            out.push(u);
-            text.push(u);
-            kept += 1;
-            next = rows.get(kept).and_then(|r| top(r));
-        }
-        seq.truncate(held + kept + 1).map_err(err)?;
-        if out.len() == max {
-            break;
-        }
+        next = if guess.is_empty() {
+            top(&seq.step(runner, t).map_err(err)?)
+        } else {
+            step_with_guesses(runner, seq, &[t], &guess, &mut prop).map_err(err)?
+        };
     }
     if let Some(cp) = checkpoint {
         seq.restore(cp).map_err(err)?;
     }
-    Ok(out)
+    Ok(prop.out)
+}
+
+/// A draft's proposal in the making: its tokens so far (`out`; `text` is
+/// the history and them).
+struct Proposal<'a> {
+    out: Vec<u32>,
+    text: Vec<u32>,
+    max: usize,
+    cfg: &'a SpecConfig,
+}
+
+/// Computes `ids` (what the draft's cache lacks of the text: the history's
+/// last tokens, or the token just proposed) and the lookup's `guess`es after them in one step. Each
+/// row has the bits a one-token step gives it, so the draft chooses what it
+/// would have chosen token by token: every guess it agrees with (and is
+/// sure of) joins the proposal without a step of its own. The cache is cut
+/// after the last token kept; returns the draft's top after it.
+fn step_with_guesses(
+    runner: &mut Runner,
+    seq: &mut Sequence,
+    ids: &[u32],
+    guess: &[u32],
+    prop: &mut Proposal,
+) -> Result<Option<(u32, f32)>> {
+    let held = seq.cached.len();
+    let rows = seq.extend_rows(runner, &[ids, guess].concat())?;
+    let at = |kept: usize| (ids.len() + kept).checked_sub(1).and_then(|i| rows.get(i));
+    let mut kept = 0;
+    let mut next = at(0).and_then(|r| top(r));
+    while let (Some(&g), Some((u, q))) = (guess.get(kept), next) {
+        if u != g || q < prop.cfg.draft_p_min || prop.out.len() == prop.max {
+            break;
+        }
+        prop.out.push(u);
+        prop.text.push(u);
+        kept += 1;
+        next = at(kept).and_then(|r| top(r));
+    }
+    seq.truncate(held + ids.len() + kept)?;
+    Ok(next)
 }
 
 /// Computes `prompt` into the draft's cache `seq` (what it shares with
