@@ -29,7 +29,8 @@ const LOOKUP: NgramLookup = NgramLookup { max_n: 4, min_n: 3 };
 /// token before them the step is 8 rows, one tile of the int8 kernels
 /// (qbench, the Q8_0 head 49152x576 at 2 threads: 0.7 ms for one row, 1.2
 /// for 8, 1.9 for 9). SmolLM2-135M Q4_0 drafting for its F16 copy:
-/// `rewrite` 2.00x plain decode with 4 guesses, 1.98-2.12x with 8.
+/// `rewrite` 2.00x plain decode with 4 guesses, 2.02-2.09x with 7,
+/// 1.98-2.12x with 8 (runs of one hour).
 const LOOKAHEAD: usize = 7;
 
 pub struct DraftModel {
@@ -83,14 +84,13 @@ pub fn draft_propose(
     max: usize,
     cfg: &SpecConfig,
 ) -> Result<Vec<u32>> {
-    let out = vec![];
     if max == 0 || history.is_empty() {
-        return Ok(out);
+        return Ok(vec![]);
     }
     // Leave room for the proposals in the draft's own context.
     if let Some(m) = seq.max_context {
         if history.len() + max > m {
-            return Ok(out);
+            return Ok(vec![]);
         }
     }
     let err = |e: Error| Error::generate(format!("the draft model: {}", e.message()));
@@ -99,7 +99,7 @@ pub fn draft_propose(
     // feed, before the cache knows) step alone.
     let can_cut = |seq: &Sequence| !seq.cached.is_empty() && !seq.has_state();
     let mut prop = Proposal {
-        out,
+        out: vec![],
         text: history.to_vec(),
         max,
         cfg,
@@ -170,11 +170,12 @@ struct Proposal<'a> {
 }
 
 /// Computes `ids` (what the draft's cache lacks of the text: the history's
-/// last tokens, or the token just proposed) and the lookup's `guess`es after them in one step. Each
-/// row has the bits a one-token step gives it, so the draft chooses what it
-/// would have chosen token by token: every guess it agrees with (and is
-/// sure of) joins the proposal without a step of its own. The cache is cut
-/// after the last token kept; returns the draft's top after it.
+/// last tokens, or the token just proposed) and the lookup's `guess`es
+/// after them in one step. Each row has the bits a one-token step gives
+/// it, so the draft chooses what it would have chosen token by token:
+/// every guess it agrees with (and is sure of) joins the proposal without
+/// a step of its own. The cache is cut after the last token kept; returns
+/// the draft's top after it.
 fn step_with_guesses(
     runner: &mut Runner,
     seq: &mut Sequence,
