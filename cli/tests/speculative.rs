@@ -246,6 +246,8 @@ fn bench_reports_acceptance_beside_plain_decode() {
         r["proposed"].as_u64().is_some() && r["tokens_per_step"].as_f64().is_some(),
         "{v}"
     );
+    // Lookup runs no model of its own.
+    assert_eq!(r["draft_steps"].as_u64(), Some(0), "{v}");
 }
 
 #[test]

@@ -367,6 +367,12 @@ fn draft_changes_no_answer(script_name: &str, case: &str) {
             stats.accepted > 0,
             "{case} temp {temp}: a q4_0 copy of the target had nothing accepted: {stats:?}"
         );
+        // A step per target step at most for what the draft lacks, and at
+        // most one more per proposed token.
+        assert!(
+            stats.draft_steps > 0 && stats.draft_steps <= stats.steps + stats.proposed,
+            "{case} temp {temp}: draft steps not counted: {stats:?}"
+        );
     }
 }
 

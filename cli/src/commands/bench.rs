@@ -291,6 +291,7 @@ pub fn run(a: BenchArgs) -> CliResult<()> {
                 "results": b.stats.iter().map(|(n, st)| serde_json::json!({
                     "n_gen": n, "steps": st.steps, "proposed": st.proposed, "accepted": st.accepted,
                     "acceptance": st.acceptance(), "tokens_per_step": st.tokens_per_step(),
+                    "draft_steps": st.draft_steps,
                 })).collect::<Vec<_>>(),
             })),
         });
@@ -332,11 +333,12 @@ pub fn run(a: BenchArgs) -> CliResult<()> {
                 rate(format!("tg{n} {}", b.kind)),
             );
             println!(
-                "  tg{n}: acceptance {:.1}% ({} of {} proposed), {:.2} tokens per step, {:.2}x plain decode",
+                "  tg{n}: acceptance {:.1}% ({} of {} proposed), {:.2} tokens per step{}, {:.2}x plain decode",
                 100.0 * st.acceptance(),
                 st.accepted,
                 st.proposed,
                 st.tokens_per_step(),
+                st.draft_summary(),
                 if plain > 0.0 { fast / plain } else { 0.0 }
             );
         }

@@ -230,6 +230,10 @@ impl Proposer for DraftModel {
     fn reset(&mut self) {
         self.seq.reset();
     }
+
+    fn model_steps(&self) -> usize {
+        self.seq.steps
+    }
 }
 
 /// Opens `path` as the draft for `target` (same options, own cache of

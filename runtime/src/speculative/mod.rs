@@ -274,6 +274,11 @@ pub trait Proposer {
     }
     /// Forgets what it keeps between answers (a draft model's cache).
     fn reset(&mut self) {}
+    /// Forward passes its own model has run so far (a draft model's steps,
+    /// of any number of rows; lookup has no model).
+    fn model_steps(&self) -> usize {
+        0
+    }
 }
 
 /// What speculation did in one answer.
@@ -284,6 +289,10 @@ pub struct SpecStats {
     /// Tokens proposed, and how many of them the target kept.
     pub proposed: usize,
     pub accepted: usize,
+    /// Forward passes of a draft model (`Proposer::model_steps`): one per
+    /// proposed token but the last, fewer where it checked a lookup's
+    /// guesses in one step, and one per target step for what it lacks.
+    pub draft_steps: usize,
 }
 
 impl SpecStats {
@@ -309,17 +318,28 @@ impl SpecStats {
         self.steps += o.steps;
         self.proposed += o.proposed;
         self.accepted += o.accepted;
+        self.draft_steps += o.draft_steps;
     }
 
     pub fn summary(&self) -> String {
         format!(
-            "speculation: {} steps, {} proposed, {} accepted ({:.1}%), {:.2} tokens per step",
+            "speculation: {} steps, {} proposed, {} accepted ({:.1}%), {:.2} tokens per step{}",
             self.steps,
             self.proposed,
             self.accepted,
             100.0 * self.acceptance(),
-            self.tokens_per_step()
+            self.tokens_per_step(),
+            self.draft_summary()
         )
+    }
+
+    /// `, N draft steps per step` where a draft model ran (else empty).
+    pub fn draft_summary(&self) -> String {
+        if self.draft_steps == 0 || self.steps == 0 {
+            return String::new();
+        }
+        let per = self.draft_steps as f64 / self.steps as f64;
+        format!(", {per:.2} draft steps per step")
     }
 }
 
@@ -438,7 +458,10 @@ pub(crate) fn decode_loop(
                 model: &engine.runner.model,
                 hidden: engine.seq.hidden.as_mut(),
             };
-            proposer.propose_with(target, &history, max, &cfg)?
+            let before = proposer.model_steps();
+            let proposed = proposer.propose_with(target, &history, max, &cfg)?;
+            stats.draft_steps += proposer.model_steps().saturating_sub(before);
+            proposed
         } else {
             vec![]
         };

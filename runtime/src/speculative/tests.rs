@@ -68,6 +68,7 @@ fn stats_report_acceptance_and_tokens_per_step() {
         steps: 4,
         proposed: 10,
         accepted: 6,
+        draft_steps: 0,
     };
     assert!((s.acceptance() - 0.6).abs() < 1e-12);
     assert!((s.tokens_per_step() - 2.5).abs() < 1e-12);
