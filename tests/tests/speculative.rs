@@ -482,10 +482,9 @@ fn token_by_token(
 
 /// Where the text repeats itself, the draft computes the lookup's guesses
 /// in one step with its own token (or with what its feed computes) and
-/// keeps those it agrees with: its
-/// proposals are the token-by-token ones after every history (guesses
-/// right, wrong, cut by `p_min`), in fewer steps where the lookup guessed
-/// right.
+/// keeps those it agrees with: its proposals are the token-by-token ones
+/// after every history (guesses right, wrong, cut by `p_min`), in fewer
+/// steps where the lookup guessed right.
 #[test]
 fn a_draft_checks_a_lookups_guesses_in_one_step() {
     let case = "gqa_tied_f32";
@@ -511,6 +510,7 @@ fn a_draft_checks_a_lookups_guesses_in_one_step() {
             ..SpecConfig::DEFAULT
         },
     ];
+    // The draft's lookup (`speculative::draft`'s LOOKUP).
     let lookup = NgramLookup { max_n: 4, min_n: 3 };
     // Steps saved by a right guess at the feed, and after it.
     let mut saved = [0, 0];
