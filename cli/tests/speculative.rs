@@ -420,5 +420,16 @@ fn serve_speculates_and_answers_as_run_does_alone_and_under_load() {
             accepted > alone && accepted <= proposed && steps > 0,
             "{extra:?}: {steps} steps, {proposed} proposed, {accepted} accepted"
         );
+        // A draft's forward passes: at most one per step for what it
+        // lacks and one per proposed token; lookup runs none.
+        let draft = metric(&m, "mllm_speculative_draft_steps_total");
+        if extra[0] == "--model-draft" {
+            assert!(
+                draft > 0 && draft <= steps + proposed,
+                "{extra:?}: {draft} draft steps"
+            );
+        } else {
+            assert_eq!(draft, 0, "{extra:?}");
+        }
     }
 }

@@ -30,6 +30,8 @@ pub struct ModelMetrics {
     pub spec_steps: AtomicU64,
     pub spec_proposed: AtomicU64,
     pub spec_accepted: AtomicU64,
+    /// Forward passes of a draft model while proposing.
+    pub spec_draft_steps: AtomicU64,
 }
 
 impl ModelMetrics {
@@ -53,6 +55,7 @@ impl ModelMetrics {
             spec_steps: AtomicU64::new(0),
             spec_proposed: AtomicU64::new(0),
             spec_accepted: AtomicU64::new(0),
+            spec_draft_steps: AtomicU64::new(0),
         }
     }
 
@@ -201,6 +204,12 @@ pub fn render(models: &[Sample], http_requests: u64) -> String {
         "counter",
         "Proposed tokens the model kept (each saved a decode step).",
         &|m| load(&m.metrics.spec_accepted).to_string(),
+    );
+    family(
+        "speculative_draft_steps_total",
+        "counter",
+        "Forward passes of the draft model (--model-draft) while proposing, of any number of rows each.",
+        &|m| load(&m.metrics.spec_draft_steps).to_string(),
     );
     family(
         "queue_depth",

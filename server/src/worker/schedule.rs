@@ -482,6 +482,9 @@ impl Worker {
                 Err(why) => self.crashed(i, &why),
             }
         }
+        self.metrics
+            .spec_draft_steps
+            .fetch_add(spec.take_draft_steps() as u64, Ordering::Relaxed);
         speculate::fit_rows(&mut proposals);
         for ((_, ids), p) in rows.iter_mut().zip(&proposals) {
             ids.extend_from_slice(p);

@@ -32,6 +32,8 @@ pub(super) struct Speculation {
     draft: Option<(Runner, Vec<Sequence>)>,
     /// The model's MTP head, one per slot (its own cache each).
     mtp: Vec<MtpHead>,
+    /// The draft's forward passes not yet counted in the metrics.
+    draft_steps: usize,
 }
 
 impl Speculation {
@@ -89,7 +91,13 @@ impl Speculation {
             ),
             draft,
             mtp,
+            draft_steps: 0,
         })
+    }
+
+    /// The draft model's forward passes since the last call.
+    pub fn take_draft_steps(&mut self) -> usize {
+        std::mem::take(&mut self.draft_steps)
     }
 
     /// Up to `max` tokens likely to follow `history` in slot `slot`
@@ -121,8 +129,11 @@ impl Speculation {
                 let seq = seqs
                     .get_mut(slot)
                     .ok_or_else(|| format!("no draft cache for slot {slot}"))?;
-                spec::draft_propose(runner, seq, history, max, &self.config)
-                    .map_err(|e| engine_message(&e))?
+                let before = seq.steps;
+                let out = spec::draft_propose(runner, seq, history, max, &self.config)
+                    .map_err(|e| engine_message(&e))?;
+                self.draft_steps += seq.steps.saturating_sub(before);
+                out
             }
             _ => {
                 let own = self.lookup.lookup(history, max);
