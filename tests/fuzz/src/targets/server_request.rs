@@ -80,10 +80,10 @@ pub fn run(data: &[u8]) {
         },
     ];
     let text = render(&samples, data.len() as u64);
-    // 19 families of a HELP, a TYPE and one line per model, then the HTTP
+    // 20 families of a HELP, a TYPE and one line per model, then the HTTP
     // request counter's three lines: a label value that broke a line would
     // corrupt the exposition.
     let families = text.lines().filter(|l| l.starts_with("# TYPE ")).count() - 1;
-    assert_eq!(families, 19, "{text}");
+    assert_eq!(families, 20, "{text}");
     assert_eq!(text.lines().count(), families * (2 + samples.len()) + 3);
 }
