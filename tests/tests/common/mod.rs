@@ -11,6 +11,7 @@ use mllm_interpreter::KvCache;
 use mllm_runtime::{load, Loaded};
 
 pub mod golden;
+pub mod speculative;
 
 pub const QWEN3_CASES: &[&str] = &["gqa_tied_f32", "untied_bf16_ropeparams", "mha_odd_f32"];
 
