@@ -4,8 +4,9 @@
 //! with proposals (n-gram lookup, proposers that are always right or
 //! always wrong; a draft model's in `speculative_draft.rs`) equal plain
 //! decoding's token for token, greedy and sampled; sampled answers fit
-//! the model's own distribution (a chi-square test). Recurrent models (Qwen3.5's Gated DeltaNet) go back
-//! to a checkpoint of their state where proposals are rejected.
+//! the model's own distribution (a chi-square test). Recurrent models
+//! (Qwen3.5's Gated DeltaNet) go back to a checkpoint of their state where
+//! proposals are rejected.
 
 mod common;
 
