@@ -3,8 +3,9 @@
 //! committed fixtures of `tests/fixtures/quants` and `gguf/quant`), loaded
 //! as the model loader loads them (imported types repacked or widened),
 //! prepared for the device (Q4_0, Q4_1, Q8_0, Q4_K, Q5_K and Q6_K kept as they are;
-//! Q5_0, IQ4_NL and TQ2_0 repacked exactly into Q8_0; every other type widened to
-//! f16), and multiplied there: the result equals the f32 reference of
+//! Q5_0, IQ4_NL and TQ2_0 repacked exactly into Q8_0, MXFP4 too where its
+//! scales are f16s; every other type widened to f16 or f32), and multiplied
+//! there: the result equals the f32 reference of
 //! gguf-py's values within the rounding of f16 weights. Needs an OpenCL device (PoCL in CI); `MLLM_SKIP_OPENCL=1`
 //! skips knowingly.
 
@@ -15,7 +16,7 @@ mod common;
 use mllm_backends::cpu::linear::linear_ref;
 use mllm_backends::opencl::OpenClBackend;
 use mllm_backends::quant::{ImportType, QuantType};
-use mllm_backends::{Backend, FloatSlice, Op, Tensor};
+use mllm_backends::{Backend, DType, FloatSlice, Op, Tensor};
 
 fn backend() -> Option<OpenClBackend> {
     if std::env::var_os("MLLM_SKIP_OPENCL").is_some() {
@@ -87,6 +88,29 @@ fn imported(ty: ImportType) -> Case {
     }
 }
 
+/// MXFP4 whose scales are all f16s, as real models' are (the fixture's
+/// blocks with their exponents moved into 2^-24..2^15): the device keeps
+/// it as the Q8_0 blocks of the same values, not as f32.
+const MXFP4_F16: &str = "mxfp4 (f16 scales)";
+
+fn mxfp4_f16_scales() -> Case {
+    let mut blocks = common::fixture("quants", "MXFP4.blocks");
+    for (i, b) in blocks.chunks_exact_mut(17).enumerate() {
+        b[0] = 104 + (i % 40) as u8;
+    }
+    let n = blocks.len() / 17;
+    let mut values = vec![0f32; n * 32];
+    mllm_backends::quant::dequantize_row_mxfp4(&blocks, &mut values).expect("values");
+    let tensor = Tensor::from_quant(blocks, QuantType::MXFP4, vec![n, 32]).expect("tensor");
+    Case {
+        name: MXFP4_F16,
+        tensor,
+        values,
+        n,
+        k: 32,
+    }
+}
+
 /// Per output, how far the device may be from the f32 reference: f16
 /// weights round each product by at most 2^-11 of it; the device kernels
 /// take f32 activations; plus f32 summation slack. A wrong scale or code
@@ -108,12 +132,16 @@ fn every_gguf_weight_type_multiplies_on_opencl() {
     let Some(cl) = backend() else { return };
     let mut cases: Vec<Case> = QuantType::ALL.into_iter().map(native).collect();
     cases.extend(ImportType::ALL.into_iter().map(imported));
+    cases.push(mxfp4_f16_scales());
     let mut failed = vec![];
     for case in &cases {
         let (n, k) = (case.n, case.k);
         let w = cl
             .prepare_weight("w", case.tensor.clone())
             .unwrap_or_else(|e| panic!("{}: preparing for the device: {e}", case.name));
+        if case.name == MXFP4_F16 {
+            assert_eq!(w.dtype(), DType::Quant(QuantType::Q8_0), "{}", case.name);
+        }
         for m in [1, 3] {
             let x = common::vals(0x5EED + m as u64, m * k);
             let want = linear_ref(&x, m, k, FloatSlice::F32(&case.values), n, None);

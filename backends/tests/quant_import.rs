@@ -122,6 +122,37 @@ fn q5_0_iq4_nl_and_tq2_0_repack_into_q8_0_exactly() {
     }
 }
 
+/// MXFP4 blocks whose scales an f16 holds (the fixture's blocks with their
+/// exponents moved into 2^-24..2^15) repack into Q8_0 blocks of exactly
+/// their values, which is how the OpenCL backend keeps them; the fixture
+/// itself (exponents 2^-128..2^32) is refused, naming a block.
+#[test]
+fn mxfp4_repacks_into_q8_0_exactly_where_its_scales_are_f16s() {
+    let mut blocks = fixture("MXFP4.blocks");
+    let n = blocks.len() / 17 * 32;
+    let mut out = vec![0u8; QuantType::Q8_0.bytes_for(n).unwrap()];
+    let err = quant::mxfp4::repack_mxfp4_to_q8_0(&blocks, &mut out).unwrap_err();
+    assert!(err.contains("block 0") && err.contains("f16"), "{err}");
+    for (i, b) in blocks.chunks_exact_mut(17).enumerate() {
+        b[0] = 104 + (i % 40) as u8;
+    }
+    // Both ends of the range.
+    (blocks[0], blocks[17]) = (104, 143);
+    quant::mxfp4::repack_mxfp4_to_q8_0(&blocks, &mut out).unwrap();
+    let mut want = vec![0f32; n];
+    quant::dequantize_row_mxfp4(&blocks, &mut want).unwrap();
+    let got = quant::dequantize(QuantType::Q8_0, &out, n).unwrap();
+    assert_bits_eq("MXFP4 as Q8_0", &got, &want);
+    for e in [103, 144] {
+        blocks[17] = e;
+        assert!(
+            quant::mxfp4::repack_mxfp4_to_q8_0(&blocks, &mut out).is_err(),
+            "a scale of 2^{} passed",
+            e as i32 - 128
+        );
+    }
+}
+
 #[test]
 fn block_structs_round_trip() {
     let b = fixture("Q5_0.blocks");

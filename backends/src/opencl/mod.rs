@@ -176,11 +176,17 @@ fn host_bytes(t: &Tensor) -> Result<(Vec<u8>, DType)> {
             repack(src, &mut out).map_err(|e| invalid("opencl", e))?;
             (out, DType::Quant(QuantType::Q8_0))
         }
+        // MXFP4 whose every power-of-two scale is an f16 (real models'):
+        // the Q8_0 blocks of the same values, 8.5 bits a weight. Other
+        // scales (2^-128..2^127): f32 holds them.
+        DType::Quant(QuantType::MXFP4) => match mxfp4_as_q8_0(t)? {
+            Some(q8) => (q8, DType::Quant(QuantType::Q8_0)),
+            None => (bytemuck::cast_slice(&t.to_f32_vec()?).to_vec(), DType::F32),
+        },
         // Q6_K / Q8_KS blocks scaled by a power of two (IQ3_XXS, IQ1, IQ2
         // files): their steps of `d / 2` or `d / 8` are not all f16s (nor
         // IQ2's 16-bit `d * (2 s + 1) / 8`); f32 keeps them.
-        // MXFP4's power-of-two scales span 2^-128..2^127: f32 holds them.
-        DType::Quant(QuantType::Q6KScaled { .. } | QuantType::Q8KS { .. } | QuantType::MXFP4) => {
+        DType::Quant(QuantType::Q6KScaled { .. } | QuantType::Q8KS { .. }) => {
             (bytemuck::cast_slice(&t.to_f32_vec()?).to_vec(), DType::F32)
         }
         DType::Quant(_) => {
@@ -188,6 +194,16 @@ fn host_bytes(t: &Tensor) -> Result<(Vec<u8>, DType)> {
             (bytemuck::cast_slice(&v).to_vec(), DType::F16)
         }
     })
+}
+
+/// `t`'s MXFP4 blocks as Q8_0 blocks, when every scale is an f16.
+fn mxfp4_as_q8_0(t: &Tensor) -> Result<Option<Vec<u8>>> {
+    let src = t.quant_bytes()?.0;
+    let blocks = src.len() / QuantType::MXFP4.type_size();
+    let mut out = vec![0u8; blocks * QuantType::Q8_0.type_size()];
+    Ok(crate::quant::mxfp4::repack_mxfp4_to_q8_0(src, &mut out)
+        .ok()
+        .map(|()| out))
 }
 
 fn unreachable_dtype() -> Result<(Vec<u8>, DType)> {
