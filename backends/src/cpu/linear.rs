@@ -162,11 +162,11 @@ fn rows<W: Weight>(
                 row(i + 4),
                 row(i + left - 1),
             ];
-            sweep::<W, 6, 4>(path, a, i, left, wb, k, bn, &put);
+            sweep::<W, 6>(path, a, i, left, wb, k, bn, &put);
             i += left;
         } else if left >= 4 && path.rows() >= 4 {
             let a = [row(i), row(i + 1), row(i + 2), row(i + 3)];
-            sweep::<W, 4, 4>(path, a, i, 4, wb, k, bn, &put);
+            sweep::<W, 4>(path, a, i, 4, wb, k, bn, &put);
             i += 4;
         } else if left == 3 && path.rows() >= 4 {
             // Three rows as a four-row tile whose last row repeats the
@@ -175,22 +175,22 @@ fn rows<W: Weight>(
             // streamed them at two thirds of the rate (a speculative
             // verification step of 3 rows cost 1.9 one-row steps).
             let a = [row(i), row(i + 1), row(i + 2), row(i + 2)];
-            sweep::<W, 4, 4>(path, a, i, 3, wb, k, bn, &put);
+            sweep::<W, 4>(path, a, i, 3, wb, k, bn, &put);
             i += 3;
         } else if left >= 2 {
-            sweep::<W, 2, 4>(path, [row(i), row(i + 1)], i, 2, wb, k, bn, &put);
+            sweep::<W, 2>(path, [row(i), row(i + 1)], i, 2, wb, k, bn, &put);
             i += 2;
         } else {
-            sweep::<W, 1, 4>(path, [row(i)], i, 1, wb, k, bn, &put);
+            sweep::<W, 1>(path, [row(i)], i, 1, wb, k, bn, &put);
             i += 1;
         }
     }
 }
 
 /// `R` activation rows (from row `i`) against every weight row of `wb`,
-/// `C` weight rows a tile; the first `live` rows' products are kept.
+/// four weight rows a tile; the first `live` rows' products are kept.
 #[allow(clippy::too_many_arguments)]
-fn sweep<W: Weight, const R: usize, const C: usize>(
+fn sweep<W: Weight, const R: usize>(
     path: Path,
     a: [&[f32]; R],
     i: usize,
@@ -200,6 +200,7 @@ fn sweep<W: Weight, const R: usize, const C: usize>(
     bn: usize,
     put: &impl Fn(usize, usize, f32),
 ) {
+    const C: usize = 4;
     let wrow = |j: usize| &wb[j * k..(j + 1) * k];
     let whole = bn - bn % C;
     for j in (0..whole).step_by(C) {
