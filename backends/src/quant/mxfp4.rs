@@ -74,9 +74,7 @@ impl BlockMXFP4 {
             out[j + QK / 2] = d * KVALUES_MXFP4[(b >> 4) as usize] as f32;
         }
     }
-}
 
-impl BlockMXFP4 {
     /// The same values as a Q8_0 block (codes `k[q]`, |k| <= 12, under the
     /// scale as an f16), when an f16 holds the scale exactly.
     pub fn to_q8_0(&self) -> Option<BlockQ8_0> {
