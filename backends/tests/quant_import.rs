@@ -124,8 +124,9 @@ fn q5_0_iq4_nl_and_tq2_0_repack_into_q8_0_exactly() {
 
 /// MXFP4 blocks whose scales an f16 holds (the fixture's blocks with their
 /// exponents moved into 2^-24..2^15) repack into Q8_0 blocks of exactly
-/// their values, which is how the OpenCL backend keeps them; the fixture
-/// itself (exponents 2^-128..2^32) is refused, naming a block.
+/// their values, which is how the OpenCL backend keeps them, as do blocks
+/// of zeros under any scale; the fixture itself (exponents 2^-128..2^32)
+/// is refused, naming a block.
 #[test]
 fn mxfp4_repacks_into_q8_0_exactly_where_its_scales_are_f16s() {
     let mut blocks = fixture("MXFP4.blocks");
@@ -143,6 +144,13 @@ fn mxfp4_repacks_into_q8_0_exactly_where_its_scales_are_f16s() {
     quant::dequantize_row_mxfp4(&blocks, &mut want).unwrap();
     let got = quant::dequantize(QuantType::Q8_0, &out, n).unwrap();
     assert_bits_eq("MXFP4 as Q8_0", &got, &want);
+    // A block of zeros (codes 0 and -0) repacks under any scale.
+    blocks[17 * 2] = 0;
+    blocks[17 * 2 + 1..17 * 3].fill(0x80);
+    quant::mxfp4::repack_mxfp4_to_q8_0(&blocks, &mut out).unwrap();
+    quant::dequantize_row_mxfp4(&blocks, &mut want).unwrap();
+    let got = quant::dequantize(QuantType::Q8_0, &out, n).unwrap();
+    assert_bits_eq("MXFP4 with a zero block as Q8_0", &got, &want);
     for e in [103, 144] {
         blocks[17] = e;
         assert!(

@@ -12,8 +12,8 @@
 //! spans 2^-128 to 2^127 while a Q8_0 scale is an f16 (2^-24 to 2^15).
 //! The kernel reads `d` from the byte (`e8m0_to_fp32_half`), exact for
 //! every `e`, at 4.25 bits a weight. The OpenCL backend, which has Q8_0
-//! kernels only, repacks a tensor whose every scale is an f16 (real
-//! models' are, 2^-10 or so) into Q8_0 blocks of the same values
+//! kernels only, repacks a tensor whose every scale is an f16 (blocks of
+//! zeros aside, whatever their scale) into Q8_0 blocks of the same values
 //! (`repack_mxfp4_to_q8_0`, 8.5 bits a weight), and widens others to f32.
 
 use half::f16;
@@ -76,32 +76,35 @@ impl BlockMXFP4 {
     }
 
     /// The same values as a Q8_0 block (codes `k[q]`, |k| <= 12, under the
-    /// scale as an f16), when an f16 holds the scale exactly.
+    /// scale as an f16), when an f16 holds the scale exactly, or when every
+    /// value is 0 (a block of zeros may carry any scale, e.g. `e = 0`).
     pub fn to_q8_0(&self) -> Option<BlockQ8_0> {
-        if !F16_EXPONENTS.contains(&self.e) {
-            return None;
-        }
         let mut qs = [0i8; QK];
         for (j, &b) in self.qs.iter().enumerate() {
             qs[j] = KVALUES_MXFP4[(b & 0x0F) as usize];
             qs[j + QK / 2] = KVALUES_MXFP4[(b >> 4) as usize];
         }
-        Some(BlockQ8_0 {
-            d: f16::from_f32(e8m0_to_fp32_half(self.e)),
-            qs,
-        })
+        let d = if F16_EXPONENTS.contains(&self.e) {
+            f16::from_f32(e8m0_to_fp32_half(self.e))
+        } else if qs.iter().all(|&q| q == 0) {
+            f16::ZERO
+        } else {
+            return None;
+        };
+        Some(BlockQ8_0 { d, qs })
     }
 }
 
 /// Rewrites whole MXFP4 blocks as Q8_0 blocks (34 bytes per 17), value for
-/// value, when every block's scale is an f16; otherwise an error naming
-/// the first block whose scale is not (and nothing written).
+/// value, when every block has a Q8_0 twin (`BlockMXFP4::to_q8_0`);
+/// otherwise an error naming the first block whose scale is not an f16
+/// (and nothing written).
 pub fn repack_mxfp4_to_q8_0(blocks: &[u8], out: &mut [u8]) -> Result<(), String> {
     let (whole, _) = blocks.as_chunks::<{ BlockMXFP4::SIZE }>();
     if let Some((i, b)) = whole
         .iter()
         .enumerate()
-        .find(|(_, b)| !F16_EXPONENTS.contains(&b[0]))
+        .find(|(_, b)| BlockMXFP4::from_bytes(b).to_q8_0().is_none())
     {
         return Err(format!(
             "MXFP4: block {i}'s scale 2^{} is outside an f16's 2^-24..2^15",
@@ -109,7 +112,7 @@ pub fn repack_mxfp4_to_q8_0(blocks: &[u8], out: &mut [u8]) -> Result<(), String>
         ));
     }
     map_blocks("MXFP4", blocks, out, |b: &[u8; BlockMXFP4::SIZE]| {
-        // Every scale was checked above: `to_q8_0` is `Some`.
+        // Every block was checked above: `to_q8_0` is `Some`.
         BlockMXFP4::from_bytes(b)
             .to_q8_0()
             .map_or([0; BlockQ8_0::SIZE], |q| q.to_bytes())
