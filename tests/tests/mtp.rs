@@ -13,9 +13,10 @@ use std::rc::Rc;
 use std::sync::atomic::AtomicBool;
 
 use common::golden::load_auto;
+use common::speculative::config;
 use common::*;
 use mllm_interpreter::{Eager, KvCache, Value};
-use mllm_runtime::generation::{Detokenize, Generation, GenerationConfig, SamplerConfig};
+use mllm_runtime::generation::{Detokenize, Generation, GenerationConfig};
 use mllm_runtime::speculative::{MtpHead, Proposer, SpecConfig, SpecStats, SpecType, TargetView};
 use mllm_runtime::{Engine, GenRequest, Sequence, Speculation};
 
@@ -269,18 +270,6 @@ impl Proposer for Checked {
     }
     fn kind(&self) -> SpecType {
         SpecType::Mtp
-    }
-}
-
-fn config(temperature: f32, seed: u64, n: usize) -> GenerationConfig {
-    GenerationConfig {
-        sampler: SamplerConfig {
-            temperature,
-            seed,
-            ..SamplerConfig::DEFAULT
-        },
-        max_new_tokens: n,
-        ..Default::default()
     }
 }
 
