@@ -98,7 +98,18 @@ pub fn check_op_output(op: &Op, inputs: &[&Tensor], out: &Tensor) -> Result<(), 
 
 /// Checks logits before a token is chosen from them: `Err` names the first
 /// non-finite value and its token id.
+///
+/// Runs on every row a token is chosen from, so the common case (all
+/// finite) is a branch-free pass over the exponent bits, which vectorizes;
+/// only a row that fails is searched for its first bad value.
 pub fn check_logits(logits: &[f32]) -> Result<(), String> {
+    const EXP: u32 = 0x7f80_0000;
+    let bad = logits
+        .chunks(256)
+        .any(|c| c.iter().fold(false, |b, v| b | (v.to_bits() & EXP == EXP)));
+    if !bad {
+        return Ok(());
+    }
     match logits.iter().position(|v| !v.is_finite()) {
         None => Ok(()),
         Some(i) => {
@@ -159,5 +170,22 @@ mod tests {
         assert!(check_logits(&[0.5, -2.0]).is_ok());
         let msg = check_logits(&[0.5, f32::NAN, f32::NEG_INFINITY]).expect_err("nan");
         assert!(msg.contains("NaN at token 1 (2 of 3 values"), "{msg}");
+    }
+
+    /// The chunked pass must see a bad value anywhere: in every chunk of
+    /// 256, at either edge of one, and in a short last chunk.
+    #[test]
+    fn a_bad_logit_is_found_at_every_index() {
+        let n = 256 * 2 + 37;
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            for i in 0..n {
+                let mut l: Vec<f32> = (0..n).map(|j| j as f32 * 0.25 - 60.0).collect();
+                l[i] = bad;
+                let msg = check_logits(&l).expect_err("bad value");
+                assert!(msg.contains(&format!("at token {i} (1 of {n}")), "{msg}");
+            }
+        }
+        let big: Vec<f32> = vec![f32::MAX, f32::MIN, f32::MIN_POSITIVE, -0.0, 1e-45];
+        assert!(check_logits(&big).is_ok());
     }
 }

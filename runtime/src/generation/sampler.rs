@@ -88,8 +88,47 @@ pub struct Sampler {
     rng: Rng,
 }
 
-/// Index of the largest value (first on ties; NaN never wins).
+/// Index of the largest value (first on ties; NaN never wins; 0 when no
+/// value is above -inf).
+///
+/// Every step of greedy decoding (and every row of a speculative
+/// verification) runs this over the whole vocabulary: a plain loop that
+/// tracks the index does not vectorize (~1 ns a value, 50 us a row of
+/// SmolLM2's 49k, 150 us of Qwen3's 151k), so the maximum is taken in
+/// lanes first and its first index found by chunks. `argmax_reference` is
+/// its twin.
 pub fn argmax(logits: &[f32]) -> usize {
+    const LANES: usize = 16;
+    let mut lanes = [f32::NEG_INFINITY; LANES];
+    let mut chunks = logits.chunks_exact(LANES);
+    for c in &mut chunks {
+        for (m, &v) in lanes.iter_mut().zip(c) {
+            // `v > m` is false for a NaN `v`: NaN never enters a lane.
+            *m = if v > *m { v } else { *m };
+        }
+    }
+    let mut best = f32::NEG_INFINITY;
+    for &v in lanes.iter().chain(chunks.remainder()) {
+        if v > best {
+            best = v;
+        }
+    }
+    if best == f32::NEG_INFINITY {
+        return 0;
+    }
+    // A branch-free test per chunk, then the exact index inside the first
+    // chunk that holds the maximum.
+    for (k, c) in logits.chunks(LANES * 4).enumerate() {
+        if c.iter().fold(false, |hit, &v| hit | (v == best)) {
+            let at = c.iter().position(|&v| v == best).unwrap_or(0);
+            return k * LANES * 4 + at;
+        }
+    }
+    0
+}
+
+/// `argmax`'s twin: the plain loop it must agree with.
+pub fn argmax_reference(logits: &[f32]) -> usize {
     let mut best = 0;
     let mut bv = f32::NEG_INFINITY;
     for (i, &v) in logits.iter().enumerate() {

@@ -310,4 +310,34 @@ proptest! {
         };
         prop_assert_eq!(sequential(&cfg, &prompt), speculative(&cfg, &prompt, k, &wrong));
     }
+
+    /// The chunked `argmax` is its plain twin's answer: ties (first wins),
+    /// NaN anywhere (never wins), infinities, signed zeros, rows shorter
+    /// and longer than its chunks, and rows with no value above -inf.
+    #[test]
+    fn argmax_is_its_twin(
+        row in proptest::collection::vec(
+            prop_oneof![
+                30 => (-3i8..4).prop_map(|v| v as f32 * 0.5),
+                30 => (-4000i32..4000).prop_map(|v| v as f32 * 0.5),
+                1 => Just(f32::NAN),
+                1 => Just(f32::NEG_INFINITY),
+                1 => Just(f32::INFINITY),
+                1 => Just(-0.0f32),
+                1 => any::<f32>(),
+            ],
+            0..300,
+        ),
+        tie in any::<proptest::sample::Index>(),
+    ) {
+        let twin = crate::generation::sampler::argmax_reference;
+        prop_assert_eq!(crate::generation::argmax(&row), twin(&row));
+        // The same row with its maximum copied to a random place.
+        let mut tied = row.clone();
+        if !tied.is_empty() {
+            let at = tie.index(tied.len());
+            tied[at] = tied[twin(&row)];
+        }
+        prop_assert_eq!(crate::generation::argmax(&tied), twin(&tied));
+    }
 }
