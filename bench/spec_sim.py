@@ -60,7 +60,7 @@ def answer(binary, model, prompt_file, tokens, threads):
         os.unlink(path)
     prompt = ids_of(mllm(binary, "tokenize", "-m", model, "--text", rendered))
     out = mllm(binary, "exec", "-m", model, "--input-ids", ",".join(map(str, prompt)),
-               "--max-new-tokens", str(tokens), "-t", str(threads), "--compiled")
+               "--max-new-tokens", str(tokens), "-t", str(threads), "--compiled", "--kv-type", "f16")
     return prompt, ids_of(out.strip().splitlines()[-1])
 
 

@@ -140,6 +140,47 @@ pub fn argmax_reference(logits: &[f32]) -> usize {
     best
 }
 
+/// The finite logits as (id, logit), highest first (ties: lower id
+/// first), the first `top_k` of them (all for 0).
+///
+/// One total order, so selecting the top k first and sorting only them
+/// gives the list a full sort's first k are: a full sort of SmolLM2's 49k
+/// candidates took 1.2 ms a token (Qwen3's 151k: ~4 ms, a quarter of a
+/// 0.6B decode step), the selection 0.13 ms. `candidates_reference` is its
+/// twin.
+pub fn candidates(logits: &[f32], top_k: usize) -> Vec<(u32, f32)> {
+    let mut cand = finite(logits);
+    if top_k > 0 && top_k < cand.len() {
+        cand.select_nth_unstable_by(top_k - 1, by_logit);
+        cand.truncate(top_k);
+    }
+    cand.sort_by(by_logit);
+    cand
+}
+
+/// `candidates`' twin: the full sort, then the first `top_k`.
+pub fn candidates_reference(logits: &[f32], top_k: usize) -> Vec<(u32, f32)> {
+    let mut cand = finite(logits);
+    cand.sort_by(by_logit);
+    if top_k > 0 {
+        cand.truncate(top_k);
+    }
+    cand
+}
+
+fn finite(logits: &[f32]) -> Vec<(u32, f32)> {
+    logits
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| v.is_finite())
+        .map(|(i, &v)| (i as u32, v))
+        .collect()
+}
+
+fn by_logit(a: &(u32, f32), b: &(u32, f32)) -> std::cmp::Ordering {
+    b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))
+}
+
 impl Sampler {
     pub fn new(config: SamplerConfig) -> Sampler {
         let rng = Rng(config.seed);
@@ -197,19 +238,9 @@ impl Sampler {
         if c.temperature <= 0.0 {
             return argmax(l) as u32;
         }
-        // Candidates sorted by logit, highest first.
-        let mut cand: Vec<(u32, f32)> = l
-            .iter()
-            .enumerate()
-            .filter(|(_, v)| v.is_finite())
-            .map(|(i, &v)| (i as u32, v))
-            .collect();
+        let mut cand = candidates(l, c.top_k);
         if cand.is_empty() {
             return argmax(l) as u32;
-        }
-        cand.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        if c.top_k > 0 && c.top_k < cand.len() {
-            cand.truncate(c.top_k);
         }
         let probs = |cand: &[(u32, f32)], temp: f32| -> Vec<f64> {
             let mx = cand[0].1 as f64;

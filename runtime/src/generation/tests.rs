@@ -340,4 +340,26 @@ proptest! {
         }
         prop_assert_eq!(crate::generation::argmax(&tied), twin(&tied));
     }
+
+    /// Sampling's candidates (top k selected, then sorted) are the full
+    /// sort's first k, ties and all.
+    #[test]
+    fn candidates_are_their_twins(
+        row in proptest::collection::vec(
+            prop_oneof![
+                8 => (-6i8..6).prop_map(|v| v as f32 * 0.5),
+                8 => any::<f32>(),
+                1 => Just(f32::NAN),
+                1 => Just(f32::INFINITY),
+                1 => Just(-0.0f32),
+            ],
+            0..300,
+        ),
+        top_k in prop_oneof![Just(0usize), 1usize..60, Just(400usize)],
+    ) {
+        let sampler = crate::generation::sampler::candidates;
+        let twin = crate::generation::sampler::candidates_reference;
+        let bits = |c: Vec<(u32, f32)>| c.into_iter().map(|(i, v)| (i, v.to_bits())).collect::<Vec<_>>();
+        prop_assert_eq!(bits(sampler(&row, top_k)), bits(twin(&row, top_k)));
+    }
 }
