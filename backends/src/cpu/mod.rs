@@ -33,6 +33,7 @@ pub mod delta_rule;
 pub mod delta_simd;
 pub mod denormals;
 pub mod elementwise;
+pub mod exp_sum;
 pub mod fused;
 pub mod gather;
 mod into;

@@ -48,29 +48,20 @@ impl DraftModel {
     }
 }
 
-/// The most likely token of `logits` and its probability.
+/// The most likely token of `logits` (the first on ties, as greedy
+/// decoding takes it) and its probability.
 fn top(logits: &[f32]) -> Option<(u32, f32)> {
-    let (best, &mx) = logits
-        .iter()
-        .enumerate()
-        .filter(|(_, v)| !v.is_nan())
-        .max_by(|a, b| a.1.total_cmp(b.1))?;
+    let best = crate::generation::argmax(logits);
+    let mx = *logits.get(best)?;
     if !mx.is_finite() {
         return None;
     }
     // Logits more than 40 below the top add at most vocab * e^-40 (2e-13
-    // for 49152 tokens) to the sum: skipping their exponentials changes no
-    // probability a threshold can see, and most of a vocabulary is that far
-    // below a confident top (the full sum cost ~0.3 ms a draft token at
-    // SmolLM2's vocabulary, ~7% of its step). NaN fails the comparison.
-    // `>=`: at a top of -1e30 the floor rounds to the top itself, which
-    // must still count (with `>` the sum was empty and p -inf).
-    let floor = mx - 40.0;
-    let sum: f64 = logits
-        .iter()
-        .filter(|&&v| v >= floor)
-        .map(|&v| ((v - mx) as f64).exp())
-        .sum();
+    // for 49152 tokens) to the sum: no probability a threshold can see.
+    // NaN fails the comparison. `>=`: at a top of -1e30 the floor rounds
+    // to the top itself, which must still count (with `>` the sum was
+    // empty and p -inf).
+    let sum = mllm_backends::cpu::exp_sum::exp_sum(logits, mx, mx - 40.0);
     Some((best as u32, (1.0 / sum) as f32))
 }
 
@@ -327,6 +318,7 @@ mod tests {
             };
             let mx = logits.iter().filter(|v| !v.is_nan()).fold(f32::NEG_INFINITY, |a, &b| a.max(b));
             prop_assert_eq!(logits[best as usize], mx);
+            prop_assert_eq!(Some(best as usize), logits.iter().position(|&v| v == mx));
             let want = full(&logits);
             prop_assert!(((p as f64) - want).abs() <= 1e-6 * want, "{} vs {}", p, want);
         }
