@@ -285,6 +285,38 @@ fn speculative(
     }
 }
 
+/// Logits that rise with the id enter the heap one after another until
+/// `candidates` selects among the rest instead: both ways give the full
+/// sort's first k, ties and NaN included.
+#[test]
+fn candidates_of_rising_and_falling_rows_are_their_twins() {
+    use crate::generation::sampler::{candidates, candidates_reference};
+    let rising: Vec<f32> = (0..20_000)
+        .map(|i| {
+            if i % 997 == 0 {
+                f32::NAN
+            } else {
+                (i / 3) as f32 * 0.25
+            }
+        })
+        .collect();
+    let falling: Vec<f32> = rising.iter().rev().copied().collect();
+    for row in [&rising, &falling] {
+        for k in [1, 2, 40, 1000, 6000, 19_999] {
+            let bits = |c: Vec<(u32, f32)>| {
+                c.into_iter()
+                    .map(|(i, v)| (i, v.to_bits()))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(
+                bits(candidates(row, k)),
+                bits(candidates_reference(row, k)),
+                "k {k}"
+            );
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
@@ -345,21 +377,42 @@ proptest! {
     /// sort's first k, ties and all.
     #[test]
     fn candidates_are_their_twins(
-        row in proptest::collection::vec(
-            prop_oneof![
-                8 => (-6i8..6).prop_map(|v| v as f32 * 0.5),
-                8 => any::<f32>(),
-                1 => Just(f32::NAN),
-                1 => Just(f32::INFINITY),
-                1 => Just(-0.0f32),
-            ],
-            0..300,
-        ),
-        top_k in prop_oneof![Just(0usize), 1usize..60, Just(400usize)],
+        row in prop_oneof![
+            proptest::collection::vec(
+                prop_oneof![
+                    8 => (-6i8..6).prop_map(|v| v as f32 * 0.5),
+                    8 => any::<f32>(),
+                    1 => Just(f32::NAN),
+                    1 => Just(f32::INFINITY),
+                    1 => Just(-0.0f32),
+                ],
+                0..300,
+            ),
+            // Half steps over a wide range: the floors the selection
+            // tries (the top minus 4, 32, ...) land on values.
+            proptest::collection::vec(
+                prop_oneof![
+                    30 => (-100i16..100).prop_map(|v| v as f32 * 0.5),
+                    1 => Just(f32::NAN),
+                    1 => Just(f32::NEG_INFINITY),
+                ],
+                0..600,
+            ),
+        ],
+        top_k in prop_oneof![Just(0usize), 1usize..60, 60usize..300, Just(700usize)],
     ) {
         let sampler = crate::generation::sampler::candidates;
         let twin = crate::generation::sampler::candidates_reference;
         let bits = |c: Vec<(u32, f32)>| c.into_iter().map(|(i, v)| (i, v.to_bits())).collect::<Vec<_>>();
         prop_assert_eq!(bits(sampler(&row, top_k)), bits(twin(&row, top_k)));
+        // k at the edges of the first floor tried (the top minus 4): its
+        // k-th value on the floor, and one more than reach it.
+        let finite: Vec<f32> = row.iter().copied().filter(|v| v.is_finite()).collect();
+        let top = finite.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let above = finite.iter().filter(|&&v| v > top - 4.0).count();
+        let reach = finite.iter().filter(|&&v| v >= top - 4.0).count();
+        for k in [above + 1, reach + 1] {
+            prop_assert_eq!(bits(sampler(&row, k)), bits(twin(&row, k)));
+        }
     }
 }
