@@ -373,8 +373,8 @@ proptest! {
         prop_assert_eq!(crate::generation::argmax(&tied), twin(&tied));
     }
 
-    /// Sampling's candidates (top k selected, then sorted) are the full
-    /// sort's first k, ties and all.
+    /// Sampling's candidates (the best k kept in a heap, then sorted) are
+    /// the full sort's first k, ties and all.
     #[test]
     fn candidates_are_their_twins(
         row in prop_oneof![
@@ -388,8 +388,8 @@ proptest! {
                 ],
                 0..300,
             ),
-            // Half steps over a wide range: the floors the selection
-            // tries (the top minus 4, 32, ...) land on values.
+            // Half steps over a wide range: runs of ties, and a heap
+            // floor that other values equal.
             proptest::collection::vec(
                 prop_oneof![
                     30 => (-100i16..100).prop_map(|v| v as f32 * 0.5),
@@ -405,8 +405,8 @@ proptest! {
         let twin = crate::generation::sampler::candidates_reference;
         let bits = |c: Vec<(u32, f32)>| c.into_iter().map(|(i, v)| (i, v.to_bits())).collect::<Vec<_>>();
         prop_assert_eq!(bits(sampler(&row, top_k)), bits(twin(&row, top_k)));
-        // k at the edges of the first floor tried (the top minus 4): its
-        // k-th value on the floor, and one more than reach it.
+        // k at the edges of a run of ties (the values at the top minus
+        // 4): the k-th is the run's first, and the one after the run.
         let finite: Vec<f32> = row.iter().copied().filter(|v| v.is_finite()).collect();
         let top = finite.iter().copied().fold(f32::NEG_INFINITY, f32::max);
         let above = finite.iter().filter(|&&v| v > top - 4.0).count();
