@@ -149,6 +149,28 @@ fn every_answer_under_a_schema_validates_with_random_weights() {
     );
 }
 
+/// `--ignore-eos` masks the end-of-sequence token (as serve's
+/// `ignore_eos`): SmolLM2's greedy answer to a greeting ends after a few
+/// dozen tokens, and with the flag it runs to `-n`.
+#[test]
+fn ignore_eos_runs_to_the_token_limit() {
+    let model = smollm2();
+    let args = [
+        "run", "--model", &model, "--prompt", "Say hi.", "--temp", "0", "-n", "64", "-t", "2",
+    ];
+    let out = mllm(&args);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        !err.contains("generated 64 tok"),
+        "the answer should end before -n: {err}"
+    );
+    let out = mllm(&[&args[..], &["--ignore-eos"]].concat());
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("generated 64 tok"), "{err}");
+}
+
 #[test]
 fn every_answer_under_a_schema_validates_with_smollm2() {
     let srv = Server::start(&["--model", &smollm2(), "-t", "2"]);

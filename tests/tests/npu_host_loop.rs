@@ -311,6 +311,7 @@ fn run_args(model: &Path, backend: mllm_runtime::model_files::Backend) -> RunArg
             seed: Some(1),
             max_new_tokens: 2,
             stop: vec![],
+            ignore_eos: false,
             enable_thinking: None,
             json_schema: None,
             grammar_file: None,

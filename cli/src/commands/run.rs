@@ -54,6 +54,11 @@ pub struct SamplingArgs {
     /// Stop when this text appears (repeatable); it is not printed.
     #[arg(long = "stop")]
     pub stop: Vec<String>,
+    /// Never end at the model's end-of-sequence token (it is masked, as
+    /// llama.cpp's `--ignore-eos`): the answer runs to `-n` tokens or a
+    /// stop string, as benchmarks of a fixed length need.
+    #[arg(long)]
+    pub ignore_eos: bool,
     /// Qwen3-style thinking switch passed to the chat template.
     #[arg(long)]
     pub enable_thinking: Option<bool>,
@@ -153,7 +158,9 @@ impl SamplingArgs {
             frequency_penalty: self.frequency_penalty,
             seed,
         };
-        files.generation_config(sampler, self.max_new_tokens, self.stop.clone())
+        let mut cfg = files.generation_config(sampler, self.max_new_tokens, self.stop.clone());
+        cfg.ignore_eos = self.ignore_eos;
+        cfg
     }
 }
 
